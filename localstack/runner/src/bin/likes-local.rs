@@ -1,0 +1,112 @@
+//! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
+//!
+//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes]`: the whole service until Ctrl-C.
+//! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
+//!   then stops it (how `make test` gives the test suite its emulator).
+//! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use likes_local::jwt::JwtAuthorizer;
+use likes_local::stack::{AwsTarget, Stack, StackOptions, LOCAL_REGION};
+
+const USAGE: &str = "usage: likes-local run [--addr HOST:PORT] [--prefix NAME]
+       likes-local exec -- CMD [ARGS...]
+       likes-local token SUB [--ttl SECONDS]";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("run") => run(&args[1..]).await,
+        Some("exec") => exec(&args[1..]).await,
+        Some("token") => token(&args[1..]),
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("likes-local: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The value after `--name`, if given.
+fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+async fn run(args: &[String]) -> Result<ExitCode, String> {
+    lambda_http::tracing::init_default_subscriber();
+    let http_addr: SocketAddr = option(args, "--addr")
+        .unwrap_or("127.0.0.1:3000")
+        .parse()
+        .map_err(|e| format!("--addr: {e}"))?;
+    let prefix = option(args, "--prefix").unwrap_or("likes").to_owned();
+    let aws = AwsTarget::connect().await.map_err(|e| e.to_string())?;
+    let stack = Stack::start(aws, StackOptions { prefix, http_addr })
+        .await
+        .map_err(|e| e.to_string())?;
+    let emulator = match stack.aws.emulator_pid() {
+        Some(pid) => format!("offline emulator, pid {pid}"),
+        None => "from AWS_ENDPOINT_URL".to_owned(),
+    };
+    println!("Likes is running locally.");
+    println!("  HTTP API      {}", stack.http_url());
+    println!("  AWS endpoint  {} ({emulator})", stack.aws.endpoint_url);
+    for (logical_id, name) in &stack.resources.names {
+        println!("  {logical_id:<13} {name}");
+    }
+    println!("Get a token:   cargo run -q -p likes-local --bin likes-local -- token alice");
+    println!("Ctrl-C stops everything this started.");
+    tokio::signal::ctrl_c()
+        .await
+        .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+    println!("Stopping.");
+    drop(stack);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn exec(args: &[String]) -> Result<ExitCode, String> {
+    let command = match args.first().map(String::as_str) {
+        Some("--") => &args[1..],
+        _ => args,
+    };
+    let (program, rest) = command.split_first().ok_or(USAGE)?;
+    let aws = AwsTarget::connect().await.map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(program);
+    child.args(rest).env("AWS_ENDPOINT_URL", &aws.endpoint_url);
+    if aws.emulator_pid().is_some() {
+        child
+            .env("AWS_REGION", LOCAL_REGION)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test");
+    }
+    let status = child
+        .status()
+        .await
+        .map_err(|e| format!("running {program}: {e}"))?;
+    drop(aws);
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
+}
+
+fn token(args: &[String]) -> Result<ExitCode, String> {
+    let sub = args.first().filter(|s| !s.starts_with("--")).ok_or(USAGE)?;
+    let ttl: i64 = option(args, "--ttl")
+        .unwrap_or("3600")
+        .parse()
+        .map_err(|e| format!("--ttl: {e}"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs() as i64;
+    println!("{}", JwtAuthorizer::from_env().mint(sub, now, ttl));
+    Ok(ExitCode::SUCCESS)
+}

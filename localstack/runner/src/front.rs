@@ -1,0 +1,321 @@
+//! The local HTTP front: what API Gateway's HTTP API does in AWS. It routes exactly the
+//! template's `HttpApi` events, runs the JWT authorizer, builds the v2 payload with the claims
+//! in the authorizer context, and invokes the function's handler through `lambda_http`'s own
+//! adapter, the code path a deployed bootstrap runs.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use lambda_http::lambda_runtime::{Context, LambdaEvent};
+use lambda_http::request::LambdaRequest;
+use lambda_http::{service_fn, Adapter, Request, Service};
+use likes_api::{App, Endpoint};
+use serde_json::{json, Map, Value};
+use tokio::net::TcpListener;
+
+use crate::jwt::JwtAuthorizer;
+use crate::template::HttpRoute;
+
+/// API Gateway HTTP APIs refuse payloads over 10 MB before any function runs.
+const MAX_PAYLOAD: usize = 10 * 1024 * 1024;
+
+/// One route of the HTTP API and the function behind it.
+pub struct RouteTarget {
+    pub route: HttpRoute,
+    pub endpoint: Endpoint,
+    pub app: App,
+}
+
+pub struct Front {
+    routes: Vec<RouteTarget>,
+    authorizer: JwtAuthorizer,
+}
+
+type HttpResponse = hyper::Response<Full<Bytes>>;
+
+impl Front {
+    pub fn new(routes: Vec<RouteTarget>, authorizer: JwtAuthorizer) -> Self {
+        Self { routes, authorizer }
+    }
+
+    /// Serves until the task is dropped or aborted.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else {
+                continue;
+            };
+            let front = self.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let front = front.clone();
+                    async move { Ok::<_, Infallible>(front.handle(request, peer).await) }
+                });
+                let connection =
+                    http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                if let Err(err) = connection.await {
+                    tracing::debug!(error = %err, "connection closed with an error");
+                }
+            });
+        }
+    }
+
+    async fn handle(
+        &self,
+        request: hyper::Request<Incoming>,
+        peer: std::net::SocketAddr,
+    ) -> HttpResponse {
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, MAX_PAYLOAD).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return gateway_message(413, "Request Entity Too Large"),
+        };
+        let Some((target, path_parameters)) = self.route(parts.method.as_str(), parts.uri.path())
+        else {
+            return gateway_message(404, "Not Found");
+        };
+        let authorization = parts
+            .headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let claims = match self.authorizer.authorize(authorization, now_seconds()) {
+            Ok(claims) => claims,
+            Err(reason) => {
+                tracing::debug!(%reason, "authorizer refused the request");
+                let mut response = gateway_message(401, "Unauthorized");
+                response
+                    .headers_mut()
+                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return response;
+            }
+        };
+        let event = v2_event(&parts, &body, target, path_parameters, claims, peer);
+        match invoke(target, event).await {
+            Ok(response) => response,
+            Err(message) => {
+                tracing::error!(function = %target.route.function, %message, "invocation failed");
+                gateway_message(500, "Internal Server Error")
+            }
+        }
+    }
+
+    /// The route API Gateway would pick: among the matches, the one with most literal segments.
+    fn route(&self, method: &str, path: &str) -> Option<(&RouteTarget, Map<String, Value>)> {
+        self.routes
+            .iter()
+            .filter(|t| t.route.method == method)
+            .filter_map(|t| match_path(&t.route.path, path).map(|params| (t, params)))
+            .max_by_key(|(t, _)| {
+                t.route
+                    .path
+                    .split('/')
+                    .filter(|s| !s.starts_with('{'))
+                    .count()
+            })
+    }
+}
+
+/// Matches `/v1/items/{item_id}/like` against a request path; returns the path parameters.
+fn match_path(pattern: &str, path: &str) -> Option<Map<String, Value>> {
+    let pattern: Vec<&str> = pattern.split('/').collect();
+    let segments: Vec<&str> = path.split('/').collect();
+    if pattern.len() != segments.len() {
+        return None;
+    }
+    let mut params = Map::new();
+    for (want, got) in pattern.iter().zip(&segments) {
+        match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
+            Some(name) if !got.is_empty() => {
+                params.insert(name.to_owned(), Value::String((*got).to_owned()));
+            }
+            Some(_) => return None,
+            None if want == got => {}
+            None => return None,
+        }
+    }
+    Some(params)
+}
+
+/// The API Gateway v2 (payload format 2.0) event for a request.
+fn v2_event(
+    parts: &hyper::http::request::Parts,
+    body: &Bytes,
+    target: &RouteTarget,
+    path_parameters: Map<String, Value>,
+    claims: HashMap<String, String>,
+    peer: std::net::SocketAddr,
+) -> Value {
+    let mut headers = Map::new();
+    let mut cookies = Vec::new();
+    for (name, value) in &parts.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        if name == hyper::header::COOKIE {
+            cookies.extend(value.split(';').map(|c| Value::String(c.trim().to_owned())));
+            continue;
+        }
+        match headers.get_mut(name.as_str()) {
+            Some(Value::String(joined)) => {
+                joined.push(',');
+                joined.push_str(&value);
+            }
+            _ => {
+                headers.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    let raw_query = parts.uri.query().unwrap_or_default();
+    let mut query = Map::new();
+    for pair in raw_query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let (name, value) = (form_decode(name), form_decode(value));
+        match query.get_mut(&name) {
+            Some(Value::String(joined)) => {
+                joined.push(',');
+                joined.push_str(&value);
+            }
+            _ => {
+                query.insert(name, Value::String(value));
+            }
+        }
+    }
+    let route_key = format!("{} {}", target.route.method, target.route.path);
+    let now_ms = now_seconds() * 1000;
+    let mut event = json!({
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": parts.uri.path(),
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": parts.headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1"),
+            "domainPrefix": "local",
+            "http": {
+                "method": parts.method.as_str(),
+                "path": parts.uri.path(),
+                "protocol": "HTTP/1.1",
+                "sourceIp": peer.ip().to_string(),
+                "userAgent": parts.headers.get(hyper::header::USER_AGENT).and_then(|h| h.to_str().ok()).unwrap_or_default(),
+            },
+            "requestId": format!("local-{now_ms}-{}", peer.port()),
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": "",
+            "timeEpoch": now_ms,
+            "authorizer": { "jwt": { "claims": claims, "scopes": null } },
+        },
+        "isBase64Encoded": false,
+    });
+    if !cookies.is_empty() {
+        event["cookies"] = Value::Array(cookies);
+    }
+    if !query.is_empty() {
+        event["queryStringParameters"] = Value::Object(query);
+    }
+    if !path_parameters.is_empty() {
+        event["pathParameters"] = Value::Object(path_parameters);
+    }
+    if !body.is_empty() {
+        match std::str::from_utf8(body) {
+            Ok(text) => event["body"] = Value::String(text.to_owned()),
+            Err(_) => {
+                event["body"] = Value::String(STANDARD.encode(body));
+                event["isBase64Encoded"] = Value::Bool(true);
+            }
+        }
+    }
+    event
+}
+
+/// Invokes the handler exactly as the Lambda runtime does: deserialize the event, adapt,
+/// call, serialize the response; then turns the v2 response back into HTTP.
+async fn invoke(target: &RouteTarget, event: Value) -> Result<HttpResponse, String> {
+    let payload: LambdaRequest = serde_json::from_value(event).map_err(|e| e.to_string())?;
+    let app = target.app.clone();
+    let endpoint = target.endpoint;
+    let mut adapter = Adapter::from(service_fn(move |request: Request| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(app.handle(endpoint, request).await) }
+    }));
+    let Ok(response) = adapter
+        .call(LambdaEvent::new(payload, Context::default()))
+        .await;
+    let response = serde_json::to_value(&response).map_err(|e| e.to_string())?;
+    v2_response(&response)
+}
+
+fn v2_response(response: &Value) -> Result<HttpResponse, String> {
+    let status = response["statusCode"].as_u64().unwrap_or(200) as u16;
+    let mut builder = hyper::Response::builder().status(status);
+    if let Some(headers) = response["headers"].as_object() {
+        for (name, value) in headers {
+            builder = builder.header(name, value.as_str().unwrap_or_default());
+        }
+    }
+    if let Some(cookies) = response["cookies"].as_array() {
+        for cookie in cookies.iter().filter_map(Value::as_str) {
+            builder = builder.header(hyper::header::SET_COOKIE, cookie);
+        }
+    }
+    let body = match response["body"].as_str() {
+        None => Bytes::new(),
+        Some(text) if response["isBase64Encoded"] == true => {
+            Bytes::from(STANDARD.decode(text).map_err(|e| e.to_string())?)
+        }
+        Some(text) => Bytes::from(text.to_owned()),
+    };
+    builder.body(Full::new(body)).map_err(|e| e.to_string())
+}
+
+/// API Gateway's own answers (no route, authorizer refusal) carry `{"message": …}`.
+fn gateway_message(status: u16, message: &str) -> HttpResponse {
+    hyper::Response::builder()
+        .status(status)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(
+            json!({ "message": message }).to_string(),
+        )))
+        .expect("static response is valid")
+}
+
+fn form_decode(raw: &str) -> String {
+    percent_encoding::percent_decode_str(&raw.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_match_segment_by_segment() {
+        let params = match_path("/v1/items/{item_id}/like", "/v1/items/game:1/like").unwrap();
+        assert_eq!(params["item_id"], "game:1");
+        assert!(match_path("/v1/items/{item_id}/like", "/v1/items//like").is_none());
+        assert!(match_path("/v1/items/{item_id}/like", "/v1/items/a/b/like").is_none());
+        assert!(match_path("/v1/items:batchGet", "/v1/items:batchGet").is_some());
+        assert!(match_path("/v1/items:batchGet", "/v1/items").is_none());
+    }
+
+    #[test]
+    fn query_values_are_form_decoded() {
+        assert_eq!(form_decode("a%3Ab+c"), "a:b c");
+    }
+}

@@ -1,0 +1,198 @@
+//! The whole local service: AWS endpoint (the emulator, or `AWS_ENDPOINT_URL`), resources
+//! from the template, and the HTTP front serving the template's routes.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::Credentials;
+use likes_api::{App, Config, Endpoint};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::emulator::{Emulator, EmulatorError};
+use crate::front::{Front, RouteTarget};
+use crate::jwt::JwtAuthorizer;
+use crate::resources::{self, ResourceError, Resources};
+use crate::template::{self, Template, TemplateError};
+
+/// The documented local default for secrets the template generates in AWS (the cursor
+/// signing key). `LIKES_LOCAL_CURSOR_KEY` overrides it.
+pub const DEFAULT_LOCAL_CURSOR_KEY: &str = "local-dev-cursor-signing-key";
+pub const LOCAL_REGION: &str = "us-east-1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    #[error(transparent)]
+    Emulator(#[from] EmulatorError),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
+    #[error("function {function}: {message}")]
+    Function { function: String, message: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Where AWS calls go: an emulator this process started, or `AWS_ENDPOINT_URL`.
+pub struct AwsTarget {
+    emulator: Option<Emulator>,
+    pub endpoint_url: String,
+    pub sdk: SdkConfig,
+}
+
+impl AwsTarget {
+    /// Uses `AWS_ENDPOINT_URL` when set (LocalStack, real AWS: nothing is started);
+    /// otherwise starts the offline emulator.
+    pub async fn connect() -> Result<Self, StackError> {
+        if let Ok(endpoint_url) = std::env::var("AWS_ENDPOINT_URL") {
+            let sdk = aws_config::defaults(BehaviorVersion::latest())
+                .region(
+                    aws_config::meta::region::RegionProviderChain::default_provider()
+                        .or_else(Region::new(LOCAL_REGION)),
+                )
+                .load()
+                .await;
+            return Ok(Self {
+                emulator: None,
+                endpoint_url,
+                sdk,
+            });
+        }
+        let emulator = Emulator::start()?;
+        let endpoint_url = emulator.url().to_owned();
+        Ok(Self {
+            sdk: emulator_sdk_config(&endpoint_url).await,
+            emulator: Some(emulator),
+            endpoint_url,
+        })
+    }
+
+    pub fn emulator_pid(&self) -> Option<u32> {
+        self.emulator.as_ref().map(Emulator::pid)
+    }
+}
+
+/// SDK configuration for the emulator: its endpoint, a fixed region, dummy credentials.
+pub async fn emulator_sdk_config(endpoint_url: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint_url)
+        .region(Region::new(LOCAL_REGION))
+        .credentials_provider(Credentials::new("test", "test", None, None, "likes-local"))
+        .load()
+        .await
+}
+
+pub struct StackOptions {
+    /// Resources are named `<prefix>-<LogicalId>`.
+    pub prefix: String,
+    pub http_addr: SocketAddr,
+}
+
+pub struct Stack {
+    pub aws: AwsTarget,
+    pub template: Template,
+    pub resources: Resources,
+    pub http_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Stack {
+    /// Creates the template's resources and serves its HTTP API.
+    pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
+        let template = Template::load(&template::default_path())?;
+        let secrets: BTreeMap<String, String> = template
+            .resources_of("AWS::SecretsManager::Secret")
+            .into_keys()
+            .map(|id| (id, local_cursor_key()))
+            .collect();
+        let resources = resources::create(&template, &aws.sdk, &options.prefix, secrets).await?;
+        let routes = template
+            .http_routes()?
+            .into_iter()
+            .map(|route| {
+                let endpoint = Endpoint::from_crate_name(&route.binary).ok_or_else(|| {
+                    StackError::Function {
+                        function: route.function.clone(),
+                        message: format!("no handler for binary {:?}", route.binary),
+                    }
+                })?;
+                let app = function_app(&template, &resources, &aws.sdk, &route.function, endpoint)?;
+                Ok(RouteTarget {
+                    route,
+                    endpoint,
+                    app,
+                })
+            })
+            .collect::<Result<Vec<_>, StackError>>()?;
+        let listener = TcpListener::bind(options.http_addr)
+            .await
+            .map_err(|source| StackError::Listen {
+                addr: options.http_addr,
+                source,
+            })?;
+        let http_addr = listener.local_addr().map_err(|source| StackError::Listen {
+            addr: options.http_addr,
+            source,
+        })?;
+        let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
+        let tasks = vec![tokio::spawn(front.serve(listener))];
+        Ok(Self {
+            aws,
+            template,
+            resources,
+            http_addr,
+            tasks,
+        })
+    }
+
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// A function's handler state, configured from its `Environment` in the template, resolved
+/// against the local resources: the same wiring CloudFormation does in AWS.
+fn function_app(
+    template: &Template,
+    resources: &Resources,
+    sdk: &SdkConfig,
+    function: &str,
+    endpoint: Endpoint,
+) -> Result<App, StackError> {
+    let mut variables = BTreeMap::new();
+    for (name, value) in template.environment(function) {
+        let resolved = resources
+            .resolve(template, &value)
+            .ok_or_else(|| StackError::Function {
+                function: function.to_owned(),
+                message: format!("cannot resolve environment variable {name} locally"),
+            })?;
+        variables.insert(name, resolved);
+    }
+    let config =
+        Config::from_lookup(endpoint, |name| variables.get(name).cloned()).map_err(|err| {
+            StackError::Function {
+                function: function.to_owned(),
+                message: err.to_string(),
+            }
+        })?;
+    Ok(App::new(config, sdk))
+}
+
+fn local_cursor_key() -> String {
+    std::env::var("LIKES_LOCAL_CURSOR_KEY").unwrap_or_else(|_| DEFAULT_LOCAL_CURSOR_KEY.into())
+}

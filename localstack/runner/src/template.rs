@@ -1,0 +1,239 @@
+//! Reads `template.yaml`: the one description of the service's resources, routes and function
+//! environments, for the cloud (SAM) and the local stack alike.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::Value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("template.yaml is not valid YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("template.yaml: {0}")]
+    Shape(String),
+}
+
+/// The template of this checkout (`LIKES_TEMPLATE` overrides the path).
+pub fn default_path() -> PathBuf {
+    std::env::var_os("LIKES_TEMPLATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_root().join("template.yaml"))
+}
+
+#[derive(Debug, Clone)]
+pub struct Template {
+    root: Value,
+}
+
+/// One `Type: HttpApi` event of a function: a route of the HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRoute {
+    pub method: String,
+    pub path: String,
+    /// The function's logical id.
+    pub function: String,
+    /// The function's binary (`Metadata.BuildProperties.Binary`): the crate under `functions/`.
+    pub binary: String,
+}
+
+impl Template {
+    pub fn load(path: &Path) -> Result<Self, TemplateError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TemplateError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+        let root: Value = serde_yaml::from_str(text)?;
+        if !root.get("Resources").is_some_and(Value::is_mapping) {
+            return Err(TemplateError::Shape("no Resources section".into()));
+        }
+        Ok(Self { root })
+    }
+
+    /// Logical id → resource, for every resource of `resource_type`.
+    pub fn resources_of(&self, resource_type: &str) -> BTreeMap<String, &Value> {
+        self.root["Resources"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+            .filter(|(_, r)| r["Type"].as_str() == Some(resource_type))
+            .filter_map(|(id, r)| Some((id.as_str()?.to_owned(), r)))
+            .collect()
+    }
+
+    pub fn resource(&self, logical_id: &str) -> Option<&Value> {
+        self.root["Resources"].get(logical_id)
+    }
+
+    /// The HTTP API's routes, from the functions' `HttpApi` events.
+    pub fn http_routes(&self) -> Result<Vec<HttpRoute>, TemplateError> {
+        let mut routes = Vec::new();
+        for (function, resource) in self.resources_of("AWS::Serverless::Function") {
+            let Some(events) = resource["Properties"]["Events"].as_mapping() else {
+                continue;
+            };
+            for event in events.values() {
+                if event["Type"].as_str() != Some("HttpApi") {
+                    continue;
+                }
+                let props = &event["Properties"];
+                let (Some(method), Some(path)) = (props["Method"].as_str(), props["Path"].as_str())
+                else {
+                    return Err(TemplateError::Shape(format!(
+                        "{function}: an HttpApi event needs Method and Path"
+                    )));
+                };
+                routes.push(HttpRoute {
+                    method: method.to_ascii_uppercase(),
+                    path: path.to_owned(),
+                    function: function.clone(),
+                    binary: self.binary(&function)?,
+                });
+            }
+        }
+        Ok(routes)
+    }
+
+    /// The crate a function is built from.
+    pub fn binary(&self, function: &str) -> Result<String, TemplateError> {
+        self.resource(function)
+            .and_then(|r| r["Metadata"]["BuildProperties"]["Binary"].as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                TemplateError::Shape(format!("{function}: no Metadata.BuildProperties.Binary"))
+            })
+    }
+
+    /// A function's environment variables (Globals merged under its own), values unresolved.
+    pub fn environment(&self, function: &str) -> BTreeMap<String, Value> {
+        let globals = &self.root["Globals"]["Function"]["Environment"]["Variables"];
+        let own = self
+            .resource(function)
+            .map(|r| &r["Properties"]["Environment"]["Variables"]);
+        [Some(globals), own]
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_mapping)
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.clone())))
+            .collect()
+    }
+
+    /// A parameter's default value.
+    pub fn parameter_default(&self, name: &str) -> Option<String> {
+        match &self.root["Parameters"][name]["Default"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The `!Ref` target of a value, if it is one (short `!Ref X` or long `{Ref: X}` form).
+pub fn ref_target(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => tagged.value.as_str(),
+        Value::Mapping(map) if map.len() == 1 => map.get("Ref").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// The `!GetAtt Resource.Attribute` of a value, if it is one.
+pub fn get_att(value: &Value) -> Option<(String, String)> {
+    let raw = match value {
+        Value::Tagged(tagged) if tagged.tag == "!GetAtt" => tagged.value.clone(),
+        Value::Mapping(map) if map.len() == 1 => map.get("Fn::GetAtt")?.clone(),
+        _ => return None,
+    };
+    match raw {
+        Value::String(s) => {
+            let (resource, attribute) = s.split_once('.')?;
+            Some((resource.to_owned(), attribute.to_owned()))
+        }
+        Value::Sequence(parts) if parts.len() == 2 => {
+            Some((parts[0].as_str()?.to_owned(), parts[1].as_str()?.to_owned()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+Globals:
+  Function:
+    Environment:
+      Variables:
+        SHARED: "1"
+Parameters:
+  CountShards: { Type: Number, Default: 16 }
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties: {}
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata:
+      BuildMethod: rust-cargolambda
+      BuildProperties: { Binary: put-reaction }
+    Properties:
+      Environment:
+        Variables:
+          REACTIONS_TABLE: !Ref Table
+          ARN: !GetAtt Table.StreamArn
+      Events:
+        Put:
+          Type: HttpApi
+          Properties: { Path: "/v1/items/{item_id}/reaction", Method: put }
+        Stream:
+          Type: DynamoDB
+          Properties: { Stream: !GetAtt Table.StreamArn }
+"#;
+
+    #[test]
+    fn routes_come_from_http_api_events_only() {
+        let template = Template::parse(SAMPLE).unwrap();
+        assert_eq!(
+            template.http_routes().unwrap(),
+            vec![HttpRoute {
+                method: "PUT".into(),
+                path: "/v1/items/{item_id}/reaction".into(),
+                function: "Fn".into(),
+                binary: "put-reaction".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn environments_merge_globals_and_keep_intrinsics() {
+        let template = Template::parse(SAMPLE).unwrap();
+        let env = template.environment("Fn");
+        assert_eq!(env["SHARED"].as_str(), Some("1"));
+        assert_eq!(ref_target(&env["REACTIONS_TABLE"]), Some("Table"));
+        assert_eq!(
+            get_att(&env["ARN"]),
+            Some(("Table".to_owned(), "StreamArn".to_owned()))
+        );
+        assert_eq!(
+            template.parameter_default("CountShards").as_deref(),
+            Some("16")
+        );
+        assert_eq!(template.resources_of("AWS::DynamoDB::Table").len(), 1);
+    }
+
+    #[test]
+    fn a_template_without_resources_is_refused() {
+        assert!(Template::parse("Parameters: {}").is_err());
+    }
+}

@@ -1,0 +1,129 @@
+//! Reading API Gateway requests and writing JSON responses: the caller (from the JWT
+//! authorizer's claims only), path parameters, headers and bodies, each validated once.
+
+use lambda_http::http::header::{CONTENT_TYPE, IF_MATCH};
+use lambda_http::http::response::Builder;
+use lambda_http::http::HeaderMap;
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use likes_core::{IdempotencyKey, ItemId, UserId, ValidationError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::ApiError;
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The caller: the `sub` claim that API Gateway's JWT authorizer validated and put in the
+/// request context. Headers, path and body are never consulted.
+pub fn user(request: &Request) -> Result<UserId, ApiError> {
+    let sub = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context
+            .authorizer
+            .as_ref()
+            .and_then(|authorizer| authorizer.jwt.as_ref())
+            .and_then(|jwt| jwt.claims.get("sub"))
+            .cloned(),
+        _ => None,
+    };
+    let sub = sub.ok_or(ApiError::Unauthorized)?;
+    UserId::parse(&sub).map_err(|_| ApiError::Unauthorized)
+}
+
+/// The `{item_id}` path parameter. Clients may percent-encode `:`; the id is validated after
+/// decoding, so `game%3A1` and `game:1` name the same item.
+pub fn item_id(request: &Request) -> Result<ItemId, ApiError> {
+    let params = request.path_parameters();
+    let raw = params.first("item_id").unwrap_or_default();
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map_err(|_| ValidationError::ItemId(raw.chars().take(64).collect()))?;
+    Ok(ItemId::parse(&decoded)?)
+}
+
+/// The `Idempotency-Key` header; `required` on `PUT …/reaction`, optional elsewhere.
+pub fn idempotency_key(
+    request: &Request,
+    required: bool,
+) -> Result<Option<IdempotencyKey>, ApiError> {
+    match request.headers().get(IDEMPOTENCY_KEY) {
+        None if required => Err(ValidationError::MissingIdempotencyKey.into()),
+        None => Ok(None),
+        Some(value) => {
+            let raw = value
+                .to_str()
+                .map_err(|_| ValidationError::IdempotencyKeyCharacters)?;
+            Ok(Some(IdempotencyKey::parse(raw)?))
+        }
+    }
+}
+
+/// `If-Match: "<version>"` (one strong entity tag) or `*` (any version: no precondition).
+pub fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(IF_MATCH) else {
+        return Ok(None);
+    };
+    let raw = value.to_str().map_err(|_| ValidationError::IfMatch)?.trim();
+    if raw == "*" {
+        return Ok(None);
+    }
+    raw.strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+        .and_then(|digits| digits.parse().ok())
+        .map(Some)
+        .ok_or_else(|| ValidationError::IfMatch.into())
+}
+
+pub fn etag(version: u64) -> String {
+    format!("\"{version}\"")
+}
+
+/// The JSON body, at most `max_bytes`, with a JSON content type when one is given.
+pub fn json_body<T: DeserializeOwned>(request: &Request, max_bytes: usize) -> Result<T, ApiError> {
+    if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
+        let content_type = content_type.to_str().unwrap_or_default();
+        let essence = content_type.split(';').next().unwrap_or_default().trim();
+        let is_json = essence.eq_ignore_ascii_case("application/json")
+            || essence.to_ascii_lowercase().ends_with("+json");
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType(content_type.to_owned()));
+        }
+    }
+    let bytes: &[u8] = match request.body() {
+        Body::Empty => b"",
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => b"",
+    };
+    if bytes.len() > max_bytes {
+        return Err(ValidationError::BodyTooLarge(max_bytes).into());
+    }
+    if bytes.is_empty() {
+        return Err(ValidationError::Body("a JSON body is required".into()).into());
+    }
+    serde_json::from_slice(bytes).map_err(|err| ValidationError::Body(err.to_string()).into())
+}
+
+/// A JSON response; `builder` carries the status and any other headers.
+pub fn respond_json<T: Serialize>(builder: Builder, body: &T) -> Response<Body> {
+    let text = serde_json::to_string(body).expect("response bodies serialize");
+    builder
+        .header(CONTENT_TYPE, "application/json")
+        .body(Body::Text(text))
+        .expect("response headers are valid")
+}
+
+/// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:26:30.123Z`.
+pub fn timestamp(epoch_ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(epoch_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+pub fn now_ms() -> i64 {
+    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}

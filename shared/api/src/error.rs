@@ -1,0 +1,72 @@
+//! The one place errors become HTTP: RFC 9457 problem+json with the right status.
+
+use lambda_http::http::header::{CONTENT_TYPE, ETAG, RETRY_AFTER};
+use lambda_http::{Body, Response};
+use likes_core::{ProblemType, ValidationError};
+use likes_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    #[error("no authenticated user: the request carries no JWT subject claim")]
+    Unauthorized,
+    #[error("the content type {0:?} is not JSON")]
+    UnsupportedMediaType(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A function deployed without a variable its endpoint needs.
+    #[error("the function is not configured with {0}")]
+    Config(&'static str),
+}
+
+impl ApiError {
+    fn problem_type(&self) -> ProblemType {
+        match self {
+            Self::Validation(err) => err.problem_type(),
+            Self::Unauthorized => ProblemType::Unauthorized,
+            Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
+            Self::Store(StoreError::PreconditionFailed { .. }) => ProblemType::PreconditionFailed,
+            Self::Store(StoreError::KeyReused { .. }) => ProblemType::IdempotencyKeyReused,
+            // DynamoDB throttling is the service's trouble, not the caller's rate: 503.
+            Self::Store(StoreError::Throttled { .. }) => ProblemType::Unavailable,
+            Self::Store(StoreError::Aws { .. } | StoreError::Corrupt(_)) | Self::Config(_) => {
+                ProblemType::Internal
+            }
+        }
+    }
+
+    /// The problem+json response. Server-side failures are logged here with their cause and
+    /// answered with a generic detail: the cause is for operators, not for clients.
+    pub fn into_response(self) -> Response<Body> {
+        let problem = self.problem_type();
+        let detail = if problem.status() >= 500 {
+            tracing::error!(error = %self, "request failed");
+            "The request could not be completed; it is safe to retry it with the same Idempotency-Key."
+                .to_owned()
+        } else {
+            self.to_string()
+        };
+        let body = serde_json::json!({
+            "type": problem.uri(),
+            "title": problem.title(),
+            "status": problem.status(),
+            "detail": detail,
+        });
+        let mut response = Response::builder()
+            .status(problem.status())
+            .header(CONTENT_TYPE, "application/problem+json");
+        match self {
+            Self::Store(StoreError::PreconditionFailed { current }) => {
+                response = response.header(ETAG, crate::edge::etag(current));
+            }
+            Self::Store(StoreError::Throttled { .. }) => {
+                response = response.header(RETRY_AFTER, "1");
+            }
+            _ => {}
+        }
+        response
+            .body(Body::Text(body.to_string()))
+            .expect("static headers are valid")
+    }
+}

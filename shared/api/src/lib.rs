@@ -1,0 +1,149 @@
+//! The HTTP edge of Likes: one handler per endpoint, shared by the Lambda bootstraps
+//! (`functions/<name>`) and the local HTTP front, so both run the very same code.
+
+pub mod edge;
+mod error;
+mod reactions;
+
+use std::convert::Infallible;
+
+use aws_config::{BehaviorVersion, SdkConfig};
+use lambda_http::{service_fn, Body, Request, Response};
+use likes_core::{CursorKey, ValidationError};
+use likes_store::ReactionsStore;
+
+pub use error::ApiError;
+
+/// Every HTTP endpoint; each is its own Lambda function, named after its crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    PutReaction,
+    PutLike,
+    DeleteLike,
+    GetReaction,
+    ListLikedItems,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 5] = [
+        Self::PutReaction,
+        Self::PutLike,
+        Self::DeleteLike,
+        Self::GetReaction,
+        Self::ListLikedItems,
+    ];
+
+    /// The function's crate under `functions/`, which template.yaml names as its code.
+    pub fn crate_name(self) -> &'static str {
+        match self {
+            Self::PutReaction => "put-reaction",
+            Self::PutLike => "put-like",
+            Self::DeleteLike => "delete-like",
+            Self::GetReaction => "get-reaction",
+            Self::ListLikedItems => "list-liked-items",
+        }
+    }
+
+    pub fn from_crate_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.crate_name() == name)
+    }
+
+    fn needs_cursor_key(self) -> bool {
+        self == Self::ListLikedItems
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    #[error("environment variable CURSOR_SIGNING_KEY: {0}")]
+    CursorKey(ValidationError),
+}
+
+/// What the handlers need to know, read once at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub reactions_table: String,
+    /// Only the endpoints that page with cursors need it.
+    pub cursor_key: Option<CursorKey>,
+}
+
+impl Config {
+    /// Reads the variables `endpoint` needs from the process environment, failing fast with
+    /// the name of a missing one.
+    pub fn from_env(endpoint: Endpoint) -> Result<Self, ConfigError> {
+        Self::from_lookup(endpoint, |name| std::env::var(name).ok())
+    }
+
+    /// The same from any source of variables: the local stack resolves each function's
+    /// `Environment` from template.yaml and passes it here.
+    pub fn from_lookup(
+        endpoint: Endpoint,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let cursor_key = if endpoint.needs_cursor_key() {
+            let secret = var("CURSOR_SIGNING_KEY")?;
+            Some(CursorKey::new(secret).map_err(ConfigError::CursorKey)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            reactions_table: var("REACTIONS_TABLE")?,
+            cursor_key,
+        })
+    }
+}
+
+/// The handlers' shared state: AWS clients built once, reused by warm invocations.
+#[derive(Debug, Clone)]
+pub struct App {
+    reactions: ReactionsStore,
+    cursor_key: Option<CursorKey>,
+}
+
+impl App {
+    pub fn new(config: Config, sdk: &SdkConfig) -> Self {
+        let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+        Self {
+            reactions: ReactionsStore::new(dynamodb, config.reactions_table),
+            cursor_key: config.cursor_key,
+        }
+    }
+
+    fn reactions(&self) -> Result<&ReactionsStore, ApiError> {
+        Ok(&self.reactions)
+    }
+
+    fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
+        self.cursor_key
+            .as_ref()
+            .ok_or(ApiError::Config("CURSOR_SIGNING_KEY"))
+    }
+
+    /// Serves one request of `endpoint`; every error becomes its problem+json response here.
+    pub async fn handle(&self, endpoint: Endpoint, request: Request) -> Response<Body> {
+        let result = match endpoint {
+            Endpoint::PutReaction => reactions::put_reaction(self, request).await,
+            Endpoint::PutLike => reactions::put_like(self, request).await,
+            Endpoint::DeleteLike => reactions::delete_like(self, request).await,
+            Endpoint::GetReaction => reactions::get_reaction(self, request).await,
+            Endpoint::ListLikedItems => reactions::list_liked_items(self, request).await,
+        };
+        result.unwrap_or_else(ApiError::into_response)
+    }
+}
+
+/// The whole of a function's `main`: read config, build clients once, serve requests.
+pub async fn run(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let config = Config::from_env(endpoint)?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let app = App::new(config, &sdk);
+    let app = &app;
+    lambda_http::run(service_fn(move |request: Request| async move {
+        Ok::<_, Infallible>(app.handle(endpoint, request).await)
+    }))
+    .await
+}

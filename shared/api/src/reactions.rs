@@ -1,0 +1,194 @@
+//! The reaction endpoints: set (PUT reaction, PUT/DELETE like), read, and list liked items.
+//! Each reads the request, makes one store call, and writes the answer.
+
+use lambda_http::http::header::{HeaderName, ETAG};
+use lambda_http::{Body, Request, RequestExt, Response};
+use likes_core::{
+    IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId, ValidationError,
+    WriteRequest,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::edge::{self, respond_json};
+use crate::{ApiError, App};
+
+/// A reaction body is `{"state": "LIKE"}`: anything past a few hundred bytes is not one.
+const MAX_REACTION_BODY: usize = 1024;
+const DEFAULT_PAGE: usize = 20;
+const MAX_PAGE: usize = 100;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetReactionBody {
+    state: String,
+}
+
+#[derive(Serialize)]
+struct ChangeBody<'a> {
+    item_id: &'a ItemId,
+    state: ReactionState,
+    previous_state: ReactionState,
+    version: u64,
+    client_like_delta: i64,
+    client_dislike_delta: i64,
+    count_status: likes_core::CountStatus,
+    updated_at: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ReactionBody<'a> {
+    item_id: &'a ItemId,
+    state: ReactionState,
+    version: u64,
+    updated_at: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LikedItemBody {
+    item_id: ItemId,
+    liked_at: String,
+}
+
+#[derive(Serialize)]
+struct LikedPageBody {
+    items: Vec<LikedItemBody>,
+    next_cursor: Option<String>,
+}
+
+/// `PUT /v1/items/{item_id}/reaction` with `{"state": …}`; `Idempotency-Key` required.
+pub async fn put_reaction(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let user = edge::user(&request)?;
+    let item = edge::item_id(&request)?;
+    let key = edge::idempotency_key(&request, true)?;
+    let if_match = edge::if_match(request.headers())?;
+    let body: SetReactionBody = edge::json_body(&request, MAX_REACTION_BODY)?;
+    let target: ReactionState = body.state.parse()?;
+    set_reaction(app, &user, &item, target, key, if_match).await
+}
+
+/// `PUT /v1/items/{item_id}/like`: LIKE, `Idempotency-Key` optional.
+pub async fn put_like(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    set_from_path(app, request, ReactionState::Like).await
+}
+
+/// `DELETE /v1/items/{item_id}/like`: NONE, `Idempotency-Key` optional.
+pub async fn delete_like(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    set_from_path(app, request, ReactionState::None).await
+}
+
+async fn set_from_path(
+    app: &App,
+    request: Request,
+    target: ReactionState,
+) -> Result<Response<Body>, ApiError> {
+    let user = edge::user(&request)?;
+    let item = edge::item_id(&request)?;
+    let key = edge::idempotency_key(&request, false)?;
+    let if_match = edge::if_match(request.headers())?;
+    set_reaction(app, &user, &item, target, key, if_match).await
+}
+
+async fn set_reaction(
+    app: &App,
+    user: &UserId,
+    item: &ItemId,
+    target: ReactionState,
+    key: Option<IdempotencyKey>,
+    if_match: Option<u64>,
+) -> Result<Response<Body>, ApiError> {
+    let request = WriteRequest {
+        target,
+        key: key.map(|k| k.hash()),
+        if_match,
+    };
+    let change = app
+        .reactions()?
+        .set(user, item, &request, edge::now_ms())
+        .await?;
+    tracing::info!(
+        item_id = %item,
+        state = %change.state,
+        version = change.version,
+        replayed = change.replayed,
+        count_status = ?change.count_status,
+        "reaction set"
+    );
+    Ok(change_response(item, &change))
+}
+
+fn change_response(item: &ItemId, change: &ReactionChange) -> Response<Body> {
+    let delta = change.client_delta();
+    let mut builder = Response::builder()
+        .status(200)
+        .header(ETAG, edge::etag(change.version));
+    if change.replayed {
+        builder = builder.header(HeaderName::from_static(edge::IDEMPOTENT_REPLAYED), "true");
+    }
+    respond_json(
+        builder,
+        &ChangeBody {
+            item_id: item,
+            state: change.state,
+            previous_state: change.previous_state,
+            version: change.version,
+            client_like_delta: delta.like,
+            client_dislike_delta: delta.dislike,
+            count_status: change.count_status,
+            updated_at: change.updated_at_ms.map(edge::timestamp),
+        },
+    )
+}
+
+/// `GET /v1/items/{item_id}/reaction`: strongly consistent; NONE at version 0 when never set.
+pub async fn get_reaction(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let user = edge::user(&request)?;
+    let item = edge::item_id(&request)?;
+    let row = app.reactions()?.get(&user, &item).await?;
+    let builder = Response::builder()
+        .status(200)
+        .header(ETAG, edge::etag(row.version));
+    Ok(respond_json(
+        builder,
+        &ReactionBody {
+            item_id: &item,
+            state: row.state,
+            version: row.version,
+            updated_at: row.updated_at_ms.map(edge::timestamp),
+        },
+    ))
+}
+
+/// `GET /v1/users/me/liked-items?limit=20&cursor=…`: newest first, signed cursor.
+pub async fn list_liked_items(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let user = edge::user(&request)?;
+    let params = request.query_string_parameters();
+    let limit = match params.first("limit") {
+        None => DEFAULT_PAGE,
+        Some(raw) => raw
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| ValidationError::Limit(raw.chars().take(32).collect()))?,
+    };
+    let key = app.cursor_key()?;
+    let after = params
+        .first("cursor")
+        .map(|raw| LikedCursor::decode(raw, key, &user))
+        .transpose()?;
+    let page = app
+        .reactions()?
+        .liked_page(&user, limit, after.as_ref())
+        .await?;
+    let body = LikedPageBody {
+        items: page
+            .items
+            .into_iter()
+            .map(|liked| LikedItemBody {
+                liked_at: edge::timestamp(liked.liked_at_ms),
+                item_id: liked.item_id,
+            })
+            .collect(),
+        next_cursor: page.next.map(|cursor| cursor.encode(key, &user)),
+    };
+    Ok(respond_json(Response::builder().status(200), &body))
+}

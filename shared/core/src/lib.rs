@@ -1,0 +1,60 @@
+//! The domain core of Likes: reaction states and their transitions, validation of what
+//! clients send, idempotency records, signed cursors and problem types. Pure functions,
+//! no AWS types: the adapters and the HTTP edge build on this.
+
+pub mod cursor;
+pub mod ids;
+pub mod problem;
+pub mod reaction;
+pub mod write;
+
+pub use cursor::{CursorKey, LikedCursor};
+pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
+pub use problem::ProblemType;
+pub use reaction::{Delta, ReactionState, Transition};
+pub use write::{
+    explain_rejection, CountStatus, IdempotencyRecord, ReactionChange, ReactionRow, Rejection,
+    WriteRequest,
+};
+
+/// Input a client can correct. Every variant is a 4xx at the edge, and nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("item_id {0:?} is not 1-128 characters of [A-Za-z0-9_.:-]")]
+    ItemId(String),
+    #[error("state {0:?} is not one of LIKE, DISLIKE, NONE")]
+    UnknownState(String),
+    #[error("the Idempotency-Key header is required on this endpoint")]
+    MissingIdempotencyKey,
+    #[error("the Idempotency-Key header must be 1-255 characters long")]
+    IdempotencyKeyLength,
+    #[error("the Idempotency-Key header must be printable ASCII")]
+    IdempotencyKeyCharacters,
+    #[error("If-Match must be one strong entity tag such as \"3\", or *")]
+    IfMatch,
+    #[error("the token's subject claim is not a usable user id")]
+    UserId,
+    #[error("the cursor is not valid for this user")]
+    Cursor,
+    #[error("limit {0:?} is not a whole number from 1 to 100")]
+    Limit(String),
+    #[error("the request body is not valid: {0}")]
+    Body(String),
+    #[error("the request body is larger than {0} bytes")]
+    BodyTooLarge(usize),
+    #[error("item_ids must hold 1 to {max} ids, got {got}")]
+    BatchSize { max: usize, got: usize },
+    #[error("the cursor signing key must be at least 16 bytes")]
+    WeakCursorKey,
+}
+
+impl ValidationError {
+    /// The problem type a client sees for this error.
+    pub fn problem_type(&self) -> ProblemType {
+        match self {
+            Self::BodyTooLarge(_) => ProblemType::PayloadTooLarge,
+            Self::WeakCursorKey => ProblemType::Internal,
+            _ => ProblemType::Validation,
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! RFC 9457 problem types: every error a client can see, with its status and title.
+
+/// One kind of problem. `type` is a relative URI reference, resolved against the API's base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemType {
+    Validation,
+    Unauthorized,
+    PreconditionFailed,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    IdempotencyKeyReused,
+    Internal,
+    Unavailable,
+}
+
+impl ProblemType {
+    pub fn status(self) -> u16 {
+        match self {
+            Self::Validation => 400,
+            Self::Unauthorized => 401,
+            Self::PreconditionFailed => 412,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::IdempotencyKeyReused => 422,
+            Self::Internal => 500,
+            Self::Unavailable => 503,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Validation => "The request is not valid",
+            Self::Unauthorized => "A valid bearer token is required",
+            Self::PreconditionFailed => "The reaction changed since that version",
+            Self::PayloadTooLarge => "The request body is too large",
+            Self::UnsupportedMediaType => "The request body must be JSON",
+            Self::IdempotencyKeyReused => "The Idempotency-Key was used for another request",
+            Self::Internal => "Internal error",
+            Self::Unavailable => "The service is unavailable, retry later",
+        }
+    }
+
+    /// The `type` member: a stable, relative URI reference.
+    pub fn uri(self) -> &'static str {
+        match self {
+            Self::Validation => "/problems/validation",
+            Self::Unauthorized => "/problems/unauthorized",
+            Self::PreconditionFailed => "/problems/precondition-failed",
+            Self::PayloadTooLarge => "/problems/payload-too-large",
+            Self::UnsupportedMediaType => "/problems/unsupported-media-type",
+            Self::IdempotencyKeyReused => "/problems/idempotency-key-reused",
+            Self::Internal => "/problems/internal",
+            Self::Unavailable => "/problems/unavailable",
+        }
+    }
+}

@@ -1,0 +1,51 @@
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+/// What a store call can end in, in terms a caller can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `If-Match` named a version that is no longer current.
+    #[error("the reaction is at version {current}, not the one If-Match named")]
+    PreconditionFailed { current: u64 },
+    /// An idempotency key was reused for a different request.
+    #[error("the idempotency key was used for a request to set {original}")]
+    KeyReused { original: likes_core::ReactionState },
+    /// DynamoDB throttled the request after the SDK's bounded retries: retry later.
+    #[error("{operation} was throttled by DynamoDB")]
+    Throttled { operation: &'static str },
+    /// Any other failure of an AWS call, surfaced with its whole chain of causes.
+    #[error("{operation} failed: {}", DisplayErrorContext(&**source))]
+    Aws {
+        operation: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A stored row this code cannot read: a bug or a foreign writer, never the client's fault.
+    #[error("stored data is malformed: {0}")]
+    Corrupt(String),
+}
+
+/// The error codes DynamoDB uses for "slow down". Matched on the modeled code, not on text.
+const THROTTLE_CODES: [&str; 3] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
+
+impl StoreError {
+    pub(crate) fn aws<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        if err
+            .code()
+            .is_some_and(|code| THROTTLE_CODES.contains(&code))
+        {
+            return Self::Throttled { operation };
+        }
+        Self::Aws {
+            operation,
+            source: Box::new(err),
+        }
+    }
+}

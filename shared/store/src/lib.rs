@@ -1,0 +1,8 @@
+//! DynamoDB adapters of Likes. Each module owns one use of one AWS service; the domain
+//! decisions they act on live in `likes-core`.
+
+mod error;
+pub mod reactions;
+
+pub use error::StoreError;
+pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

@@ -1,0 +1,480 @@
+//! The Reactions table: the source of truth. One row per (user, item).
+//!
+//! Row layout: `user_id` (PK), `item_id` (SK), `state`, `op_id` (bumped on every real flip),
+//! `updated_at` and, only while LIKE, `liked_at` (epoch millis; the sparse `by_liked_at` LSI).
+//! Each recent idempotency key `h` (its 16-character hash) keeps three small attributes:
+//! `k#h` = the requested state and time (`L|1732912345678`), `v#h` = the version the write
+//! produced, `p#h` = the state it replaced. The last two are copied from the old row by the
+//! update expression itself, so one write records what a replay must answer.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::Client;
+use likes_core::{
+    explain_rejection, IdempotencyRecord, ItemId, KeyHash, LikedCursor, ReactionChange,
+    ReactionRow, ReactionState, Rejection, UserId, WriteRequest,
+};
+
+use crate::StoreError;
+
+/// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.
+pub const LIKED_AT_INDEX: &str = "by_liked_at";
+
+const USER_ID: &str = "user_id";
+const ITEM_ID: &str = "item_id";
+const STATE: &str = "state";
+const OP_ID: &str = "op_id";
+const UPDATED_AT: &str = "updated_at";
+const LIKED_AT: &str = "liked_at";
+const REQUEST_PREFIX: &str = "k#";
+const VERSION_PREFIX: &str = "v#";
+const PREVIOUS_PREFIX: &str = "p#";
+
+type Item = HashMap<String, AttributeValue>;
+
+#[derive(Debug, Clone)]
+pub struct ReactionsStore {
+    client: Client,
+    table: String,
+}
+
+/// One liked item, newest first in a [`LikedPage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LikedItem {
+    pub item_id: ItemId,
+    pub liked_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LikedPage {
+    pub items: Vec<LikedItem>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<LikedCursor>,
+}
+
+impl ReactionsStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Sets a reaction with one conditional UpdateItem (no read first, no transaction).
+    ///
+    /// The condition: the state differs from the target, the idempotency key is not recorded
+    /// yet, and `op_id` matches `If-Match` when given. A rejected write comes back with the old
+    /// row (`ALL_OLD`), which tells which clause failed.
+    pub async fn set(
+        &self,
+        user: &UserId,
+        item: &ItemId,
+        request: &WriteRequest,
+        now_ms: i64,
+    ) -> Result<ReactionChange, StoreError> {
+        let write = FlipExpression::new(request, now_ms);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(user, item)))
+            .update_expression(write.update)
+            .condition_expression(write.condition)
+            .set_expression_attribute_names(Some(write.names))
+            .set_expression_attribute_values(Some(write.values))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => {
+                let old = match output.attributes {
+                    Some(old) => row_from_item(&old)?,
+                    None => ReactionRow::absent(),
+                };
+                let record = IdempotencyRecord {
+                    state: request.target,
+                    previous_state: old.state,
+                    version: old.version + 1,
+                    updated_at_ms: now_ms,
+                };
+                let mut after = old;
+                if let Some(key) = &request.key {
+                    after.keys.push((key.clone(), record));
+                }
+                self.trim_keys(user, item, &after, record.version).await;
+                Ok(ReactionChange::from_record(record, false))
+            }
+            Err(err) => {
+                let old = match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed
+                        .item()
+                        .map(row_from_item)
+                        .transpose()?
+                        .unwrap_or_else(ReactionRow::absent),
+                    _ => return Err(StoreError::aws("UpdateItem", err)),
+                };
+                match explain_rejection(&old, request) {
+                    Rejection::Replay(record) => Ok(ReactionChange::from_record(record, true)),
+                    Rejection::AlreadyInState => Ok(ReactionChange::unchanged(&old)),
+                    Rejection::Stale { current } => Err(StoreError::PreconditionFailed { current }),
+                    Rejection::KeyReused { original } => Err(StoreError::KeyReused {
+                        original: original.state,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Drops the oldest idempotency keys once the row holds too many, so it stays under 1 KB.
+    ///
+    /// Conditional on the version just written: if another flip landed meanwhile, that writer
+    /// trims instead. The user's write already succeeded, so a failure here must not turn its
+    /// answer into an error (the client would retry and get a replay anyway); it is logged and
+    /// the next flip of the row tries again.
+    async fn trim_keys(&self, user: &UserId, item: &ItemId, row: &ReactionRow, version: u64) {
+        let stale = row.keys_to_trim();
+        if stale.is_empty() {
+            return;
+        }
+        let mut names = HashMap::new();
+        let mut paths = Vec::new();
+        for (i, key) in stale.iter().enumerate() {
+            for prefix in [REQUEST_PREFIX, VERSION_PREFIX, PREVIOUS_PREFIX] {
+                let placeholder = format!("#{}{i}", &prefix[..1]);
+                names.insert(placeholder.clone(), format!("{prefix}{}", key.as_str()));
+                paths.push(placeholder);
+            }
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(user, item)))
+            .update_expression(format!("REMOVE {}", paths.join(", ")))
+            .condition_expression("op_id = :version")
+            .set_expression_attribute_names(Some(names))
+            .expression_attribute_values(":version", number(version))
+            .send()
+            .await;
+        match result {
+            Ok(_) => tracing::debug!(trimmed = stale.len(), "trimmed idempotency keys"),
+            Err(err)
+                if matches!(
+                    err.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) => {}
+            Err(err) => tracing::error!(
+                error = %StoreError::aws("UpdateItem (trim keys)", err),
+                "could not trim idempotency keys; the next flip of this row retries"
+            ),
+        }
+    }
+
+    /// The caller's reaction to an item, strongly consistent (read-your-writes).
+    pub async fn get(&self, user: &UserId, item: &ItemId) -> Result<ReactionRow, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(user, item)))
+            .consistent_read(true)
+            .projection_expression("#s, op_id, updated_at")
+            .expression_attribute_names("#s", STATE)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem", err))?;
+        output
+            .item
+            .map(|item| row_from_item(&item))
+            .transpose()
+            .map(|row| row.unwrap_or_else(ReactionRow::absent))
+    }
+
+    /// One page of the caller's liked items, newest first, from the sparse `liked_at` LSI
+    /// (strongly consistent: an LSI allows it).
+    pub async fn liked_page(
+        &self,
+        user: &UserId,
+        limit: usize,
+        after: Option<&LikedCursor>,
+    ) -> Result<LikedPage, StoreError> {
+        let start = after.map(|cursor| {
+            HashMap::from([
+                (USER_ID.to_owned(), string(user.as_str())),
+                (ITEM_ID.to_owned(), string(&cursor.item_id)),
+                (LIKED_AT.to_owned(), number(cursor.liked_at_ms)),
+            ])
+        });
+        // One more than asked for tells whether a next page exists, so the last page
+        // carries no cursor.
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(LIKED_AT_INDEX)
+            .key_condition_expression("user_id = :user")
+            .expression_attribute_values(":user", string(user.as_str()))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(limit as i32 + 1)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("Query", err))?;
+        let mut items = output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(|row| {
+                Ok(LikedItem {
+                    item_id: ItemId::parse(get_string(row, ITEM_ID)?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    liked_at_ms: get_number(row, LIKED_AT)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let next = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            let last = &items[limit - 1];
+            LikedCursor::new(last.liked_at_ms, &last.item_id)
+        });
+        Ok(LikedPage { items, next })
+    }
+}
+
+/// The update and condition expressions of one flip.
+struct FlipExpression {
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl FlipExpression {
+    fn new(request: &WriteRequest, now_ms: i64) -> Self {
+        let mut names = HashMap::from([("#state".to_owned(), STATE.to_owned())]);
+        let mut values = HashMap::from([
+            (":target".to_owned(), string(request.target.as_str())),
+            (":zero".to_owned(), number(0)),
+            (":one".to_owned(), number(1)),
+            (":now".to_owned(), number(now_ms)),
+        ]);
+        let mut set = Vec::new();
+        // A NONE target never creates a row: "never reacted → NONE" fails the condition and
+        // is answered "unchanged". (Stated outright: moto, unlike DynamoDB, finds a missing
+        // attribute "<>" anything.)
+        let mut condition = vec![match request.target {
+            ReactionState::None => "(attribute_exists(#state) AND #state <> :target)".to_owned(),
+            _ => "(attribute_not_exists(#state) OR #state <> :target)".to_owned(),
+        }];
+        if let Some(key) = &request.key {
+            names.insert("#req".into(), format!("{REQUEST_PREFIX}{}", key.as_str()));
+            names.insert("#ver".into(), format!("{VERSION_PREFIX}{}", key.as_str()));
+            names.insert("#prev".into(), format!("{PREVIOUS_PREFIX}{}", key.as_str()));
+            values.insert(":none".into(), string(ReactionState::None.as_str()));
+            values.insert(
+                ":request".into(),
+                string(&encode_request(request.target, now_ms)),
+            );
+            // Right-hand sides read the row as it was before this update, so these copy the
+            // version this write produces and the state it replaces. Listed first all the same.
+            set.push("#ver = if_not_exists(op_id, :zero) + :one");
+            set.push("#prev = if_not_exists(#state, :none)");
+            set.push("#req = :request");
+            condition.push("attribute_not_exists(#ver)".into());
+        }
+        set.extend([
+            "#state = :target",
+            "op_id = if_not_exists(op_id, :zero) + :one",
+            "updated_at = :now",
+        ]);
+        match request.if_match {
+            Some(0) => condition.push("attribute_not_exists(op_id)".into()),
+            Some(version) => {
+                condition.push("op_id = :expected".into());
+                values.insert(":expected".into(), number(version));
+            }
+            None => {}
+        }
+        let mut update = String::from("SET ");
+        if request.target == ReactionState::Like {
+            set.push("liked_at = :now");
+            update.push_str(&set.join(", "));
+        } else {
+            // liked_at exists only while LIKE: the liked-items index stays sparse.
+            update.push_str(&set.join(", "));
+            update.push_str(" REMOVE liked_at");
+        }
+        Self {
+            update,
+            condition: condition.join(" AND "),
+            names,
+            values,
+        }
+    }
+}
+
+fn encode_request(state: ReactionState, at_ms: i64) -> String {
+    format!("{}|{at_ms}", state.code())
+}
+
+fn decode_request(raw: &str) -> Option<(ReactionState, i64)> {
+    let (code, at) = raw.split_once('|')?;
+    let mut chars = code.chars();
+    let state = ReactionState::from_code(chars.next()?)?;
+    if chars.next().is_some() {
+        return None;
+    }
+    Some((state, at.parse().ok()?))
+}
+
+fn key(user: &UserId, item: &ItemId) -> Item {
+    HashMap::from([
+        (USER_ID.to_owned(), string(user.as_str())),
+        (ITEM_ID.to_owned(), string(item.as_str())),
+    ])
+}
+
+fn string(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_owned())
+}
+
+fn number(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn get_string<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::S(value)) => Ok(value),
+        other => Err(StoreError::Corrupt(format!(
+            "{name} is {other:?}, not a string"
+        ))),
+    }
+}
+
+fn get_number<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::N(value)) => value
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("{name} = {value:?} is out of range"))),
+        other => Err(StoreError::Corrupt(format!(
+            "{name} is {other:?}, not a number"
+        ))),
+    }
+}
+
+/// Reads a stored row. Key records that are incomplete are skipped: they cannot be replayed,
+/// and the condition on `v#h` still blocks their key from flipping the row again.
+fn row_from_item(item: &Item) -> Result<ReactionRow, StoreError> {
+    if item.is_empty() {
+        return Ok(ReactionRow::absent());
+    }
+    let state = get_string(item, STATE)?
+        .parse()
+        .map_err(|e: likes_core::ValidationError| StoreError::Corrupt(e.to_string()))?;
+    let mut keys = Vec::new();
+    for (name, value) in item {
+        let Some(hash) = name
+            .strip_prefix(REQUEST_PREFIX)
+            .and_then(KeyHash::from_stored)
+        else {
+            continue;
+        };
+        let AttributeValue::S(request) = value else {
+            continue;
+        };
+        let version = get_number(item, &format!("{VERSION_PREFIX}{}", hash.as_str()));
+        let previous = get_string(item, &format!("{PREVIOUS_PREFIX}{}", hash.as_str()))
+            .ok()
+            .and_then(|p| p.parse().ok());
+        if let (Some((state, updated_at_ms)), Ok(version), Some(previous_state)) =
+            (decode_request(request), version, previous)
+        {
+            keys.push((
+                hash,
+                IdempotencyRecord {
+                    state,
+                    previous_state,
+                    version,
+                    updated_at_ms,
+                },
+            ));
+        }
+    }
+    Ok(ReactionRow {
+        state,
+        version: get_number(item, OP_ID)?,
+        updated_at_ms: Some(get_number(item, UPDATED_AT)?),
+        keys,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use likes_core::IdempotencyKey;
+
+    #[test]
+    fn requests_round_trip_through_their_compact_form() {
+        assert_eq!(encode_request(ReactionState::Dislike, 42), "D|42");
+        assert_eq!(decode_request("D|42"), Some((ReactionState::Dislike, 42)));
+        for bad in ["", "D", "D|", "DL|1", "X|1", "D|x"] {
+            assert_eq!(decode_request(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_stored_row_with_keys_reads_back() {
+        let hash = IdempotencyKey::parse("k1").unwrap().hash();
+        let h = hash.as_str();
+        let item: Item = HashMap::from([
+            (USER_ID.into(), string("u")),
+            (ITEM_ID.into(), string("i")),
+            (STATE.into(), string("LIKE")),
+            (OP_ID.into(), number(3)),
+            (UPDATED_AT.into(), number(1000)),
+            (format!("k#{h}"), string("L|1000")),
+            (format!("v#{h}"), number(3)),
+            (format!("p#{h}"), string("DISLIKE")),
+            // A half-written record cannot be replayed and is skipped.
+            ("k#AAAAAAAAAAAAAAAA".into(), string("L|9")),
+        ]);
+        let row = row_from_item(&item).unwrap();
+        assert_eq!(row.state, ReactionState::Like);
+        assert_eq!(row.version, 3);
+        assert_eq!(
+            row.keys,
+            vec![(
+                hash,
+                IdempotencyRecord {
+                    state: ReactionState::Like,
+                    previous_state: ReactionState::Dislike,
+                    version: 3,
+                    updated_at_ms: 1000
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn a_none_target_never_creates_a_row() {
+        let request = WriteRequest {
+            target: ReactionState::None,
+            key: None,
+            if_match: None,
+        };
+        let flip = FlipExpression::new(&request, 1);
+        assert_eq!(
+            flip.condition,
+            "(attribute_exists(#state) AND #state <> :target)"
+        );
+        assert!(flip.update.ends_with(" REMOVE liked_at"));
+    }
+}

@@ -1,0 +1,481 @@
+//! End to end through the local HTTP front: every reaction endpoint and every error.
+
+use likes_tests::{TestResponse, TestStack};
+use serde_json::{json, Value};
+
+const ITEM: &str = "/v1/items/game:1";
+
+async fn put_reaction(stack: &TestStack, user: &str, key: &str, state: &str) -> TestResponse {
+    stack
+        .request("PUT", &format!("{ITEM}/reaction"), Some(user))
+        .header("idempotency-key", key)
+        .json(&json!({ "state": state }))
+        .send()
+        .await
+}
+
+async fn get_reaction(stack: &TestStack, user: &str) -> Value {
+    let response = stack
+        .request("GET", &format!("{ITEM}/reaction"), Some(user))
+        .send()
+        .await;
+    assert_eq!(response.status, 200);
+    response.json()
+}
+
+/// Nothing was written for `user`: the reaction reads NONE at version 0.
+async fn assert_untouched(stack: &TestStack, user: &str) {
+    let reaction = get_reaction(stack, user).await;
+    assert_eq!(reaction["state"], "NONE");
+    assert_eq!(reaction["version"], 0);
+}
+
+#[tokio::test]
+async fn a_reaction_is_set_and_read_back_at_once() {
+    let stack = TestStack::start().await;
+    let response = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert_eq!(response.header("etag"), Some("\"1\""));
+    assert_eq!(response.header("idempotent-replayed"), None);
+    let body = response.json();
+    assert_eq!(body["item_id"], "game:1");
+    assert_eq!(body["state"], "LIKE");
+    assert_eq!(body["previous_state"], "NONE");
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["client_like_delta"], 1);
+    assert_eq!(body["client_dislike_delta"], 0);
+    assert_eq!(body["count_status"], "queued");
+    let updated_at = body["updated_at"].as_str().unwrap();
+    assert!(
+        updated_at.ends_with('Z') && updated_at.contains('T'),
+        "{updated_at}"
+    );
+
+    let reaction = get_reaction(&stack, "alice").await;
+    assert_eq!(
+        reaction,
+        json!({
+            "item_id": "game:1", "state": "LIKE", "version": 1, "updated_at": updated_at
+        })
+    );
+
+    let flip = put_reaction(&stack, "alice", "k2", "DISLIKE").await.json();
+    assert_eq!(flip["previous_state"], "LIKE");
+    assert_eq!(
+        (
+            flip["client_like_delta"].clone(),
+            flip["client_dislike_delta"].clone()
+        ),
+        (json!(-1), json!(1))
+    );
+    let same = put_reaction(&stack, "alice", "k3", "DISLIKE").await.json();
+    assert_eq!(same["count_status"], "unchanged");
+    assert_eq!(same["version"], 2);
+    assert_eq!(same["client_dislike_delta"], 0);
+}
+
+#[tokio::test]
+async fn a_reaction_never_set_reads_none_at_version_zero() {
+    let stack = TestStack::start().await;
+    let response = stack
+        .request("GET", &format!("{ITEM}/reaction"), Some("nobody"))
+        .send()
+        .await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("etag"), Some("\"0\""));
+    assert_eq!(
+        response.json(),
+        json!({ "item_id": "game:1", "state": "NONE", "version": 0, "updated_at": null })
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_key_answers_the_stored_response() {
+    let stack = TestStack::start().await;
+    let first = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    let replay = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.json(), first.json());
+    assert_eq!(replay.header("etag"), first.header("etag"));
+}
+
+#[tokio::test]
+async fn retry_after_unlike_replays_and_keeps_none() {
+    let stack = TestStack::start().await;
+    let like = put_reaction(&stack, "alice", "k1", "LIKE").await.json();
+    put_reaction(&stack, "alice", "k2", "NONE").await;
+    let retry = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(retry.json(), like);
+    assert_eq!(get_reaction(&stack, "alice").await["state"], "NONE");
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_is_422() {
+    let stack = TestStack::start().await;
+    put_reaction(&stack, "alice", "k1", "LIKE").await;
+    put_reaction(&stack, "alice", "k1", "DISLIKE")
+        .await
+        .problem(422);
+    assert_eq!(get_reaction(&stack, "alice").await["state"], "LIKE");
+}
+
+#[tokio::test]
+async fn if_match_with_a_stale_version_is_412() {
+    let stack = TestStack::start().await;
+    put_reaction(&stack, "alice", "k1", "LIKE").await;
+    let stale = stack
+        .request("PUT", &format!("{ITEM}/reaction"), Some("alice"))
+        .header("idempotency-key", "k2")
+        .header("if-match", "\"0\"")
+        .json(&json!({ "state": "DISLIKE" }))
+        .send()
+        .await;
+    stale.problem(412);
+    assert_eq!(stale.header("etag"), Some("\"1\""));
+    let current = stack
+        .request("PUT", &format!("{ITEM}/reaction"), Some("alice"))
+        .header("idempotency-key", "k3")
+        .header("if-match", "\"1\"")
+        .json(&json!({ "state": "DISLIKE" }))
+        .send()
+        .await;
+    assert_eq!(current.status, 200);
+    assert_eq!(current.header("etag"), Some("\"2\""));
+}
+
+#[tokio::test]
+async fn like_conveniences_set_like_and_none_with_optional_keys() {
+    let stack = TestStack::start().await;
+    let like = stack
+        .request("PUT", &format!("{ITEM}/like"), Some("bob"))
+        .send()
+        .await;
+    assert_eq!(like.status, 200);
+    assert_eq!(like.json()["state"], "LIKE");
+    let again = stack
+        .request("PUT", &format!("{ITEM}/like"), Some("bob"))
+        .send()
+        .await;
+    assert_eq!(again.json()["count_status"], "unchanged");
+    let keyed = stack
+        .request("DELETE", &format!("{ITEM}/like"), Some("bob"))
+        .header("idempotency-key", "unlike-1")
+        .send()
+        .await;
+    assert_eq!(keyed.json()["state"], "NONE");
+    assert_eq!(keyed.json()["previous_state"], "LIKE");
+    let replay = stack
+        .request("DELETE", &format!("{ITEM}/like"), Some("bob"))
+        .header("idempotency-key", "unlike-1")
+        .send()
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(get_reaction(&stack, "bob").await["version"], 2);
+}
+
+#[tokio::test]
+async fn users_are_told_apart_by_their_token_only() {
+    let stack = TestStack::start().await;
+    let response = stack
+        .request("PUT", &format!("{ITEM}/like"), Some("alice"))
+        .header("x-user-id", "mallory")
+        .send()
+        .await;
+    assert_eq!(response.status, 200);
+    assert_eq!(get_reaction(&stack, "alice").await["state"], "LIKE");
+    assert_untouched(&stack, "mallory").await;
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_are_401() {
+    let stack = TestStack::start().await;
+    let path = format!("{ITEM}/reaction");
+    let expired = likes_local::jwt::JwtAuthorizer::from_env().mint("alice", 1_000, 60);
+    let forged = likes_local::jwt::JwtAuthorizer::new("not-the-secret").mint(
+        "alice",
+        likes_tests::now_seconds(),
+        60,
+    );
+    for authorization in [
+        None,
+        Some("Bearer garbage".to_owned()),
+        Some(format!("Bearer {expired}")),
+        Some(format!("Bearer {forged}")),
+    ] {
+        let mut request = stack
+            .request("PUT", &path, None)
+            .header("idempotency-key", "k1")
+            .json(&json!({ "state": "LIKE" }));
+        if let Some(value) = &authorization {
+            request = request.header("authorization", value);
+        }
+        let response = request.send().await;
+        assert_eq!(response.status, 401, "{authorization:?}");
+    }
+    assert_untouched(&stack, "alice").await;
+}
+
+#[tokio::test]
+async fn bad_reaction_requests_are_4xx_problems_and_write_nothing() {
+    let stack = TestStack::start().await;
+    let path = format!("{ITEM}/reaction");
+    let put = || stack.request("PUT", &path, Some("alice"));
+    let cases: Vec<(&str, likes_tests::TestRequest, u16)> = vec![
+        (
+            "no idempotency key",
+            put().json(&json!({"state": "LIKE"})),
+            400,
+        ),
+        (
+            "empty idempotency key",
+            put()
+                .header("idempotency-key", "")
+                .json(&json!({"state": "LIKE"})),
+            400,
+        ),
+        (
+            "oversized idempotency key",
+            put()
+                .header("idempotency-key", &"k".repeat(256))
+                .json(&json!({"state": "LIKE"})),
+            400,
+        ),
+        (
+            "non-printable idempotency key",
+            put()
+                .header("idempotency-key", "a\tb")
+                .json(&json!({"state": "LIKE"})),
+            400,
+        ),
+        (
+            "malformed JSON",
+            put()
+                .header("idempotency-key", "k")
+                .header("content-type", "application/json")
+                .body("{\"state\": LIKE"),
+            400,
+        ),
+        (
+            "unknown state",
+            put()
+                .header("idempotency-key", "k")
+                .json(&json!({"state": "LOVE"})),
+            400,
+        ),
+        (
+            "lower-case state",
+            put()
+                .header("idempotency-key", "k")
+                .json(&json!({"state": "like"})),
+            400,
+        ),
+        (
+            "state not a string",
+            put()
+                .header("idempotency-key", "k")
+                .json(&json!({"state": 1})),
+            400,
+        ),
+        (
+            "unknown field",
+            put()
+                .header("idempotency-key", "k")
+                .json(&json!({"state": "LIKE", "user_id": "bob"})),
+            400,
+        ),
+        ("no body", put().header("idempotency-key", "k"), 400),
+        (
+            "oversized body",
+            put()
+                .header("idempotency-key", "k")
+                .header("content-type", "application/json")
+                .body(format!(
+                    "{{\"state\": \"LIKE\", \"pad\": \"{}\"}}",
+                    "x".repeat(4096)
+                )),
+            413,
+        ),
+        (
+            "not JSON",
+            put()
+                .header("idempotency-key", "k")
+                .header("content-type", "text/plain")
+                .body("LIKE"),
+            415,
+        ),
+        (
+            "bad If-Match",
+            put()
+                .header("idempotency-key", "k")
+                .header("if-match", "1")
+                .json(&json!({"state": "LIKE"})),
+            400,
+        ),
+    ];
+    for (case, request, status) in cases {
+        let response = request.send().await;
+        assert_eq!(
+            response.status,
+            status,
+            "{case}: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        response.problem(status);
+    }
+    assert_untouched(&stack, "alice").await;
+}
+
+#[tokio::test]
+async fn bad_item_ids_are_400_problems() {
+    let stack = TestStack::start().await;
+    let long = "x".repeat(129);
+    for item in [long.as_str(), "a%20b", "a$b", "caf%C3%A9", "%FF", "a%2Fb"] {
+        for (method, path) in [
+            ("PUT", "reaction"),
+            ("GET", "reaction"),
+            ("PUT", "like"),
+            ("DELETE", "like"),
+        ] {
+            let response = stack
+                .request(method, &format!("/v1/items/{item}/{path}"), Some("alice"))
+                .header("idempotency-key", "k")
+                .json(&json!({"state": "LIKE"}))
+                .send()
+                .await;
+            response.problem(400);
+        }
+    }
+    let max = "x".repeat(128);
+    let ok = stack
+        .request("PUT", &format!("/v1/items/{max}/like"), Some("alice"))
+        .send()
+        .await;
+    assert_eq!(ok.status, 200);
+    let encoded = stack
+        .request("GET", "/v1/items/game%3A1/reaction", Some("alice"))
+        .send()
+        .await;
+    assert_eq!(encoded.json()["item_id"], "game:1");
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404() {
+    let stack = TestStack::start().await;
+    for (method, path) in [
+        ("GET", "/v1/items/game:1"),
+        ("POST", "/v1/items/game:1/reaction"),
+        ("GET", "/v2/users/me/liked-items"),
+    ] {
+        let response = stack.request(method, path, Some("alice")).send().await;
+        assert_eq!(response.status, 404, "{method} {path}");
+    }
+}
+
+async fn like(stack: &TestStack, user: &str, item: &str) {
+    let response = stack
+        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
+        .send()
+        .await;
+    assert_eq!(response.status, 200);
+}
+
+async fn liked_page(stack: &TestStack, user: &str, query: &str) -> TestResponse {
+    stack
+        .request(
+            "GET",
+            &format!("/v1/users/me/liked-items{query}"),
+            Some(user),
+        )
+        .send()
+        .await
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["item_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn liked_items_are_listed_newest_first_with_a_cursor() {
+    let stack = TestStack::start().await;
+    for n in 0..5 {
+        like(&stack, "carol", &format!("game:{n}")).await;
+        // liked_at has millisecond resolution: keep the order unambiguous.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let unlike = stack
+        .request("DELETE", "/v1/items/game:3/like", Some("carol"))
+        .send()
+        .await;
+    assert_eq!(unlike.status, 200);
+    like(&stack, "dave", "game:0").await;
+
+    let first = liked_page(&stack, "carol", "?limit=2").await;
+    assert_eq!(first.status, 200);
+    let first = first.json();
+    assert_eq!(ids(&first), ["game:4", "game:2"]);
+    assert!(first["items"][0]["liked_at"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let second = liked_page(&stack, "carol", &format!("?limit=2&cursor={cursor}"))
+        .await
+        .json();
+    assert_eq!(ids(&second), ["game:1", "game:0"]);
+    assert_eq!(
+        second["next_cursor"],
+        Value::Null,
+        "the last page has no cursor"
+    );
+
+    let all = liked_page(&stack, "carol", "").await.json();
+    assert_eq!(ids(&all), ["game:4", "game:2", "game:1", "game:0"]);
+    assert_eq!(all["next_cursor"], Value::Null);
+}
+
+#[tokio::test]
+async fn bad_limits_and_cursors_are_400_problems() {
+    let stack = TestStack::start().await;
+    for n in 0..3 {
+        like(&stack, "erin", &format!("game:{n}")).await;
+    }
+    let page = liked_page(&stack, "erin", "?limit=1").await.json();
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    for limit in ["0", "101", "-1", "x", "1.5", ""] {
+        liked_page(&stack, "erin", &format!("?limit={limit}"))
+            .await
+            .problem(400);
+    }
+    liked_page(&stack, "erin", "?limit=100").await;
+    // Another user's cursor, a tampered one, garbage.
+    liked_page(&stack, "frank", &format!("?cursor={cursor}"))
+        .await
+        .problem(400);
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[2] = if tampered[2] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    liked_page(&stack, "erin", &format!("?cursor={tampered}"))
+        .await
+        .problem(400);
+    liked_page(&stack, "erin", "?cursor=not-a-cursor")
+        .await
+        .problem(400);
+    assert_eq!(
+        liked_page(&stack, "erin", &format!("?cursor={cursor}"))
+            .await
+            .status,
+        200
+    );
+}
