@@ -1,0 +1,79 @@
+# Likes: one entry point for the local stack, the template checks and the Lambda builds.
+# Python tools live in .venv, built from the project's own pinned files; every recipe
+# sees .venv/bin first on PATH (cargo finds `cargo-lambda` there, cargo-lambda finds zig).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+PYTHON ?= python3
+VENV := .venv
+VENV_STAMP := $(VENV)/.installed
+REQUIREMENTS := localstack/requirements.txt
+CONSTRAINTS := localstack/constraints.txt
+TARGET_DIR = $${CARGO_TARGET_DIR:-target}
+# One crate per Lambda; its package and bin name is its folder name (template.yaml's Binary).
+FUNCTIONS := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard functions/*/Cargo.toml)))
+PACKAGES := $(addprefix -p ,$(FUNCTIONS))
+ARM64_TARGET := aarch64-unknown-linux-gnu
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: .venv lock lint-template build build-native check-bootstraps run test
+
+# Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
+$(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -r $(REQUIREMENTS) -c $(CONSTRAINTS)
+	touch $@
+
+.venv: $(VENV_STAMP)
+
+# Re-resolve requirements.txt from scratch and rewrite constraints.txt.
+lock:
+	rm -rf $(VENV)-lock
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install --quiet -r $(REQUIREMENTS)
+	{ sed -n '/^#/p;/^#/!q' $(CONSTRAINTS); $(VENV)-lock/bin/pip freeze --all --exclude pip; } > $(CONSTRAINTS).new
+	if cmp -s $(CONSTRAINTS).new $(CONSTRAINTS); then rm $(CONSTRAINTS).new; else mv $(CONSTRAINTS).new $(CONSTRAINTS); fi
+	rm -rf $(VENV)-lock
+
+# Both run offline: sam validate --lint translates the SAM transform locally and runs cfn-lint.
+lint-template: .venv
+	cfn-lint template.yaml
+	sam validate --lint --region us-east-1 --template-file template.yaml
+
+# Release binaries for the template's Architectures: [arm64], cross-linked by zig.
+build: .venv
+	@if ! ls "$$(rustc --print target-libdir --target $(ARM64_TARGET))"/libstd-*.rlib >/dev/null 2>&1; then \
+	  echo "make build: the Rust standard library for $(ARM64_TARGET) is not installed." >&2; \
+	  echo "  The template deploys arm64 (Graviton) functions, so cargo lambda build --arm64 needs it." >&2; \
+	  echo "  Add it with:  rustup target add $(ARM64_TARGET)   (needs network access to the Rust dist server)" >&2; \
+	  echo "  Without it, 'make build-native' builds x86_64 bootstraps to prove packaging." >&2; \
+	  exit 1; \
+	fi
+	cargo lambda build --release --arm64 $(PACKAGES)
+	@$(MAKE) --no-print-directory check-bootstraps
+
+# Debug bootstraps for the host (x86_64): proves every function packages, no cross std needed.
+build-native: .venv
+	cargo lambda build $(PACKAGES)
+	@$(MAKE) --no-print-directory check-bootstraps
+
+# Every functions/<name> crate must have produced target/lambda/<name>/bootstrap.
+check-bootstraps:
+	@for f in $(FUNCTIONS); do \
+	  b="$(TARGET_DIR)/lambda/$$f/bootstrap"; \
+	  if [ ! -x "$$b" ]; then echo "missing $$b" >&2; exit 1; fi; \
+	  echo "$$b $$(stat -c %s "$$b") bytes"; \
+	done
+
+run: .venv
+	cargo run -p likes-local --bin likes-local -- run
+
+test: .venv
+	$(MAKE) --no-print-directory lint-template
+# lead: rest of test
