@@ -71,9 +71,17 @@ check-bootstraps:
 	  echo "$$b $$(stat -c %s "$$b") bytes"; \
 	done
 
+# The whole service on this machine: emulator, resources from template.yaml, the HTTP API on
+# 127.0.0.1:3000, stream pollers. Ctrl-C stops everything it started.
 run: .venv
 	cargo run -p likes-local --bin likes-local -- run
 
+# Everything a change must pass: formatting, lints, the template checks, packaging of every
+# function, then unit, integration and end-to-end tests against one emulator that
+# `likes-local exec` starts for the run and stops after it.
 test: .venv
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory lint-template
-# lead: rest of test
+	$(MAKE) --no-print-directory build-native
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast

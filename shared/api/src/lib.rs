@@ -1,6 +1,7 @@
 //! The HTTP edge of Likes: one handler per endpoint, shared by the Lambda bootstraps
 //! (`functions/<name>`) and the local HTTP front, so both run the very same code.
 
+mod counts;
 pub mod edge;
 mod error;
 mod reactions;
@@ -10,7 +11,7 @@ use std::convert::Infallible;
 use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError};
-use likes_store::ReactionsStore;
+use likes_store::{CountsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -22,15 +23,21 @@ pub enum Endpoint {
     DeleteLike,
     GetReaction,
     ListLikedItems,
+    GetLikeCount,
+    BatchGetLikeCounts,
+    BatchGetItems,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
+    pub const ALL: [Endpoint; 8] = [
         Self::PutReaction,
         Self::PutLike,
         Self::DeleteLike,
         Self::GetReaction,
         Self::ListLikedItems,
+        Self::GetLikeCount,
+        Self::BatchGetLikeCounts,
+        Self::BatchGetItems,
     ];
 
     /// The function's crate under `functions/`, which template.yaml names as its code.
@@ -41,11 +48,25 @@ impl Endpoint {
             Self::DeleteLike => "delete-like",
             Self::GetReaction => "get-reaction",
             Self::ListLikedItems => "list-liked-items",
+            Self::GetLikeCount => "get-like-count",
+            Self::BatchGetLikeCounts => "batch-get-like-counts",
+            Self::BatchGetItems => "batch-get-items",
         }
     }
 
     pub fn from_crate_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.crate_name() == name)
+    }
+
+    fn needs_reactions(self) -> bool {
+        !matches!(self, Self::GetLikeCount | Self::BatchGetLikeCounts)
+    }
+
+    fn needs_counts(self) -> bool {
+        matches!(
+            self,
+            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::BatchGetItems
+        )
     }
 
     fn needs_cursor_key(self) -> bool {
@@ -61,11 +82,12 @@ pub enum ConfigError {
     CursorKey(ValidationError),
 }
 
-/// What the handlers need to know, read once at start.
-#[derive(Debug, Clone)]
+/// What the handlers need to know, read once at start. Each endpoint reads only what it
+/// uses; the rest stays `None`.
+#[derive(Debug, Clone, Default)]
 pub struct Config {
-    pub reactions_table: String,
-    /// Only the endpoints that page with cursors need it.
+    pub reactions_table: Option<String>,
+    pub counts_table: Option<String>,
     pub cursor_key: Option<CursorKey>,
 }
 
@@ -82,15 +104,17 @@ impl Config {
         endpoint: Endpoint,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
-        let cursor_key = if endpoint.needs_cursor_key() {
-            let secret = var("CURSOR_SIGNING_KEY")?;
-            Some(CursorKey::new(secret).map_err(ConfigError::CursorKey)?)
-        } else {
-            None
+        let var = |name: &'static str, needed: bool| {
+            needed
+                .then(|| lookup(name).ok_or(ConfigError::Missing(name)))
+                .transpose()
         };
+        let cursor_key = var("CURSOR_SIGNING_KEY", endpoint.needs_cursor_key())?
+            .map(|secret| CursorKey::new(secret).map_err(ConfigError::CursorKey))
+            .transpose()?;
         Ok(Self {
-            reactions_table: var("REACTIONS_TABLE")?,
+            reactions_table: var("REACTIONS_TABLE", endpoint.needs_reactions())?,
+            counts_table: var("COUNTS_TABLE", endpoint.needs_counts())?,
             cursor_key,
         })
     }
@@ -99,7 +123,8 @@ impl Config {
 /// The handlers' shared state: AWS clients built once, reused by warm invocations.
 #[derive(Debug, Clone)]
 pub struct App {
-    reactions: ReactionsStore,
+    reactions: Option<ReactionsStore>,
+    counts: Option<CountsStore>,
     cursor_key: Option<CursorKey>,
 }
 
@@ -107,13 +132,24 @@ impl App {
     pub fn new(config: Config, sdk: &SdkConfig) -> Self {
         let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
         Self {
-            reactions: ReactionsStore::new(dynamodb, config.reactions_table),
+            reactions: config
+                .reactions_table
+                .map(|table| ReactionsStore::new(dynamodb.clone(), table)),
+            counts: config
+                .counts_table
+                .map(|table| CountsStore::new(dynamodb, table)),
             cursor_key: config.cursor_key,
         }
     }
 
     fn reactions(&self) -> Result<&ReactionsStore, ApiError> {
-        Ok(&self.reactions)
+        self.reactions
+            .as_ref()
+            .ok_or(ApiError::Config("REACTIONS_TABLE"))
+    }
+
+    fn counts(&self) -> Result<&CountsStore, ApiError> {
+        self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
     }
 
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
@@ -130,6 +166,9 @@ impl App {
             Endpoint::DeleteLike => reactions::delete_like(self, request).await,
             Endpoint::GetReaction => reactions::get_reaction(self, request).await,
             Endpoint::ListLikedItems => reactions::list_liked_items(self, request).await,
+            Endpoint::GetLikeCount => counts::get_like_count(self, request).await,
+            Endpoint::BatchGetLikeCounts => counts::batch_get_like_counts(self, request).await,
+            Endpoint::BatchGetItems => counts::batch_get_items(self, request).await,
         };
         result.unwrap_or_else(ApiError::into_response)
     }

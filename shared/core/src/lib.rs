@@ -4,6 +4,7 @@
 
 pub mod cursor;
 pub mod ids;
+pub mod pipeline;
 pub mod problem;
 pub mod reaction;
 pub mod write;

@@ -1,8 +1,11 @@
 //! DynamoDB adapters of Likes. Each module owns one use of one AWS service; the domain
 //! decisions they act on live in `likes-core`.
 
+pub mod counts;
 mod error;
+pub mod metrics;
 pub mod reactions;
 
+pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
 pub use error::StoreError;
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure,
+};
 use aws_sdk_dynamodb::Client;
 use likes_core::{
     explain_rejection, IdempotencyRecord, ItemId, KeyHash, LikedCursor, ReactionChange,
@@ -31,6 +33,8 @@ const LIKED_AT: &str = "liked_at";
 const REQUEST_PREFIX: &str = "k#";
 const VERSION_PREFIX: &str = "v#";
 const PREVIOUS_PREFIX: &str = "p#";
+/// BatchGetItem rounds for keys DynamoDB left unprocessed before giving up (throttled).
+const BATCH_GET_ATTEMPTS: u32 = 5;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -195,6 +199,71 @@ impl ReactionsStore {
             .map(|item| row_from_item(&item))
             .transpose()
             .map(|row| row.unwrap_or_else(ReactionRow::absent))
+    }
+
+    /// The caller's state for each of `items` (strongly consistent, so a reaction just set
+    /// shows on the next browse page). Items never reacted to read as NONE.
+    pub async fn states(
+        &self,
+        user: &UserId,
+        items: &[ItemId],
+    ) -> Result<HashMap<ItemId, ReactionState>, StoreError> {
+        let mut states: HashMap<ItemId, ReactionState> = items
+            .iter()
+            .map(|item| (item.clone(), ReactionState::None))
+            .collect();
+        // BatchGetItem takes 100 keys; keys DynamoDB leaves unprocessed (throttling) are
+        // asked again with backoff, a bounded number of times.
+        for group in items.chunks(100) {
+            let mut keys: Vec<Item> = group.iter().map(|item| key(user, item)).collect();
+            for attempt in 0..BATCH_GET_ATTEMPTS {
+                if keys.is_empty() {
+                    break;
+                }
+                if attempt > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut keys)))
+                    .consistent_read(true)
+                    .projection_expression("item_id, #s")
+                    .expression_attribute_names("#s", STATE)
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|err| StoreError::aws("BatchGetItem", err))?;
+                for row in output
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default()
+                {
+                    let item = ItemId::parse(get_string(&row, ITEM_ID)?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    let state = get_string(&row, STATE)?.parse().map_err(
+                        |e: likes_core::ValidationError| StoreError::Corrupt(e.to_string()),
+                    )?;
+                    states.insert(item, state);
+                }
+                keys = output
+                    .unprocessed_keys
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .map(|unprocessed| unprocessed.keys)
+                    .unwrap_or_default();
+            }
+            if !keys.is_empty() {
+                return Err(StoreError::Throttled {
+                    operation: "BatchGetItem",
+                });
+            }
+        }
+        Ok(states)
     }
 
     /// One page of the caller's liked items, newest first, from the sparse `liked_at` LSI

@@ -1,0 +1,276 @@
+//! The count pipeline's stream handler (DESIGN §5, §6): Reactions stream batches become
+//! exactly-once additions to sharded count rows, and one Kinesis event per real flip.
+//!
+//! A batch is cut into chunks; each chunk is committed with its claim in one transaction
+//! (see [`likes_core::pipeline`]). A claim met on the way means an earlier delivery committed
+//! those records: they are skipped, or handed on with a continuation claim when the batch
+//! ends inside them. The first failure stops the batch and is reported at its first record,
+//! a chunk boundary, which is where Lambda's retry will start.
+
+mod decode;
+mod events;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aws_config::BehaviorVersion;
+use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_runtime::{service_fn, LambdaEvent};
+use likes_core::pipeline::{
+    chunk_deltas, count_shard, match_claim, next_chunk_len, ChangeRecord, ClaimMatch, Heartbeat,
+};
+use likes_store::metrics::Report;
+use likes_store::{Chunk, CommitOutcome, CountsWriter, StoreError};
+
+pub use decode::{decode, DecodeError};
+pub use events::{EventPublisher, PublishError};
+
+/// Records per chunk: one transaction, one claim of about 3.3 KB of eventIDs.
+pub const CHUNK_RECORDS: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    #[error("COUNT_SHARDS must be a whole number from 1 to 1000, not {0:?}")]
+    CountShards(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct AggregatorConfig {
+    pub counts_table: String,
+    pub claims_table: String,
+    pub events_stream: String,
+    /// K: count rows per item.
+    pub count_shards: u32,
+}
+
+impl AggregatorConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// From any source of variables (the local stack resolves them from template.yaml).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let shards = var("COUNT_SHARDS")?;
+        let count_shards = shards
+            .parse()
+            .ok()
+            .filter(|k| (1..=1000).contains(k))
+            .ok_or(ConfigError::CountShards(shards))?;
+        Ok(Self {
+            counts_table: var("COUNTS_TABLE")?,
+            claims_table: var("CLAIMS_TABLE")?,
+            events_stream: var("EVENTS_STREAM")?,
+            count_shards,
+        })
+    }
+}
+
+/// Why a record failed; the batch is reported failed from it on.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error("the claim keyed by {0} lists other records than this batch holds")]
+    ClaimMismatch(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Aggregator {
+    writer: CountsWriter,
+    events: EventPublisher,
+    count_shards: u32,
+}
+
+/// What one invocation did, for metrics.
+#[derive(Debug, Default)]
+struct Tally {
+    committed_chunks: usize,
+    skipped_chunks: usize,
+    count_row_writes: usize,
+    events_published: usize,
+    staleness_ms: Vec<f64>,
+}
+
+impl Aggregator {
+    pub fn new(
+        config: AggregatorConfig,
+        dynamodb: aws_sdk_dynamodb::Client,
+        kinesis: aws_sdk_kinesis::Client,
+    ) -> Self {
+        Self {
+            writer: CountsWriter::new(dynamodb, config.counts_table, config.claims_table),
+            events: EventPublisher::new(kinesis, config.events_stream),
+            count_shards: config.count_shards,
+        }
+    }
+
+    /// Handles one batch. Never an `Err` for a record's failure: that is a
+    /// `batchItemFailures` entry at the first record not applied, so Lambda retries from it.
+    pub async fn handle(
+        &self,
+        event: LambdaEvent<Event>,
+    ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+        let records = event.payload.records;
+        let span = tracing::info_span!("batch", records = records.len());
+        let _entered = span.enter();
+        let mut decoded = Vec::with_capacity(records.len());
+        let mut failure = None;
+        for record in &records {
+            match decode(record) {
+                Ok(change) => decoded.push(change),
+                Err(err) => {
+                    failure = Some((decoded.len(), RecordError::from(err)));
+                    break;
+                }
+            }
+        }
+        let mut tally = Tally::default();
+        if let Err(at_and_error) = self.apply(&decoded, &mut tally).await {
+            failure = Some(at_and_error);
+        }
+        self.report(&tally, decoded.len()).await;
+        let mut response = DynamoDbEventResponse::default();
+        if let Some((at, error)) = failure {
+            let record = &records[at];
+            tracing::error!(
+                event_id = %record.event_id,
+                sequence_number = ?record.change.sequence_number,
+                error = %error,
+                "batch stops at this record; Lambda retries from it"
+            );
+            Report::new("Likes/Pipeline")
+                .value("RecordFailures", "Count", 1.0)
+                .property("error", error.to_string())
+                .emit();
+            let mut failed = DynamoDbBatchItemFailure::default();
+            failed.item_identifier = record.change.sequence_number.clone();
+            response.batch_item_failures.push(failed);
+        }
+        Ok(response)
+    }
+
+    /// Commits `records` chunk by chunk; on failure, the index of the first record not applied.
+    async fn apply(
+        &self,
+        records: &[ChangeRecord],
+        tally: &mut Tally,
+    ) -> Result<(), (usize, RecordError)> {
+        let mut at = 0;
+        while at < records.len() {
+            let rest = &records[at..];
+            let len = next_chunk_len(rest, CHUNK_RECORDS);
+            let chunk = &rest[..len];
+            let deltas = chunk_deltas(chunk);
+            let claim_id = chunk[0].event_id.as_str();
+            let commit = Chunk {
+                claim_id,
+                event_ids: chunk.iter().map(|r| r.event_id.as_str()).collect(),
+                deltas: &deltas,
+                shard: count_shard(claim_id, self.count_shards),
+            };
+            let outcome = self
+                .writer
+                .commit(&commit, now_ms())
+                .await
+                .map_err(|e| (at, e.into()))?;
+            let applied = match outcome {
+                CommitOutcome::Committed => {
+                    let applied_at = now_ms();
+                    tally.committed_chunks += 1;
+                    tally.count_row_writes += deltas.len();
+                    tally.staleness_ms.extend(
+                        chunk
+                            .iter()
+                            .filter_map(|r| r.change.as_ref())
+                            .map(|c| (applied_at - c.event_time_ms) as f64),
+                    );
+                    len
+                }
+                CommitOutcome::AlreadyClaimed(listed) => {
+                    tally.skipped_chunks += 1;
+                    let ids: Vec<&str> = rest.iter().map(|r| r.event_id.as_str()).collect();
+                    match match_claim(&ids, &listed) {
+                        ClaimMatch::Skip(n) => n,
+                        ClaimMatch::Continue { skip, rest } => {
+                            self.writer
+                                .continue_claim(&rest, now_ms())
+                                .await
+                                .map_err(|e| (at, e.into()))?;
+                            skip
+                        }
+                        ClaimMatch::Mismatch => {
+                            return Err((at, RecordError::ClaimMismatch(claim_id.to_owned())))
+                        }
+                    }
+                }
+            };
+            // After the commit: events of a chunk met as a claim are put again, since the
+            // delivery that committed it may have died before putting them.
+            tally.events_published += self
+                .events
+                .publish(&rest[..applied])
+                .await
+                .map_err(|e| (at, e.into()))?;
+            at += applied;
+        }
+        Ok(())
+    }
+
+    /// Metrics of the invocation, and the heartbeat `as_of` is derived from.
+    async fn report(&self, tally: &Tally, records: usize) {
+        Report::new("Likes/Pipeline")
+            .value("RecordsReceived", "Count", records as f64)
+            .value("ChunksCommitted", "Count", tally.committed_chunks as f64)
+            .value("ChunksAlreadyClaimed", "Count", tally.skipped_chunks as f64)
+            .value("CountRowWrites", "Count", tally.count_row_writes as f64)
+            .value("EventsPublished", "Count", tally.events_published as f64)
+            .values("StalenessMs", "Milliseconds", &tally.staleness_ms)
+            .emit();
+        let Some(lag) = tally.staleness_ms.iter().copied().reduce(f64::max) else {
+            return;
+        };
+        let beat = Heartbeat {
+            applied_at_ms: now_ms(),
+            lag_ms: lag as i64,
+        };
+        // The counts are committed whatever happens here; a lost heartbeat only makes
+        // `as_of` more conservative until the next batch, so it is reported, not retried.
+        if let Err(err) = self.writer.heartbeat(beat).await {
+            tracing::error!(error = %err, "could not record the pipeline heartbeat");
+            Report::new("Likes/Pipeline")
+                .value("HeartbeatFailures", "Count", 1.0)
+                .emit();
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// The whole of the aggregator's `main`.
+pub async fn run() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = AggregatorConfig::from_env()?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let aggregator = Aggregator::new(
+        config,
+        aws_sdk_dynamodb::Client::new(&sdk),
+        aws_sdk_kinesis::Client::new(&sdk),
+    );
+    let aggregator = &aggregator;
+    lambda_runtime::run(service_fn(move |event| async move {
+        aggregator.handle(event).await
+    }))
+    .await
+}

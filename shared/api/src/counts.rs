@@ -1,0 +1,155 @@
+//! The count endpoints: one item's counts, many items' counts, and a browse page (my state
+//! and the counts of up to 100 items). Counts are eventually exact; `as_of` says how fresh.
+
+use std::collections::BTreeMap;
+
+use lambda_http::http::header::CACHE_CONTROL;
+use lambda_http::{Body, Request, Response};
+use likes_core::pipeline::Counts;
+use likes_core::{ItemId, ReactionState, ValidationError};
+use serde::{Deserialize, Serialize};
+
+use crate::edge::{self, respond_json};
+use crate::{ApiError, App};
+
+/// Ids per batch request: a browse page is 40, the API takes up to 100.
+const MAX_BATCH: usize = 100;
+/// 100 ids of 128 characters, quoted and comma separated, fit in 16 KB; anything larger is not
+/// a batch request.
+const MAX_BATCH_BODY: usize = 16 * 1024;
+/// Counts are the same for every caller and eventually exact anyway: a shared cache may keep
+/// them a few seconds, and serve a stale copy for a while when the origin fails.
+const SHARED_COUNTS: &str =
+    "public, max-age=1, s-maxage=5, stale-while-revalidate=5, stale-if-error=300";
+/// A browse page carries the caller's own states: never cached by a shared cache.
+const PRIVATE: &str = "private, no-store";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemIdsBody {
+    item_ids: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct CountBody<'a> {
+    item_id: &'a ItemId,
+    like_count: u64,
+    dislike_count: u64,
+    as_of: Option<String>,
+    freshness: &'static str,
+}
+
+#[derive(Serialize)]
+struct CountsBody {
+    counts: BTreeMap<ItemId, Counts>,
+    as_of: Option<String>,
+}
+
+#[derive(Serialize)]
+struct BrowseItem {
+    state: ReactionState,
+    like_count: u64,
+    dislike_count: u64,
+}
+
+#[derive(Serialize)]
+struct BrowseBody {
+    items: BTreeMap<ItemId, BrowseItem>,
+    as_of: Option<String>,
+}
+
+/// `GET /v1/items/{item_id}/like-count`
+pub async fn get_like_count(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    edge::user(&request)?;
+    let item = edge::item_id(&request)?;
+    let counts = app.counts()?;
+    let (count, as_of) = tokio::join!(counts.read(&item), counts.as_of());
+    let count = count?;
+    Ok(respond_json(
+        Response::builder()
+            .status(200)
+            .header(CACHE_CONTROL, SHARED_COUNTS),
+        &CountBody {
+            item_id: &item,
+            like_count: count.like_count,
+            dislike_count: count.dislike_count,
+            as_of: as_of?.map(edge::timestamp),
+            freshness: "eventual",
+        },
+    ))
+}
+
+/// `POST /v1/items/like-counts:batchGet` with `{"item_ids": [...]}` (at most 100).
+pub async fn batch_get_like_counts(
+    app: &App,
+    request: Request,
+) -> Result<Response<Body>, ApiError> {
+    edge::user(&request)?;
+    let items = item_ids(&request)?;
+    let counts = app.counts()?;
+    let (read, as_of) = tokio::join!(counts.read_many(&items), counts.as_of());
+    Ok(respond_json(
+        Response::builder()
+            .status(200)
+            .header(CACHE_CONTROL, SHARED_COUNTS),
+        &CountsBody {
+            counts: read?,
+            as_of: as_of?.map(edge::timestamp),
+        },
+    ))
+}
+
+/// `POST /v1/items:batchGet` with `{"item_ids": [...]}`: my state and the counts, per item.
+pub async fn batch_get_items(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let user = edge::user(&request)?;
+    let items = item_ids(&request)?;
+    let counts = app.counts()?;
+    let (states, read, as_of) = tokio::join!(
+        app.reactions()?.states(&user, &items),
+        counts.read_many(&items),
+        counts.as_of()
+    );
+    let (mut states, read) = (states?, read?);
+    let body = BrowseBody {
+        items: read
+            .into_iter()
+            .map(|(item, count)| {
+                let state = states.remove(&item).unwrap_or(ReactionState::None);
+                let entry = BrowseItem {
+                    state,
+                    like_count: count.like_count,
+                    dislike_count: count.dislike_count,
+                };
+                (item, entry)
+            })
+            .collect(),
+        as_of: as_of?.map(edge::timestamp),
+    };
+    Ok(respond_json(
+        Response::builder()
+            .status(200)
+            .header(CACHE_CONTROL, PRIVATE),
+        &body,
+    ))
+}
+
+/// The body's `item_ids`: 1 to 100 valid ids, duplicates dropped (first one kept).
+fn item_ids(request: &Request) -> Result<Vec<ItemId>, ApiError> {
+    let body: ItemIdsBody = edge::json_body(request, MAX_BATCH_BODY)?;
+    if body.item_ids.is_empty() || body.item_ids.len() > MAX_BATCH {
+        return Err(ValidationError::BatchSize {
+            max: MAX_BATCH,
+            got: body.item_ids.len(),
+        }
+        .into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut items = Vec::with_capacity(body.item_ids.len());
+    for raw in &body.item_ids {
+        let item = ItemId::parse(raw)?;
+        if seen.insert(item.clone()) {
+            items.push(item);
+        }
+    }
+    Ok(items)
+}

@@ -1,0 +1,377 @@
+//! The count pipeline's decisions (DESIGN §5, §6), free of AWS types: how a stream batch is
+//! cut into chunks, what a chunk adds to which count row, what an existing claim means for
+//! the batch at hand, and how fresh a count is.
+//!
+//! Exactly once without knowing the shard: each chunk is committed together with a claim
+//! keyed by its first record's `eventID` and listing the chunk's eventIDs. Every retry
+//! starts at a chunk boundary (the batch start, or the first record of the failed chunk),
+//! so it meets the claim and skips what the claim lists. When a batch ends inside a claim,
+//! a continuation claim keyed by the next listed record carries the rest to the next batch.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::{Delta, ItemId, Transition};
+
+/// TransactWriteItems takes 100 actions: the claim and at most 99 count rows.
+pub const MAX_CHUNK_ITEMS: usize = 99;
+
+/// One stream record as the aggregator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRecord {
+    /// The stream's `eventID`: unique per record, the same on every delivery.
+    pub event_id: String,
+    pub sequence_number: String,
+    /// `None` for a record that changes no reaction state (a keys-only image, no-op write).
+    pub change: Option<Change>,
+}
+
+/// A real flip of one user's reaction to one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub user_id: String,
+    pub item_id: ItemId,
+    pub transition: Transition,
+    /// The row's `op_id` after the flip.
+    pub op_id: u64,
+    /// When the flip was written (epoch millis).
+    pub event_time_ms: i64,
+}
+
+impl Change {
+    /// `user_id#item_id#op_id`: the same for every delivery of the flip, so consumers of the
+    /// event log deduplicate by it.
+    pub fn event_id(&self) -> String {
+        format!("{}#{}#{}", self.user_id, self.item_id, self.op_id)
+    }
+}
+
+/// How many of `records` the next chunk takes: up to `max_records`, and no more distinct
+/// items with a change than one transaction can update.
+pub fn next_chunk_len(records: &[ChangeRecord], max_records: usize) -> usize {
+    let mut items = std::collections::BTreeSet::new();
+    let mut len = 0;
+    for record in records.iter().take(max_records) {
+        if let Some(change) = &record.change {
+            if !items.contains(&change.item_id) && items.len() == MAX_CHUNK_ITEMS {
+                break;
+            }
+            items.insert(change.item_id.clone());
+        }
+        len += 1;
+    }
+    len
+}
+
+/// What a chunk adds to each item: one row write per item, however many events it holds.
+pub fn chunk_deltas(records: &[ChangeRecord]) -> BTreeMap<ItemId, Delta> {
+    let mut deltas: BTreeMap<ItemId, Delta> = BTreeMap::new();
+    for change in records.iter().filter_map(|r| r.change.as_ref()) {
+        *deltas.entry(change.item_id.clone()).or_default() += change.transition.delta();
+    }
+    deltas.retain(|_, delta| !delta.is_zero());
+    deltas
+}
+
+/// The count row a chunk writes to: a hash of the chunk's id, so concurrent chunks (from
+/// other stream shards) spread over an item's rows instead of melting one.
+pub fn count_shard(chunk_id: &str, shards: u32) -> u32 {
+    let digest = Sha256::digest(chunk_id.as_bytes());
+    let prefix = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    (prefix % u64::from(shards.max(1))) as u32
+}
+
+/// What an existing claim means for the batch records from the claim's key on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimMatch {
+    /// All listed records are in this batch and already counted: skip them.
+    Skip(usize),
+    /// The batch ends inside the claim: skip the rest of the batch, and hand the listed
+    /// records beyond it to the next batch with a continuation claim.
+    Continue { skip: usize, rest: Vec<String> },
+    /// The claim does not list this batch's records in order: never guess, fail the record.
+    Mismatch,
+}
+
+pub fn match_claim(batch_event_ids: &[&str], listed: &[String]) -> ClaimMatch {
+    let overlap = batch_event_ids.len().min(listed.len());
+    if overlap == 0
+        || batch_event_ids[..overlap]
+            .iter()
+            .zip(&listed[..overlap])
+            .any(|(a, b)| *a != b)
+    {
+        return ClaimMatch::Mismatch;
+    }
+    if listed.len() <= batch_event_ids.len() {
+        ClaimMatch::Skip(listed.len())
+    } else {
+        ClaimMatch::Continue {
+            skip: overlap,
+            rest: listed[overlap..].to_vec(),
+        }
+    }
+}
+
+/// One report of the aggregator: when it applied a batch, and how stale the batch's oldest
+/// change was by then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub applied_at_ms: i64,
+    pub lag_ms: i64,
+}
+
+/// How far back a count is known to be complete, from the pipeline's measured lag.
+///
+/// Taking the newest heartbeat and the worst lag reported in the `window_ms` before it:
+/// `as_of = newest.applied_at - worst_lag`. While the pipeline runs (heartbeats every
+/// batch) that is "now minus the recent worst staleness". When it is idle (or stalled) the
+/// value stays at the last batch: conservative, never optimistic. `None` before any batch.
+pub fn counts_as_of(heartbeats: &[Heartbeat], window_ms: i64) -> Option<i64> {
+    let newest = heartbeats.iter().map(|h| h.applied_at_ms).max()?;
+    let worst_lag = heartbeats
+        .iter()
+        .filter(|h| h.applied_at_ms >= newest - window_ms)
+        .map(|h| h.lag_ms.max(0))
+        .max()
+        .unwrap_or(0);
+    Some(newest - worst_lag)
+}
+
+/// An item's counts as readers see them: never below zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub like_count: u64,
+    pub dislike_count: u64,
+}
+
+impl Counts {
+    /// Sums of an item's count rows, clamped at zero. The second value is true when a sum
+    /// was negative: it must be reported (a metric), since exactly-once deltas never make one.
+    pub fn clamped(sum: Delta) -> (Self, bool) {
+        let counts = Self {
+            like_count: sum.like.max(0) as u64,
+            dislike_count: sum.dislike.max(0) as u64,
+        };
+        (counts, sum.like < 0 || sum.dislike < 0)
+    }
+}
+
+/// One flip on the event log (Kinesis, partition key `item_id`). At least once: consumers
+/// deduplicate by `event_id`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReactionEvent {
+    pub event_id: String,
+    pub user_id: String,
+    pub item_id: String,
+    pub op_id: u64,
+    pub old_state: crate::ReactionState,
+    pub new_state: crate::ReactionState,
+    pub like_delta: i64,
+    pub dislike_delta: i64,
+    /// When the flip was written (epoch millis).
+    pub event_time_ms: i64,
+    /// The Reactions stream record it came from (comparable only within one stream shard).
+    pub source_sequence_number: String,
+}
+
+impl ReactionEvent {
+    pub fn new(change: &Change, sequence_number: &str) -> Self {
+        let delta = change.transition.delta();
+        Self {
+            event_id: change.event_id(),
+            user_id: change.user_id.clone(),
+            item_id: change.item_id.as_str().to_owned(),
+            op_id: change.op_id,
+            old_state: change.transition.from,
+            new_state: change.transition.to,
+            like_delta: delta.like,
+            dislike_delta: delta.dislike,
+            event_time_ms: change.event_time_ms,
+            source_sequence_number: sequence_number.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ReactionState::{Dislike, Like, None as Neutral};
+
+    fn record(n: usize, change: Option<(&str, Transition)>) -> ChangeRecord {
+        ChangeRecord {
+            event_id: format!("e{n}"),
+            sequence_number: n.to_string(),
+            change: change.map(|(item, transition)| Change {
+                user_id: format!("u{n}"),
+                item_id: ItemId::parse(item).unwrap(),
+                transition,
+                op_id: 1,
+                event_time_ms: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn chunks_stop_at_the_record_cap() {
+        let records: Vec<_> = (0..10)
+            .map(|n| record(n, Some(("hot", Transition::new(Neutral, Like)))))
+            .collect();
+        assert_eq!(next_chunk_len(&records, 4), 4);
+        assert_eq!(next_chunk_len(&records, 100), 10);
+        assert_eq!(next_chunk_len(&[], 100), 0);
+    }
+
+    #[test]
+    fn chunks_stop_before_a_hundredth_distinct_item() {
+        let records: Vec<_> = (0..150)
+            .map(|n| {
+                let item = format!("item-{n}");
+                let mut r = record(n, None);
+                r.change = Some(Change {
+                    user_id: "u".into(),
+                    item_id: ItemId::parse(&item).unwrap(),
+                    transition: Transition::new(Neutral, Like),
+                    op_id: 1,
+                    event_time_ms: 0,
+                });
+                r
+            })
+            .collect();
+        assert_eq!(next_chunk_len(&records, 1000), MAX_CHUNK_ITEMS);
+    }
+
+    #[test]
+    fn a_hot_item_sums_into_one_delta_and_no_ops_add_nothing() {
+        let records = vec![
+            record(0, Some(("hot", Transition::new(Neutral, Like)))),
+            record(1, Some(("hot", Transition::new(Neutral, Dislike)))),
+            record(2, Some(("hot", Transition::new(Like, Dislike)))),
+            record(3, None),
+            record(4, Some(("cold", Transition::new(Like, Neutral)))),
+            record(5, Some(("cold", Transition::new(Neutral, Like)))),
+        ];
+        let deltas = chunk_deltas(&records);
+        assert_eq!(
+            deltas,
+            BTreeMap::from([(
+                ItemId::parse("hot").unwrap(),
+                Delta {
+                    like: 0,
+                    dislike: 2
+                }
+            )]),
+            "cold nets to zero and writes nothing"
+        );
+    }
+
+    #[test]
+    fn count_shards_are_stable_and_spread() {
+        assert_eq!(count_shard("abc", 16), count_shard("abc", 16));
+        let used: std::collections::BTreeSet<u32> = (0..200)
+            .map(|n| count_shard(&format!("chunk-{n}"), 16))
+            .collect();
+        assert_eq!(used.len(), 16, "200 chunks reach every one of 16 rows");
+        assert!(used.iter().all(|k| *k < 16));
+        assert_eq!(count_shard("x", 0), 0);
+    }
+
+    #[test]
+    fn a_claim_inside_the_batch_is_skipped_whole() {
+        let listed: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        assert_eq!(match_claim(&["a", "b", "c"], &listed), ClaimMatch::Skip(2));
+        assert_eq!(match_claim(&["a", "b"], &listed), ClaimMatch::Skip(2));
+    }
+
+    #[test]
+    fn a_batch_ending_inside_a_claim_continues_it() {
+        let listed: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(
+            match_claim(&["a", "b"], &listed),
+            ClaimMatch::Continue {
+                skip: 2,
+                rest: vec!["c".into(), "d".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn a_claim_listing_other_records_is_a_mismatch() {
+        let listed: Vec<String> = ["a", "x"].map(String::from).to_vec();
+        assert_eq!(match_claim(&["a", "b"], &listed), ClaimMatch::Mismatch);
+        assert_eq!(match_claim(&[], &listed), ClaimMatch::Mismatch);
+    }
+
+    #[test]
+    fn negative_sums_are_clamped_and_reported() {
+        assert_eq!(
+            Counts::clamped(Delta {
+                like: 3,
+                dislike: 0
+            }),
+            (
+                Counts {
+                    like_count: 3,
+                    dislike_count: 0
+                },
+                false
+            )
+        );
+        assert_eq!(
+            Counts::clamped(Delta {
+                like: -1,
+                dislike: 2
+            }),
+            (
+                Counts {
+                    like_count: 0,
+                    dislike_count: 2
+                },
+                true
+            )
+        );
+    }
+
+    #[test]
+    fn events_carry_the_flip_and_its_dedup_id() {
+        let change = Change {
+            user_id: "u1".into(),
+            item_id: ItemId::parse("game:1").unwrap(),
+            transition: Transition::new(Like, Dislike),
+            op_id: 7,
+            event_time_ms: 42,
+        };
+        let event = ReactionEvent::new(&change, "900");
+        assert_eq!(event.event_id, "u1#game:1#7");
+        assert_eq!((event.like_delta, event.dislike_delta), (-1, 1));
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["old_state"], "LIKE");
+        assert_eq!(json["source_sequence_number"], "900");
+    }
+
+    #[test]
+    fn as_of_subtracts_the_worst_recent_lag_from_the_newest_heartbeat() {
+        let beats = [
+            Heartbeat {
+                applied_at_ms: 100_000,
+                lag_ms: 900,
+            },
+            Heartbeat {
+                applied_at_ms: 130_000,
+                lag_ms: 2_000,
+            },
+            Heartbeat {
+                applied_at_ms: 160_000,
+                lag_ms: 300,
+            },
+            // Outside the window before the newest: its old lag no longer counts.
+            Heartbeat {
+                applied_at_ms: 10_000,
+                lag_ms: 50_000,
+            },
+        ];
+        assert_eq!(counts_as_of(&beats, 60_000), Some(158_000));
+        assert_eq!(counts_as_of(&[], 60_000), None);
+    }
+}

@@ -1,0 +1,268 @@
+//! End to end through the local HTTP front: the count endpoints, over count rows and
+//! pipeline heartbeats written as the aggregator lays them out.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use likes_tests::{TestResponse, TestStack};
+use serde_json::{json, Value};
+
+async fn put_row(stack: &TestStack, item: &str, shard: &str, fields: &[(&str, i64)]) {
+    let mut request = stack
+        .dynamodb()
+        .put_item()
+        .table_name(stack.name("CountsTable"))
+        .item("item_id", AttributeValue::S(item.into()))
+        .item("shard", AttributeValue::S(shard.into()));
+    for (name, value) in fields {
+        request = request.item(*name, AttributeValue::N(value.to_string()));
+    }
+    request.send().await.unwrap();
+}
+
+async fn count_row(stack: &TestStack, item: &str, k: u32, like: i64, dislike: i64) {
+    put_row(
+        stack,
+        item,
+        &format!("D#{k}"),
+        &[("like_count", like), ("dislike_count", dislike)],
+    )
+    .await;
+}
+
+async fn like_count(stack: &TestStack, item: &str) -> TestResponse {
+    stack
+        .request(
+            "GET",
+            &format!("/v1/items/{item}/like-count"),
+            Some("reader"),
+        )
+        .send()
+        .await
+}
+
+async fn batch(stack: &TestStack, path: &str, user: &str, body: &Value) -> TestResponse {
+    stack
+        .request("POST", path, Some(user))
+        .json(body)
+        .send()
+        .await
+}
+
+fn epoch_ms(rfc3339: &str) -> i64 {
+    let parsed =
+        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("{rfc3339}: {e}"));
+    (parsed.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+#[tokio::test]
+async fn a_count_is_the_sum_of_the_items_rows_and_says_how_fresh_it_is() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:1", 0, 3, 0).await;
+    count_row(&stack, "game:1", 5, 2, 1).await;
+    count_row(&stack, "game:10", 0, 100, 100).await;
+
+    let response = like_count(&stack, "game:1").await;
+    assert_eq!(response.status, 200);
+    let cache = response.header("cache-control").unwrap();
+    for directive in ["public", "s-maxage=", "stale-if-error="] {
+        assert!(cache.contains(directive), "{cache}");
+    }
+    let body = response.json();
+    assert_eq!(body["item_id"], "game:1");
+    assert_eq!(
+        (body["like_count"].clone(), body["dislike_count"].clone()),
+        (json!(5), json!(1))
+    );
+    assert_eq!(body["freshness"], "eventual");
+    assert_eq!(
+        body["as_of"],
+        Value::Null,
+        "no batch applied yet: nothing is promised"
+    );
+}
+
+#[tokio::test]
+async fn as_of_is_the_newest_heartbeat_minus_the_worst_recent_lag() {
+    let stack = TestStack::start().await;
+    let now = likes_tests::now_seconds() * 1000;
+    put_row(
+        &stack,
+        "#pipeline",
+        "H#1",
+        &[("applied_at", now - 20_000), ("lag_ms", 1_500)],
+    )
+    .await;
+    put_row(
+        &stack,
+        "#pipeline",
+        "H#2",
+        &[("applied_at", now - 2_000), ("lag_ms", 400)],
+    )
+    .await;
+    put_row(
+        &stack,
+        "#pipeline",
+        "H#3",
+        &[("applied_at", now - 600_000), ("lag_ms", 90_000)],
+    )
+    .await;
+    let body = like_count(&stack, "game:1").await.json();
+    assert_eq!(
+        epoch_ms(body["as_of"].as_str().unwrap()),
+        now - 2_000 - 1_500
+    );
+    assert_eq!(body["like_count"], 0, "an item never counted reads zero");
+}
+
+#[tokio::test]
+async fn a_negative_sum_reads_as_zero() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:2", 0, 1, 0).await;
+    count_row(&stack, "game:2", 1, -3, 2).await;
+    let body = like_count(&stack, "game:2").await.json();
+    assert_eq!(
+        (body["like_count"].clone(), body["dislike_count"].clone()),
+        (json!(0), json!(2))
+    );
+}
+
+#[tokio::test]
+async fn counts_of_many_items_come_in_one_call() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:1", 0, 4, 1).await;
+    count_row(&stack, "game:2", 3, 0, 7).await;
+    let response = batch(
+        &stack,
+        "/v1/items/like-counts:batchGet",
+        "reader",
+        &json!({"item_ids": ["game:1", "game:2", "game:3", "game:1"]}),
+    )
+    .await;
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert!(response
+        .header("cache-control")
+        .unwrap()
+        .contains("stale-if-error"));
+    let body = response.json();
+    assert_eq!(
+        body["counts"],
+        json!({
+            "game:1": {"like_count": 4, "dislike_count": 1},
+            "game:2": {"like_count": 0, "dislike_count": 7},
+            "game:3": {"like_count": 0, "dislike_count": 0},
+        })
+    );
+    assert!(body.as_object().unwrap().contains_key("as_of"));
+}
+
+#[tokio::test]
+async fn a_browse_page_has_my_state_and_the_counts() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:1", 0, 4, 1).await;
+    let like = stack
+        .request("PUT", "/v1/items/game:1/like", Some("gina"))
+        .send()
+        .await;
+    assert_eq!(like.status, 200);
+    let dislike = stack
+        .request("PUT", "/v1/items/game:2/reaction", Some("gina"))
+        .header("idempotency-key", "d2")
+        .json(&json!({"state": "DISLIKE"}))
+        .send()
+        .await;
+    assert_eq!(dislike.status, 200);
+    let ids: Vec<String> = (0..40).map(|n| format!("game:{n}")).collect();
+    let response = batch(
+        &stack,
+        "/v1/items:batchGet",
+        "gina",
+        &json!({ "item_ids": ids }),
+    )
+    .await;
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    assert_eq!(response.header("cache-control"), Some("private, no-store"));
+    let body = response.json();
+    let items = body["items"].as_object().unwrap();
+    assert_eq!(items.len(), 40);
+    assert_eq!(
+        items["game:1"],
+        json!({"state": "LIKE", "like_count": 4, "dislike_count": 1})
+    );
+    assert_eq!(items["game:2"]["state"], "DISLIKE");
+    assert_eq!(
+        items["game:39"],
+        json!({"state": "NONE", "like_count": 0, "dislike_count": 0})
+    );
+    // Another caller sees their own states, not gina's.
+    let other = batch(
+        &stack,
+        "/v1/items:batchGet",
+        "hank",
+        &json!({"item_ids": ["game:1"]}),
+    )
+    .await
+    .json();
+    assert_eq!(other["items"]["game:1"]["state"], "NONE");
+}
+
+#[tokio::test]
+async fn bad_batch_requests_are_400_problems() {
+    let stack = TestStack::start().await;
+    let too_many: Vec<String> = (0..101).map(|n| format!("game:{n}")).collect();
+    let hundred: Vec<String> = (0..100).map(|n| format!("game:{n}")).collect();
+    for path in ["/v1/items/like-counts:batchGet", "/v1/items:batchGet"] {
+        for body in [
+            json!({"item_ids": []}),
+            json!({"item_ids": too_many}),
+            json!({"item_ids": ["ok", "not ok"]}),
+            json!({"item_ids": "game:1"}),
+            json!({"item_ids": [1]}),
+            json!({"ids": ["game:1"]}),
+            json!({"item_ids": ["game:1"], "extra": true}),
+        ] {
+            batch(&stack, path, "reader", &body).await.problem(400);
+        }
+        let malformed = stack
+            .request("POST", path, Some("reader"))
+            .header("content-type", "application/json")
+            .body("{\"item_ids\": [")
+            .send()
+            .await;
+        malformed.problem(400);
+        assert_eq!(
+            batch(&stack, path, "reader", &json!({"item_ids": hundred}))
+                .await
+                .status,
+            200
+        );
+    }
+    like_count(&stack, "bad%20id").await.problem(400);
+}
+
+#[tokio::test]
+async fn count_endpoints_need_a_token() {
+    let stack = TestStack::start().await;
+    let body = json!({"item_ids": ["game:1"]});
+    let requests = [
+        stack.request("GET", "/v1/items/game:1/like-count", None),
+        stack
+            .request("POST", "/v1/items/like-counts:batchGet", None)
+            .json(&body),
+        stack
+            .request("POST", "/v1/items:batchGet", None)
+            .json(&body),
+    ];
+    for request in requests {
+        assert_eq!(request.send().await.status, 401);
+    }
+}
