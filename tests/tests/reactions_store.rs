@@ -322,36 +322,59 @@ async fn sixteen_concurrent_writers_leave_a_gap_free_op_id_sequence() {
 #[tokio::test]
 async fn many_keyed_flips_keep_the_row_small_and_the_newest_keys_replayable() {
     let f = Fixture::new().await;
-    let (u, i) = (user("toggler"), item("game:toggle"));
-    let flips = 3 * KEYS_TRIM_ABOVE;
-    for n in 0..flips {
-        let target = if n % 2 == 0 { Like } else { Neutral };
-        f.store
-            .set(&u, &i, &keyed(target, &format!("k{n}")), 1_000 + n as i64)
-            .await
-            .unwrap();
+    let longest_user = "u".repeat(likes_core::ids::USER_ID_MAX_LEN);
+    let longest_item = "i".repeat(likes_core::ids::ITEM_ID_MAX_LEN);
+    for (u, i) in [
+        (user("toggler"), item("game:toggle")),
+        (user(&longest_user), item(&longest_item)),
+    ] {
+        let flips = 3 * KEYS_TRIM_ABOVE;
+        let mut largest = 0;
+        for n in 0..flips {
+            let target = if n % 2 == 0 { Like } else { Neutral };
+            f.store
+                .set(
+                    &u,
+                    &i,
+                    &keyed(target, &format!("k{n}")),
+                    1_700_000_000_000 + n as i64,
+                )
+                .await
+                .unwrap();
+            largest = largest.max(item_size(&f.row(&u, &i).await));
+        }
+        let row = f.row(&u, &i).await;
+        let keys = row.keys().filter(|name| name.starts_with("k#")).count();
+        assert!(
+            (KEYS_KEPT..=KEYS_TRIM_ABOVE).contains(&keys),
+            "{keys} keys kept"
+        );
+        // The row just before a trim holds one key more than any row read back here.
+        let key_bytes = 3 * 13 + "L|1700000000000".len() + 2 + "DISLIKE".len();
+        assert!(
+            largest + key_bytes < 1024,
+            "row of {} + {} B peaks at {largest} + {key_bytes} B",
+            u.as_str().len(),
+            i.as_str().len()
+        );
+        for n in flips - KEYS_KEPT..flips {
+            let target = if n % 2 == 0 { Like } else { Neutral };
+            let replay = f
+                .store
+                .set(&u, &i, &keyed(target, &format!("k{n}")), 9_999)
+                .await
+                .unwrap();
+            assert!(replay.replayed, "key k{n} is still replayable");
+            assert_eq!(replay.version, n as u64 + 1);
+        }
     }
-    let row = f.row(&u, &i).await;
-    let keys = row.keys().filter(|name| name.starts_with("k#")).count();
-    assert!(
-        (KEYS_KEPT..=KEYS_TRIM_ABOVE).contains(&keys),
-        "{keys} keys kept"
-    );
-    let size: usize = row
-        .iter()
+}
+
+/// DynamoDB's size of an item: attribute names plus values.
+fn item_size(row: &HashMap<String, AttributeValue>) -> usize {
+    row.iter()
         .map(|(name, value)| name.len() + attribute_size(value))
-        .sum();
-    assert!(size < 1024, "row is {size} bytes");
-    for n in flips - KEYS_KEPT..flips {
-        let target = if n % 2 == 0 { Like } else { Neutral };
-        let replay = f
-            .store
-            .set(&u, &i, &keyed(target, &format!("k{n}")), 9_999)
-            .await
-            .unwrap();
-        assert!(replay.replayed, "key k{n} is still replayable");
-        assert_eq!(replay.version, n as u64 + 1);
-    }
+        .sum()
 }
 
 /// DynamoDB's size of a value: string bytes, or about one byte per two digits of a number.

@@ -11,8 +11,9 @@ use crate::ValidationError;
 
 pub const ITEM_ID_MAX_LEN: usize = 128;
 pub const IDEMPOTENCY_KEY_MAX_LEN: usize = 255;
-/// A JWT `sub` is at most 255 characters in the common identity providers; more is suspicious.
-pub const USER_ID_MAX_LEN: usize = 255;
+/// Identity providers' `sub` claims run 20 to 50 characters; 128 leaves room and keeps a
+/// Reactions row (user id + item id + recent keys) under 1 KB, one write unit.
+pub const USER_ID_MAX_LEN: usize = 128;
 
 /// An item id: 1–128 characters of `[A-Za-z0-9_.:-]`, e.g. `game:123`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -78,22 +79,23 @@ impl IdempotencyKey {
         Ok(Self(raw.to_owned()))
     }
 
-    /// What the row stores instead of the key itself: 96 bits of SHA-256, so the dozen keys
-    /// a row holds never collide, and short enough that the row stays under 1 KB.
+    /// What the row stores instead of the key itself: 64 bits of SHA-256. A row holds at most
+    /// ten keys (a collision among them: about 1 in 10^17), and each stored key costs three
+    /// attribute names, so short hashes keep the row under 1 KB.
     pub fn hash(&self) -> KeyHash {
         let digest = Sha256::digest(self.0.as_bytes());
-        KeyHash(URL_SAFE_NO_PAD.encode(&digest[..12]))
+        KeyHash(URL_SAFE_NO_PAD.encode(&digest[..8]))
     }
 }
 
-/// The stored form of an idempotency key (16 URL-safe characters).
+/// The stored form of an idempotency key (11 URL-safe characters).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyHash(String);
 
 impl KeyHash {
     /// Reads a hash back from storage; `None` when it is not one this code wrote.
     pub fn from_stored(raw: &str) -> Option<Self> {
-        let ok = raw.len() == 16
+        let ok = raw.len() == 11
             && raw
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -147,10 +149,10 @@ mod tests {
         let b = IdempotencyKey::parse("key-b").unwrap().hash();
         assert_ne!(a, b);
         assert_eq!(a, IdempotencyKey::parse("key-a").unwrap().hash());
-        assert_eq!(a.as_str().len(), 16);
+        assert_eq!(a.as_str().len(), 11);
         assert_eq!(KeyHash::from_stored(a.as_str()), Some(a));
         assert_eq!(KeyHash::from_stored("short"), None);
-        assert_eq!(KeyHash::from_stored(&"+".repeat(16)), None);
+        assert_eq!(KeyHash::from_stored(&"+".repeat(11)), None);
     }
 
     #[test]
@@ -158,6 +160,7 @@ mod tests {
         assert!(UserId::parse("user-1").is_ok());
         assert!(UserId::parse("").is_err());
         assert!(UserId::parse("a\u{0}b").is_err());
-        assert!(UserId::parse(&"u".repeat(256)).is_err());
+        assert!(UserId::parse(&"u".repeat(128)).is_ok());
+        assert!(UserId::parse(&"u".repeat(129)).is_err());
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Row layout: `user_id` (PK), `item_id` (SK), `state`, `op_id` (bumped on every real flip),
 //! `updated_at` and, only while LIKE, `liked_at` (epoch millis; the sparse `by_liked_at` LSI).
-//! Each recent idempotency key `h` (its 16-character hash) keeps three small attributes:
+//! Each recent idempotency key `h` (its 11-character hash) keeps three small attributes:
 //! `k#h` = the requested state and time (`L|1732912345678`), `v#h` = the version the write
 //! produced, `p#h` = the state it replaced. The last two are copied from the old row by the
 //! update expression itself, so one write records what a replay must answer.
@@ -513,7 +513,7 @@ mod tests {
             (format!("v#{h}"), number(3)),
             (format!("p#{h}"), string("DISLIKE")),
             // A half-written record cannot be replayed and is skipped.
-            ("k#AAAAAAAAAAAAAAAA".into(), string("L|9")),
+            ("k#AAAAAAAAAAA".into(), string("L|9")),
         ]);
         let row = row_from_item(&item).unwrap();
         assert_eq!(row.state, ReactionState::Like);
