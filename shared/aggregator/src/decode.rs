@@ -104,7 +104,7 @@ mod tests {
         new: Option<serde_json::Value>,
     ) -> EventRecord {
         let mut dynamodb = json!({
-            "ApproximateCreationDateTime": 1_700_000_000.5,
+            "ApproximateCreationDateTime": 1_700_000_000,
             "Keys": { "user_id": {"S": "u1"}, "item_id": {"S": "game:1"} },
             "SequenceNumber": "100",
             "SizeBytes": 10,
@@ -174,7 +174,7 @@ mod tests {
             }
         );
         assert_eq!(change.op_id, 4);
-        assert_eq!(change.event_time_ms, 1_700_000_000_500);
+        assert_eq!(change.event_time_ms, 1_700_000_000_000);
     }
 
     #[test]

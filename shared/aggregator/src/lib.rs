@@ -13,7 +13,7 @@ mod events;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_config::BehaviorVersion;
-use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{service_fn, LambdaEvent};
 use likes_core::pipeline::{
@@ -21,6 +21,7 @@ use likes_core::pipeline::{
 };
 use likes_store::metrics::Report;
 use likes_store::{Chunk, CommitOutcome, CountsWriter, StoreError};
+use tracing::Instrument;
 
 pub use decode::{decode, DecodeError};
 pub use events::{EventPublisher, PublishError};
@@ -95,7 +96,24 @@ struct Tally {
     skipped_chunks: usize,
     count_row_writes: usize,
     events_published: usize,
+    /// Event time to applied, for each change this invocation committed.
     staleness_ms: Vec<f64>,
+    /// The oldest event time among the changes this invocation applied or found applied.
+    oldest_event_ms: Option<i64>,
+}
+
+impl Tally {
+    fn saw(&mut self, records: &[ChangeRecord]) {
+        let oldest = records
+            .iter()
+            .filter_map(|r| r.change.as_ref())
+            .map(|c| c.event_time_ms)
+            .min();
+        self.oldest_event_ms = match (self.oldest_event_ms, oldest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 impl Aggregator {
@@ -117,9 +135,14 @@ impl Aggregator {
         &self,
         event: LambdaEvent<Event>,
     ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
-        let records = event.payload.records;
-        let span = tracing::info_span!("batch", records = records.len());
-        let _entered = span.enter();
+        let span = tracing::info_span!("batch", records = event.payload.records.len());
+        Ok(self
+            .handle_records(event.payload.records)
+            .instrument(span)
+            .await)
+    }
+
+    async fn handle_records(&self, records: Vec<EventRecord>) -> DynamoDbEventResponse {
         let mut decoded = Vec::with_capacity(records.len());
         let mut failure = None;
         for record in &records {
@@ -153,7 +176,7 @@ impl Aggregator {
             failed.item_identifier = record.change.sequence_number.clone();
             response.batch_item_failures.push(failed);
         }
-        Ok(response)
+        response
     }
 
     /// Commits `records` chunk by chunk; on failure, the index of the first record not applied.
@@ -211,6 +234,7 @@ impl Aggregator {
                     }
                 }
             };
+            tally.saw(&rest[..applied]);
             // After the commit: events of a chunk met as a claim are put again, since the
             // delivery that committed it may have died before putting them.
             tally.events_published += self
@@ -233,12 +257,16 @@ impl Aggregator {
             .value("EventsPublished", "Count", tally.events_published as f64)
             .values("StalenessMs", "Milliseconds", &tally.staleness_ms)
             .emit();
-        let Some(lag) = tally.staleness_ms.iter().copied().reduce(f64::max) else {
+        // Everything up to this batch's records is applied now, including chunks an earlier
+        // delivery committed (a retry that only meets claims still reports): the lag runs
+        // from the oldest change seen, which errs old, never new.
+        let Some(oldest) = tally.oldest_event_ms else {
             return;
         };
+        let applied_at_ms = now_ms();
         let beat = Heartbeat {
-            applied_at_ms: now_ms(),
-            lag_ms: lag as i64,
+            applied_at_ms,
+            lag_ms: applied_at_ms - oldest,
         };
         // The counts are committed whatever happens here; a lost heartbeat only makes
         // `as_of` more conservative until the next batch, so it is reported, not retried.
