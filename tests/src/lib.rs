@@ -196,3 +196,264 @@ impl TestResponse {
         problem
     }
 }
+
+// ------------------------------------------------------------------ count pipeline
+
+/// The mapping that feeds the aggregator from the Reactions stream.
+pub const AGGREGATOR_FUNCTION: &str = "AggregatorFunction";
+
+/// Every item's like and dislike count, recounted from the source of truth.
+pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
+
+impl TestStack {
+    /// The aggregator's event source mapping: its fault switches, counters and `settle`.
+    pub fn pipeline(&self) -> &likes_local::poller::Pipeline {
+        self.stack
+            .pipeline(AGGREGATOR_FUNCTION)
+            .expect("template.yaml maps the Reactions stream to AggregatorFunction")
+    }
+
+    pub fn kinesis(&self) -> aws_sdk_kinesis::Client {
+        aws_sdk_kinesis::Client::new(&self.stack.aws.sdk)
+    }
+
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.stack.aws.sdk)
+    }
+
+    pub fn counts_store(&self) -> likes_store::CountsStore {
+        likes_store::CountsStore::new(self.dynamodb(), self.name("CountsTable"))
+    }
+
+    pub fn reactions_store(&self) -> likes_store::ReactionsStore {
+        likes_store::ReactionsStore::new(self.dynamodb(), self.name("ReactionsTable"))
+    }
+
+    /// Waits until the pipeline applied everything in the stream now (panics after 60 s).
+    pub async fn settle(&self) -> likes_local::faults::Counters {
+        self.pipeline()
+            .settle(std::time::Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Counts rows in LIKE and DISLIKE per item in the Reactions table (a full Scan).
+    pub async fn recount(&self) -> Recount {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut counts = Recount::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb()
+                .scan()
+                .table_name(self.name("ReactionsTable"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .expect("Scan of the Reactions table");
+            for row in page.items() {
+                let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
+                    (row.get("item_id"), row.get("state"))
+                else {
+                    continue;
+                };
+                let entry = counts.entry(item.clone()).or_default();
+                match state.as_str() {
+                    "LIKE" => entry.like_count += 1,
+                    "DISLIKE" => entry.dislike_count += 1,
+                    _ => {}
+                }
+            }
+            match page.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return counts,
+            }
+        }
+    }
+
+    /// The pipeline's invariant: every item's count (a `CountsStore::read`) equals the
+    /// recount of the Reactions table, for `items` and every item the table holds.
+    pub async fn assert_counts_match_recount(&self, items: &[&str]) -> Recount {
+        let recount = self.recount().await;
+        let all: std::collections::BTreeSet<String> = items
+            .iter()
+            .map(|i| (*i).to_owned())
+            .chain(recount.keys().cloned())
+            .collect();
+        let store = self.counts_store();
+        let mut wrong = Vec::new();
+        for item in &all {
+            let id = likes_core::ItemId::parse(item).expect("a valid item id");
+            let counted = store.read(&id).await.expect("count read");
+            let expected = recount.get(item).copied().unwrap_or_default();
+            if counted != expected {
+                wrong.push(format!("{item}: counted {counted:?}, recount {expected:?}"));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "counts differ from the recount of the Reactions table:\n  {}\npipeline: {:?}",
+            wrong.join("\n  "),
+            self.pipeline().counters()
+        );
+        recount
+    }
+
+    /// Every event on the Kinesis event log, in no particular order, duplicates included:
+    /// each shard read from TRIM_HORIZON to its end.
+    pub async fn events(&self) -> Vec<likes_core::pipeline::ReactionEvent> {
+        let kinesis = self.kinesis();
+        let stream = self.name("EventsStream");
+        let shards = kinesis
+            .list_shards()
+            .stream_name(&stream)
+            .send()
+            .await
+            .expect("ListShards of the events stream");
+        let mut events = Vec::new();
+        for shard in shards.shards() {
+            let mut iterator = kinesis
+                .get_shard_iterator()
+                .stream_name(&stream)
+                .shard_id(shard.shard_id())
+                .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .expect("GetShardIterator")
+                .shard_iterator;
+            while let Some(current) = iterator.take() {
+                let page = kinesis
+                    .get_records()
+                    .shard_iterator(current)
+                    .limit(10_000)
+                    .send()
+                    .await
+                    .expect("GetRecords of the events stream");
+                for record in page.records() {
+                    events.push(
+                        serde_json::from_slice(record.data().as_ref())
+                            .expect("a ReactionEvent on the event log"),
+                    );
+                }
+                if page.records().is_empty() {
+                    break;
+                }
+                iterator = page.next_shard_iterator;
+            }
+        }
+        events
+    }
+}
+
+/// Epoch millis now.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+impl TestStack {
+    /// Sets `user`'s reaction to `item` through the write path (`ReactionsStore::set`), with
+    /// a fresh idempotency key; returns what the write did.
+    pub async fn react(
+        &self,
+        user: &str,
+        item: &str,
+        state: likes_core::ReactionState,
+    ) -> likes_core::ReactionChange {
+        static KEYS: AtomicU32 = AtomicU32::new(0);
+        let key = format!(
+            "k-{}-{}",
+            std::process::id(),
+            KEYS.fetch_add(1, Ordering::Relaxed)
+        );
+        self.react_with_key(user, item, state, &key).await
+    }
+
+    /// As [`TestStack::react`] with a given idempotency key (a client's retry reuses it).
+    pub async fn react_with_key(
+        &self,
+        user: &str,
+        item: &str,
+        state: likes_core::ReactionState,
+        key: &str,
+    ) -> likes_core::ReactionChange {
+        let request = likes_core::WriteRequest {
+            target: state,
+            key: Some(
+                likes_core::IdempotencyKey::parse(key)
+                    .expect("a valid key")
+                    .hash(),
+            ),
+            if_match: None,
+        };
+        self.reactions_store()
+            .set(
+                &likes_core::UserId::parse(user).expect("a valid user id"),
+                &likes_core::ItemId::parse(item).expect("a valid item id"),
+                &request,
+                now_millis(),
+            )
+            .await
+            .expect("the reaction write succeeds")
+    }
+
+    /// Deletes a Reactions row outright (account erasure): the stream carries a REMOVE.
+    pub async fn erase_row(&self, user: &str, item: &str) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        self.dynamodb()
+            .delete_item()
+            .table_name(self.name("ReactionsTable"))
+            .key("user_id", AttributeValue::S(user.to_owned()))
+            .key("item_id", AttributeValue::S(item.to_owned()))
+            .send()
+            .await
+            .expect("DeleteItem of a Reactions row");
+    }
+}
+
+impl TestStack {
+    /// How many records the Reactions stream holds now (every shard, from TRIM_HORIZON),
+    /// read independently of the pipeline.
+    pub async fn stream_records(&self) -> usize {
+        use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+        let streams = aws_sdk_dynamodbstreams::Client::new(&self.stack.aws.sdk);
+        let arn = self.pipeline().config().stream_arn.clone();
+        let description = streams
+            .describe_stream()
+            .stream_arn(&arn)
+            .send()
+            .await
+            .expect("DescribeStream")
+            .stream_description
+            .expect("a stream description");
+        let mut total = 0;
+        for shard in description.shards() {
+            let mut iterator = streams
+                .get_shard_iterator()
+                .stream_arn(&arn)
+                .shard_id(shard.shard_id().unwrap_or_default())
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .expect("GetShardIterator")
+                .shard_iterator;
+            while let Some(current) = iterator.take() {
+                let page = streams
+                    .get_records()
+                    .shard_iterator(current)
+                    .send()
+                    .await
+                    .expect("GetRecords");
+                if page.records().is_empty() {
+                    break;
+                }
+                total += page.records().len();
+                iterator = page.next_shard_iterator;
+            }
+        }
+        total
+    }
+}

@@ -1,10 +1,13 @@
 //! The offline local stack of Likes: the emulator, resources created from `template.yaml`,
-//! and the HTTP front that routes like the template's HTTP API. `make run` and the tests
+//! the HTTP front that routes like the template's HTTP API, and the event source mappings
+//! that feed the template's stream functions (with fault injection for tests). `make run` and the tests
 //! both start it through [`stack::Stack`].
 
 pub mod emulator;
+pub mod faults;
 pub mod front;
 pub mod jwt;
+pub mod poller;
 pub mod resources;
 pub mod stack;
 pub mod template;

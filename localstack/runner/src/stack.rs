@@ -1,5 +1,6 @@
 //! The whole local service: AWS endpoint (the emulator, or `AWS_ENDPOINT_URL`), resources
-//! from the template, and the HTTP front serving the template's routes.
+//! from the template, the HTTP front serving the template's routes, and the event source
+//! mappings polling the template's streams.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::emulator::{Emulator, EmulatorError};
 use crate::front::{Front, RouteTarget};
 use crate::jwt::JwtAuthorizer;
+use crate::poller::{MappingConfig, MappingError, Pipeline};
 use crate::resources::{self, ResourceError, Resources};
 use crate::template::{self, Template, TemplateError};
 
@@ -30,6 +32,8 @@ pub enum StackError {
     Template(#[from] TemplateError),
     #[error(transparent)]
     Resource(#[from] ResourceError),
+    #[error(transparent)]
+    Mapping(#[from] MappingError),
     #[error("function {function}: {message}")]
     Function { function: String, message: String },
     #[error("cannot listen on {addr}: {source}")]
@@ -100,10 +104,12 @@ pub struct Stack {
     pub resources: Resources,
     pub http_addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    /// One per `Type: DynamoDB` function event; dropping them stops their pollers.
+    pipelines: Vec<Pipeline>,
 }
 
 impl Stack {
-    /// Creates the template's resources and serves its HTTP API.
+    /// Creates the template's resources, serves its HTTP API and polls its streams.
     pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
         let template = Template::load(&template::default_path())?;
         let secrets: BTreeMap<String, String> = template
@@ -140,6 +146,10 @@ impl Stack {
             addr: options.http_addr,
             source,
         })?;
+        let pipelines = MappingConfig::all(&template, &resources, &options.prefix)?
+            .into_iter()
+            .map(|mapping| Pipeline::start(mapping, &aws.sdk))
+            .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let tasks = vec![tokio::spawn(front.serve(listener))];
         Ok(Self {
@@ -148,11 +158,24 @@ impl Stack {
             resources,
             http_addr,
             tasks,
+            pipelines,
         })
     }
 
     pub fn http_url(&self) -> String {
         format!("http://{}", self.http_addr)
+    }
+
+    /// The event source mappings (one per `Type: DynamoDB` function event).
+    pub fn pipelines(&self) -> &[Pipeline] {
+        &self.pipelines
+    }
+
+    /// The mapping that invokes `function` (a logical id), if the template has one.
+    pub fn pipeline(&self, function: &str) -> Option<&Pipeline> {
+        self.pipelines
+            .iter()
+            .find(|p| p.config().function == function)
     }
 }
 

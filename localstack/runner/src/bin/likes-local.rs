@@ -1,6 +1,7 @@
 //! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
 //!
-//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes]`: the whole service until Ctrl-C.
+//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes]`: the whole service until Ctrl-C:
+//!   resources, the HTTP front and the stream pollers that feed the aggregator.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
@@ -61,6 +62,24 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
     println!("  AWS endpoint  {} ({emulator})", stack.aws.endpoint_url);
     for (logical_id, name) in &stack.resources.names {
         println!("  {logical_id:<13} {name}");
+    }
+    for pipeline in stack.pipelines() {
+        let mapping = pipeline.config();
+        println!(
+            "  Stream poller {}.{} -> {}: batch size {}, window {:?}, {} retries, on failure {}",
+            mapping.function,
+            mapping.event,
+            mapping.binary,
+            mapping.batch_size,
+            mapping.batching_window,
+            mapping
+                .maximum_retry_attempts
+                .map_or("unlimited".to_owned(), |n| n.to_string()),
+            mapping
+                .on_failure
+                .as_ref()
+                .map_or("nothing (records are dropped)", |q| q.url.as_str()),
+        );
     }
     println!("Get a token:   cargo run -q -p likes-local --bin likes-local -- token alice");
     println!("Ctrl-C stops everything this started.");

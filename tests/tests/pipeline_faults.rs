@@ -1,0 +1,307 @@
+//! DESIGN §6.1, exactly once: whatever the event source mapping does (deliver a batch twice,
+//! retry it cut shorter or longer, checkpoint at a partial failure, lose an invocation that
+//! died after committing chunks), every count equals a recount of the Reactions table.
+//!
+//! Each test arms faults in the local mapping (`likes_local::faults`), writes through the
+//! write path, waits until the pipeline applied the whole stream, then checks the counts
+//! and that the faults were really played (a fault that never fired proves nothing).
+
+use std::time::Duration;
+
+use likes_core::ReactionState::{Dislike, Like, None as Neutral};
+use likes_local::faults::Recut;
+use likes_tests::TestStack;
+use serde_json::Value;
+
+const ITEMS: [&str; 3] = ["game:1", "avatar:2", "exp:3"];
+
+/// A history of `users` users over [`ITEMS`]: each likes one item; every third then
+/// switches to dislike, every fifth unlikes, every seventh also dislikes another item.
+/// About 2.8 stream records per user (moto emits two INSERTs for a new row).
+async fn history(stack: &TestStack, tag: &str, users: usize) {
+    for u in 0..users {
+        let user = format!("{tag}-u{u}");
+        let item = ITEMS[u % ITEMS.len()];
+        stack.react(&user, item, Like).await;
+        if u % 3 == 0 {
+            stack.react(&user, item, Dislike).await;
+        }
+        if u % 5 == 0 {
+            stack.react(&user, item, Neutral).await;
+        }
+        if u % 7 == 0 {
+            stack
+                .react(&user, ITEMS[(u + 1) % ITEMS.len()], Dislike)
+                .await;
+        }
+    }
+}
+
+/// Writes the history while the mapping is paused, so it reaches the function as one batch
+/// of several chunks (chunks are 100 records) when the mapping resumes.
+async fn history_in_one_batch(stack: &TestStack, tag: &str, users: usize) {
+    stack.pipeline().pause();
+    history(stack, tag, users).await;
+    stack.pipeline().resume();
+}
+
+#[tokio::test]
+async fn duplicate_deliveries_count_once() {
+    let stack = TestStack::start().await;
+    stack.pipeline().faults().duplicate_next_batches(3);
+    history_in_one_batch(&stack, "a", 90).await;
+    history(&stack, "b", 12).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.duplicate_deliveries, 3, "{counters:?}");
+    assert!(counters.transactions_committed >= 3, "{counters:?}");
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+#[tokio::test]
+async fn a_crash_after_committed_chunks_counts_once() {
+    let stack = TestStack::start().await;
+    stack.pipeline().faults().crash_after_chunks(2);
+    history_in_one_batch(&stack, "a", 90).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.crashes, 1, "{counters:?}");
+    assert!(
+        counters.function_errors >= 1 && counters.retries >= 1,
+        "{counters:?}"
+    );
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+/// The case the continuation claim exists for: a batch of 250 records commits chunks
+/// [0, 100) and [100, 200), dies, and its retry is cut shorter, at 150, inside the second
+/// claim. The retry skips what is claimed and hands the rest of that claim on; the next
+/// batch starts at record 150, meets the continuation claim, and skips 150..200 instead of
+/// counting them a second time.
+#[tokio::test]
+async fn a_retry_cut_shorter_inside_committed_work_then_the_next_batch_counts_once() {
+    let stack = TestStack::start().await;
+    let faults = stack.pipeline().faults();
+    faults.cut_batches_at(Some(250));
+    faults.crash_after_chunks(2);
+    faults.recut_next_retries([Recut::Shorter(100)]);
+    history_in_one_batch(&stack, "a", 100).await;
+    let counters = stack.settle().await;
+    assert!(
+        counters.records_acknowledged > 250,
+        "the history must outgrow the first batch: {counters:?}"
+    );
+    assert_eq!((counters.crashes, counters.retries), (1, 1), "{counters:?}");
+    // Delivered: 250 (crashed), 150 (the shorter retry), then the rest from record 150.
+    assert_eq!(
+        counters.records_delivered,
+        250 + 150 + (counters.records_acknowledged - 150),
+        "{counters:?}"
+    );
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+#[tokio::test]
+async fn a_retry_cut_longer_counts_once() {
+    let stack = TestStack::start().await;
+    let faults = stack.pipeline().faults();
+    // The first attempt holds 60 records and commits them, then dies; the retry holds 60
+    // more (past the first attempt's end), crossing what the claim lists.
+    faults.cut_batches_at(Some(60));
+    faults.crash_after_chunks(1);
+    faults.recut_next_retries([Recut::Longer(60)]);
+    history_in_one_batch(&stack, "a", 60).await;
+    let counters = stack.settle().await;
+    assert_eq!((counters.crashes, counters.retries), (1, 1), "{counters:?}");
+    assert!(
+        counters.records_delivered >= 60 + 120,
+        "the retry must be longer: {counters:?}"
+    );
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+/// A throttled count write in the middle of a batch: the first chunk commits, the second
+/// cannot (the SDK's three attempts are all throttled), the function reports the second
+/// chunk's first record in `batchItemFailures`, the mapping checkpoints before it and
+/// retries from there.
+#[tokio::test]
+async fn a_partial_batch_failure_from_a_throttled_count_write_counts_once() {
+    let stack = TestStack::start().await;
+    stack.pipeline().faults().throttle_count_writes_after(1, 3);
+    history_in_one_batch(&stack, "a", 90).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.throttled_count_writes, 3, "{counters:?}");
+    assert_eq!(counters.partial_failures, 1, "{counters:?}");
+    assert_eq!(counters.function_errors, 0, "{counters:?}");
+    assert_eq!(
+        counters.records_delivered - counters.records_acknowledged,
+        counters.records_acknowledged - 100,
+        "the retry starts at record 100, after the committed chunk: {counters:?}"
+    );
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+#[tokio::test]
+async fn throttled_count_writes_count_once() {
+    let stack = TestStack::start().await;
+    let faults = stack.pipeline().faults();
+    // Two throttles the SDK's own retries absorb, then a transaction cancelled for
+    // throttling five times, more than the writer retries it: the batch record fails.
+    faults.throttle_count_writes(2);
+    history(&stack, "a", 20).await;
+    let first = stack.settle().await;
+    assert_eq!(first.throttled_count_writes, 2, "{first:?}");
+    faults.cancel_count_writes_throttled(5);
+    history(&stack, "b", 20).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.throttled_count_writes, 7, "{counters:?}");
+    assert!(counters.partial_failures >= 1, "{counters:?}");
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+/// The event publisher puts refused entries again three times; four refusals in a row fail
+/// the chunk after its counts were committed. The retry meets the claim, skips the counts
+/// and puts the events again.
+#[tokio::test]
+async fn a_failed_kinesis_put_counts_once() {
+    let stack = TestStack::start().await;
+    stack.pipeline().faults().fail_kinesis_puts(4);
+    history(&stack, "a", 30).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.refused_kinesis_puts, 4, "{counters:?}");
+    assert_eq!(counters.partial_failures, 1, "{counters:?}");
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+#[tokio::test]
+async fn mixed_faults_count_once() {
+    let stack = TestStack::start().await;
+    let faults = stack.pipeline().faults();
+    faults.cut_batches_at(Some(70));
+    faults.duplicate_next_batches(2);
+    faults.crash_after_chunks(1);
+    faults.recut_next_retries([Recut::Shorter(25), Recut::Longer(80), Recut::Shorter(3)]);
+    faults.throttle_count_writes(3);
+    faults.fail_kinesis_puts(4);
+    history_in_one_batch(&stack, "a", 60).await;
+    history(&stack, "b", 30).await;
+    faults.crash_after_chunks(1);
+    faults.duplicate_next_batches(1);
+    history(&stack, "c", 20).await;
+    let counters = stack.settle().await;
+    assert!(!faults.armed(), "every fault was played: {counters:?}");
+    assert_eq!(counters.crashes, 2, "{counters:?}");
+    assert_eq!(counters.duplicate_deliveries, 3, "{counters:?}");
+    assert!(counters.partial_failures >= 2, "{counters:?}");
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
+
+/// After `MaximumRetryAttempts` (10) retries the batch's metadata goes to the DLQ and the
+/// mapping moves on: its records are not counted (drift that reconciliation corrects), the
+/// records after it are.
+#[tokio::test]
+async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
+    let stack = TestStack::start().await;
+    let mapping = stack.pipeline().config().clone();
+    assert_eq!(mapping.maximum_retry_attempts, Some(10));
+    stack
+        .pipeline()
+        .faults()
+        .fail_next_invocations(mapping.maximum_retry_attempts.unwrap() + 1);
+    stack.react("lost", "game:lost", Like).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.dlq_batches, 1, "{counters:?}");
+    assert_eq!(counters.function_errors, 11, "{counters:?}");
+    let message = dlq_message(&stack).await;
+    assert_eq!(
+        message["requestContext"]["condition"],
+        "RetryAttemptsExhausted"
+    );
+    assert_eq!(message["requestContext"]["approximateInvokeCount"], 11);
+    let info = &message["DDBStreamBatchInfo"];
+    assert_eq!(info["streamArn"], mapping.stream_arn.as_str());
+    assert_eq!(info["batchSize"], 2, "moto's two INSERTs of the new row");
+    assert!(info["shardId"].as_str().is_some_and(|s| !s.is_empty()));
+    let (start, end) = (
+        info["startSequenceNumber"].as_str().unwrap(),
+        info["endSequenceNumber"].as_str().unwrap(),
+    );
+    assert!(
+        (start.len(), start) < (end.len(), end),
+        "{start} before {end}"
+    );
+    let counts = stack.counts_store();
+    let lost = likes_core::ItemId::parse("game:lost").unwrap();
+    assert_eq!(counts.read(&lost).await.unwrap().like_count, 0);
+    history(&stack, "after", 10).await;
+    stack.settle().await;
+    let recount = stack.recount().await;
+    for item in ITEMS {
+        let id = likes_core::ItemId::parse(item).unwrap();
+        assert_eq!(counts.read(&id).await.unwrap(), recount[item], "{item}");
+    }
+}
+
+#[tokio::test]
+async fn records_older_than_the_maximum_age_go_to_the_dlq() {
+    let stack = TestStack::start().await;
+    let max_age = stack
+        .pipeline()
+        .config()
+        .maximum_record_age
+        .expect("the template bounds record age");
+    let faults = stack.pipeline().faults();
+    faults.age_records_by(max_age + Duration::from_secs(60));
+    stack.react("late", "game:late", Like).await;
+    let counters = stack.settle().await;
+    assert_eq!(
+        (counters.dlq_batches, counters.invocations),
+        (1, 0),
+        "{counters:?}"
+    );
+    let message = dlq_message(&stack).await;
+    assert_eq!(message["requestContext"]["condition"], "RecordAgeExceeded");
+    faults.age_records_by(Duration::ZERO);
+    history(&stack, "fresh", 10).await;
+    stack.settle().await;
+    let recount = stack.recount().await;
+    let counts = stack.counts_store();
+    for item in ITEMS {
+        let id = likes_core::ItemId::parse(item).unwrap();
+        assert_eq!(counts.read(&id).await.unwrap(), recount[item], "{item}");
+    }
+}
+
+/// The one message on the aggregator's on-failure queue.
+async fn dlq_message(stack: &TestStack) -> Value {
+    let received = stack
+        .sqs()
+        .receive_message()
+        .queue_url(stack.name("AggregatorDeadLetterQueue"))
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let messages = received.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    serde_json::from_str(messages[0].body().unwrap()).unwrap()
+}
+
+/// Iterators that expire between reads (moto answers them with a 500): the mapping gets a
+/// new one after the last record it read, so no record is skipped or delivered twice.
+#[tokio::test]
+async fn expired_stream_iterators_are_reacquired_without_losing_or_repeating_records() {
+    let stack = TestStack::start().await;
+    let faults = stack.pipeline().faults();
+    faults.expire_stream_iterators(2);
+    history(&stack, "a", 20).await;
+    faults.expire_stream_iterators(3);
+    history(&stack, "b", 20).await;
+    let counters = stack.settle().await;
+    assert_eq!(counters.stream_read_errors, 5, "{counters:?}");
+    let in_stream = stack.stream_records().await as u64;
+    assert_eq!(
+        (counters.records_delivered, counters.records_acknowledged),
+        (in_stream, in_stream),
+        "{counters:?}"
+    );
+    stack.assert_counts_match_recount(&ITEMS).await;
+}
