@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template build build-native check-bootstraps run test
+.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -85,3 +85,8 @@ test: .venv
 	$(MAKE) --no-print-directory lint-template
 	$(MAKE) --no-print-directory build-native
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
+
+# Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
+# build against a fresh emulator (README, Performance).
+bench-write: .venv
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench write
