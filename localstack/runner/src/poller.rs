@@ -214,10 +214,6 @@ impl MappingConfig {
                 .ok_or_else(|| format!("cannot resolve environment variable {name} locally"))?;
             environment.insert(name, resolved);
         }
-        let function_props = template
-            .resource(function)
-            .map(|r| &r["Properties"])
-            .unwrap_or(&Yaml::Null);
         let (region, account) = arn_region_account(&stream_arn);
         Ok(Self {
             function: function.to_owned(),
@@ -234,8 +230,9 @@ impl MappingConfig {
             on_failure,
             enabled: props["Enabled"].as_bool().unwrap_or(true),
             function_timeout: Duration::from_secs(
-                function_props["Timeout"]
-                    .as_u64()
+                template
+                    .function_property(function, "Timeout")
+                    .and_then(Yaml::as_u64)
                     .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
             ),
             environment,

@@ -128,6 +128,13 @@ impl Template {
             .collect()
     }
 
+    /// A function property as SAM resolves it: the function's own, else `Globals.Function`'s.
+    pub fn function_property(&self, function: &str, property: &str) -> Option<&Value> {
+        self.resource(function)
+            .and_then(|r| r["Properties"].get(property))
+            .or_else(|| self.root["Globals"]["Function"].get(property))
+    }
+
     /// A parameter's default value.
     pub fn parameter_default(&self, name: &str) -> Option<String> {
         match &self.root["Parameters"][name]["Default"] {
@@ -173,6 +180,7 @@ mod tests {
     const SAMPLE: &str = r#"
 Globals:
   Function:
+    Timeout: 7
     Environment:
       Variables:
         SHARED: "1"
