@@ -2,6 +2,7 @@
 //! tests run in parallel against one emulator (`make test` starts it and sets
 //! `AWS_ENDPOINT_URL`); run alone, a test starts an emulator of its own.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -35,14 +36,32 @@ pub fn unique_prefix() -> String {
     )
 }
 
+/// Records per aggregator chunk in tests. The template's value (1000) makes a batch one
+/// chunk unless it touches 99 items; tests of chunk boundaries (crash after k chunks, a retry
+/// ending inside a claim) need several chunks per batch, which 100-record chunks give with
+/// histories moto writes in seconds. The claim logic does not depend on the size.
+pub const TEST_CHUNK_RECORDS: usize = 100;
+
 impl TestStack {
+    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks.
     pub async fn start() -> Self {
+        let overrides = [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())];
+        Self::start_with(overrides.into()).await
+    }
+
+    /// A stack exactly as template.yaml declares it.
+    pub async fn start_as_deployed() -> Self {
+        Self::start_with(BTreeMap::new()).await
+    }
+
+    async fn start_with(environment_overrides: BTreeMap<String, String>) -> Self {
         let aws = AwsTarget::connect()
             .await
             .expect("an AWS endpoint: run through `make test`, or have .venv ready");
         let options = StackOptions {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            environment_overrides,
         };
         let stack = Stack::start(aws, options)
             .await

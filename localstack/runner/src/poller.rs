@@ -105,6 +105,7 @@ impl MappingConfig {
         template: &Template,
         resources: &Resources,
         prefix: &str,
+        environment_overrides: &BTreeMap<String, String>,
     ) -> Result<Vec<Self>, MappingError> {
         let mut mappings = Vec::new();
         for (function, resource) in template.resources_of("AWS::Serverless::Function") {
@@ -122,8 +123,16 @@ impl MappingConfig {
                     message,
                 };
                 mappings.push(
-                    Self::parse(template, resources, prefix, &function, &event, spec)
-                        .map_err(error)?,
+                    Self::parse(
+                        template,
+                        resources,
+                        prefix,
+                        &function,
+                        &event,
+                        spec,
+                        environment_overrides,
+                    )
+                    .map_err(error)?,
                 );
             }
         }
@@ -137,6 +146,7 @@ impl MappingConfig {
         function: &str,
         event: &str,
         spec: &Yaml,
+        environment_overrides: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
         let props = &spec["Properties"];
         // What AWS offers but the local mapping does not emulate is refused, not ignored:
@@ -207,13 +217,8 @@ impl MappingConfig {
                 })
             }
         };
-        let mut environment = BTreeMap::new();
-        for (name, value) in template.environment(function) {
-            let resolved = resources
-                .resolve(template, &value)
-                .ok_or_else(|| format!("cannot resolve environment variable {name} locally"))?;
-            environment.insert(name, resolved);
-        }
+        let environment =
+            resources.function_environment(template, function, environment_overrides)?;
         let (region, account) = arn_region_account(&stream_arn);
         Ok(Self {
             function: function.to_owned(),
@@ -1339,7 +1344,7 @@ Resources:
             .attributes
             .insert("Queue.Arn".into(), "arn:q".into());
         resources.names.insert("Queue".into(), "url:q".into());
-        let mappings = MappingConfig::all(&template, &resources, "p").unwrap();
+        let mappings = MappingConfig::all(&template, &resources, "p", &BTreeMap::new()).unwrap();
         assert_eq!(mappings.len(), 1);
         let m = &mappings[0];
         assert_eq!(

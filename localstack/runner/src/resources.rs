@@ -60,6 +60,29 @@ impl Resources {
             .map(String::as_str)
     }
 
+    /// A function's environment as CloudFormation would resolve it against these resources,
+    /// then `overrides` (set by the caller for every function that declares the variable).
+    pub fn function_environment(
+        &self,
+        template: &Template,
+        function: &str,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        template
+            .environment(function)
+            .into_iter()
+            .map(|(name, value)| {
+                let resolved = match overrides.get(&name) {
+                    Some(value) => value.clone(),
+                    None => self.resolve(template, &value).ok_or_else(|| {
+                        format!("cannot resolve environment variable {name} locally")
+                    })?,
+                };
+                Ok((name, resolved))
+            })
+            .collect()
+    }
+
     /// Resolves an environment variable's template value as CloudFormation would here.
     pub fn resolve(&self, template: &Template, value: &Value) -> Option<String> {
         if let Some(target) = ref_target(value) {

@@ -26,8 +26,8 @@ use tracing::Instrument;
 pub use decode::{decode, DecodeError};
 pub use events::{EventPublisher, PublishError};
 
-/// Records per chunk: one transaction, one claim of about 3.3 KB of eventIDs.
-pub const CHUNK_RECORDS: usize = 100;
+/// A claim lists its chunk's eventIDs in one item: 10,000 of them stay far below 400 KB.
+const MAX_CHUNK_RECORDS: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -35,6 +35,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("COUNT_SHARDS must be a whole number from 1 to 1000, not {0:?}")]
     CountShards(String),
+    #[error("CHUNK_RECORDS must be a whole number from 1 to {MAX_CHUNK_RECORDS}, not {0:?}")]
+    ChunkRecords(String),
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +46,9 @@ pub struct AggregatorConfig {
     pub events_stream: String,
     /// K: count rows per item.
     pub count_shards: u32,
+    /// At most this many records per chunk (one transaction, one claim); chunks also stop
+    /// at 99 distinct items.
+    pub chunk_records: usize,
 }
 
 impl AggregatorConfig {
@@ -60,11 +65,18 @@ impl AggregatorConfig {
             .ok()
             .filter(|k| (1..=1000).contains(k))
             .ok_or(ConfigError::CountShards(shards))?;
+        let records = var("CHUNK_RECORDS")?;
+        let chunk_records = records
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_CHUNK_RECORDS).contains(n))
+            .ok_or(ConfigError::ChunkRecords(records))?;
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
             claims_table: var("CLAIMS_TABLE")?,
             events_stream: var("EVENTS_STREAM")?,
             count_shards,
+            chunk_records,
         })
     }
 }
@@ -87,6 +99,7 @@ pub struct Aggregator {
     writer: CountsWriter,
     events: EventPublisher,
     count_shards: u32,
+    chunk_records: usize,
 }
 
 /// What one invocation did, for metrics.
@@ -126,6 +139,7 @@ impl Aggregator {
             writer: CountsWriter::new(dynamodb, config.counts_table, config.claims_table),
             events: EventPublisher::new(kinesis, config.events_stream),
             count_shards: config.count_shards,
+            chunk_records: config.chunk_records,
         }
     }
 
@@ -188,7 +202,7 @@ impl Aggregator {
         let mut at = 0;
         while at < records.len() {
             let rest = &records[at..];
-            let len = next_chunk_len(rest, CHUNK_RECORDS);
+            let len = next_chunk_len(rest, self.chunk_records);
             let chunk = &rest[..len];
             let deltas = chunk_deltas(chunk);
             let claim_id = chunk[0].event_id.as_str();

@@ -50,7 +50,12 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         .map_err(|e| format!("--addr: {e}"))?;
     let prefix = option(args, "--prefix").unwrap_or("likes").to_owned();
     let aws = AwsTarget::connect().await.map_err(|e| e.to_string())?;
-    let stack = Stack::start(aws, StackOptions { prefix, http_addr })
+    let options = StackOptions {
+        prefix,
+        http_addr,
+        environment_overrides: Default::default(),
+    };
+    let stack = Stack::start(aws, options)
         .await
         .map_err(|e| e.to_string())?;
     let emulator = match stack.aws.emulator_pid() {
