@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write
+.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write bench-counts
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -90,3 +90,9 @@ test: .venv
 # build against a fresh emulator (README, Performance).
 bench-write: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench write
+
+# Figures, not a timed test: count writes per stream record, write and read units per like and
+# per count read, staleness to visible, for the design and a naive counter side by side (README,
+# Performance).
+bench-counts: .venv
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench counts

@@ -11,7 +11,7 @@
 //! (default 60) the flips of the row-growth run.
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
-#[path = "write/capacity.rs"]
+#[path = "dynamodb/capacity.rs"]
 mod capacity;
 #[path = "write/handler.rs"]
 mod handler;
@@ -50,7 +50,7 @@ async fn main() {
     let requests = setting("LIKES_BENCH_REQUESTS", 1000);
     let flips = setting("LIKES_BENCH_FLIPS", 60);
     let started = Instant::now();
-    let stack = TestStack::start().await;
+    let stack = TestStack::start_as_deployed().await;
     // The aggregator's stream mapping runs in this process; in AWS it is another function, off
     // the write path. Paused, it delivers nothing: no count writes contend with the requests.
     let pollers = stack.stack.pipelines();
@@ -298,8 +298,11 @@ impl Bench {
             ),
             (
                 "longest ids",
-                format!("{}-{}", "u".repeat(200), "x".repeat(54)),
-                format!("growth:{}", "i".repeat(121)),
+                "u".repeat(likes_core::ids::USER_ID_MAX_LEN),
+                format!(
+                    "growth:{}",
+                    "i".repeat(likes_core::ids::ITEM_ID_MAX_LEN - 7)
+                ),
             ),
         ];
         let mut columns = Vec::new();

@@ -1,7 +1,10 @@
-//! DynamoDB's billing arithmetic for writes, from its published item-size rules: an item's
-//! size is the sum over its attributes of the name's UTF-8 bytes plus the value's size; a
-//! standard write costs one write unit per started 1 KB of the larger of the item's before
-//! and after images.
+//! DynamoDB's billing arithmetic, from its published item-size rules: an item's size is the
+//! sum over its attributes of the name's UTF-8 bytes plus the value's size; a standard write
+//! costs one write unit per started 1 KB of the larger of the item's before and after images,
+//! and twice that inside `TransactWriteItems`; an eventually consistent read costs half a
+//! read unit per started 4 KB of what one request reads (a Query sums its items first).
+//!
+//! Shared by the benches (`make bench-write`, `make bench-counts`); each uses part of it.
 
 use std::collections::HashMap;
 
@@ -10,6 +13,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 pub type Item = HashMap<String, AttributeValue>;
 
 pub const WRITE_UNIT_BYTES: usize = 1024;
+pub const READ_UNIT_BYTES: usize = 4096;
 /// Every index entry carries this much overhead on top of its key and projected attributes.
 const INDEX_ENTRY_OVERHEAD: usize = 100;
 /// A List or Map costs 3 bytes however full, plus 1 byte per element.
@@ -91,6 +95,19 @@ pub fn write_units(bytes: usize) -> u64 {
     bytes.div_ceil(WRITE_UNIT_BYTES).max(1) as u64
 }
 
+/// An item written inside `TransactWriteItems`: two write units per started 1 KB (AWS bills
+/// the prepare and the commit).
+pub fn transactional_write_units(bytes: usize) -> u64 {
+    2 * write_units(bytes)
+}
+
+/// One eventually consistent read request (GetItem, or a Query over the sum of the item
+/// sizes it reads, whatever its projection): half a read unit per started 4 KB, at least
+/// half a unit even when nothing matches. In half units, so sums stay exact.
+pub fn eventually_consistent_half_units(bytes: usize) -> u64 {
+    bytes.div_ceil(READ_UNIT_BYTES).max(1) as u64
+}
+
 /// A successful UpdateItem: the larger of the before and after images (a new row has no
 /// before image).
 pub fn update_units(before: &Item, after: &Item) -> u64 {
@@ -162,4 +179,8 @@ pub fn check_rules() {
     assert_eq!(write_units(0), 1);
     assert_eq!(write_units(1024), 1);
     assert_eq!(write_units(1025), 2);
+    assert_eq!(transactional_write_units(3_700), 8);
+    assert_eq!(eventually_consistent_half_units(0), 1);
+    assert_eq!(eventually_consistent_half_units(4096), 1);
+    assert_eq!(eventually_consistent_half_units(4097), 2);
 }

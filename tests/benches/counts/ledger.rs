@@ -1,0 +1,147 @@
+//! What the aggregator wrote, rebuilt from the real items: every claim (one per committed
+//! transaction, listing its records' eventIDs) joined with the stream log tells which count
+//! rows that transaction updated (the items with a nonzero summed delta, on row
+//! `count_shard(claim id, K)`), and the items read back give every size the bill needs.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use likes_core::pipeline::count_shard;
+use likes_core::Delta;
+
+use crate::capacity::{self, Item};
+use crate::naive::StreamRecord;
+
+/// One committed chunk, as its claim and the stream log tell it.
+#[derive(Debug, Clone)]
+pub struct Transaction {
+    pub claim_bytes: usize,
+    /// When the aggregator sent it (the claim's `created_at`, epoch millis).
+    pub sent_ms: i64,
+    pub records: Vec<StreamRecord>,
+    /// The count rows it updated: (item, `D#k`).
+    pub rows: Vec<(String, String)>,
+}
+
+/// Scans a table whole.
+pub async fn scan(client: &Client, table: &str) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("Scan of {table}: {e:?}"));
+        items.extend(page.items().iter().cloned());
+        match page.last_evaluated_key {
+            Some(key) => start = Some(key),
+            None => return items,
+        }
+    }
+}
+
+pub fn string<'a>(item: &'a Item, name: &str) -> &'a str {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => s,
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+pub fn number(item: &Item, name: &str) -> i64 {
+    match item.get(name) {
+        Some(AttributeValue::N(n)) => n.parse().expect("a number"),
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+/// Every committed transaction, rebuilt from the claims table and the stream log.
+pub fn transactions(claims: &[Item], log: &[StreamRecord], shards: u32) -> Vec<Transaction> {
+    let by_event: HashMap<&str, &StreamRecord> =
+        log.iter().map(|r| (r.event_id.as_str(), r)).collect();
+    let mut all: Vec<Transaction> = claims
+        .iter()
+        .map(|claim| {
+            let id = string(claim, "claim_id");
+            let records: Vec<StreamRecord> = string(claim, "event_ids")
+                .split(',')
+                .map(|event| {
+                    (*by_event
+                        .get(event)
+                        .unwrap_or_else(|| panic!("claimed record {event} is in the stream log")))
+                    .clone()
+                })
+                .collect();
+            let mut deltas: BTreeMap<&str, Delta> = BTreeMap::new();
+            for record in &records {
+                *deltas.entry(record.item.as_str()).or_default() += record.delta;
+            }
+            let row = format!("D#{}", count_shard(id, shards));
+            let rows = deltas
+                .into_iter()
+                .filter(|(_, delta)| !delta.is_zero())
+                .map(|(item, _)| (item.to_owned(), row.clone()))
+                .collect();
+            Transaction {
+                claim_bytes: capacity::item_size(claim),
+                sent_ms: number(claim, "created_at"),
+                records,
+                rows,
+            }
+        })
+        .collect();
+    all.sort_by_key(|t| t.sent_ms);
+    all
+}
+
+/// Count rows and heartbeat rows as they are now, by (item, sort key).
+pub fn rows_by_key(counts: &[Item]) -> HashMap<(String, String), Item> {
+    counts
+        .iter()
+        .map(|row| {
+            (
+                (
+                    string(row, "item_id").to_owned(),
+                    string(row, "shard").to_owned(),
+                ),
+                row.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Write units of one transaction: the claim and each count-row update, twice each.
+pub fn transaction_units(
+    transaction: &Transaction,
+    rows: &HashMap<(String, String), Item>,
+) -> (u64, u64) {
+    let claim = capacity::transactional_write_units(transaction.claim_bytes);
+    let updates = transaction
+        .rows
+        .iter()
+        .map(|key| {
+            let row = rows
+                .get(key)
+                .unwrap_or_else(|| panic!("count row {key:?} exists"));
+            capacity::transactional_write_units(capacity::item_size(row))
+        })
+        .sum();
+    (claim, updates)
+}
+
+/// The most events in any one-second window of `times` (epoch millis).
+pub fn peak_per_second(times: &mut [i64]) -> usize {
+    times.sort_unstable();
+    let mut peak = 0;
+    let mut from = 0;
+    for to in 0..times.len() {
+        while times[to] - times[from] >= 1000 {
+            from += 1;
+        }
+        peak = peak.max(to - from + 1);
+    }
+    peak
+}
