@@ -59,12 +59,12 @@ const SETTLE: Duration = Duration::from_secs(180);
 async fn main() {
     capacity::check_rules();
     let run = Run {
-        hot_users: setting("LIKES_BENCH_HOT_USERS", 5000),
-        cold_reactions: setting("LIKES_BENCH_COLD_REACTIONS", 2000),
-        cold_items: setting("LIKES_BENCH_COLD_ITEMS", 1000),
-        samples: setting("LIKES_BENCH_COLD_SAMPLES", 50),
-        hot_rate: setting("LIKES_BENCH_HOT_RATE", 80) as f64,
-        cold_rate: setting("LIKES_BENCH_COLD_RATE", 40) as f64,
+        hot_users: likes_tests::env_count("LIKES_BENCH_HOT_USERS", 5000),
+        cold_reactions: likes_tests::env_count("LIKES_BENCH_COLD_REACTIONS", 2000),
+        cold_items: likes_tests::env_count("LIKES_BENCH_COLD_ITEMS", 1000),
+        samples: likes_tests::env_count("LIKES_BENCH_COLD_SAMPLES", 50),
+        hot_rate: likes_tests::env_count("LIKES_BENCH_HOT_RATE", 80) as f64,
+        cold_rate: likes_tests::env_count("LIKES_BENCH_COLD_RATE", 40) as f64,
     };
     let started = Instant::now();
     // The mapping starts with the stack and prints a metrics line per batch from then on.
@@ -94,16 +94,6 @@ async fn main() {
 
     let report = Report::gather(&stack, &naive, hot, cold, emf, naive_rows, emulator).await;
     report.print(&stack, &run, started);
-}
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v} is not a count"))
-        })
-        .unwrap_or(default)
 }
 
 pub struct Run {

@@ -47,8 +47,8 @@ const TYPICAL_ITEM: &str = "game:12345";
 #[tokio::main]
 async fn main() {
     capacity::check_rules();
-    let requests = setting("LIKES_BENCH_REQUESTS", 1000);
-    let flips = setting("LIKES_BENCH_FLIPS", 60);
+    let requests = likes_tests::env_count("LIKES_BENCH_REQUESTS", 1000);
+    let flips = likes_tests::env_count("LIKES_BENCH_FLIPS", 60);
     let started = Instant::now();
     let stack = TestStack::start_as_deployed().await;
     // The aggregator's stream mapping runs in this process; in AWS it is another function, off
@@ -87,16 +87,6 @@ async fn main() {
     cpu_per_request(&stack, requests, pollers.len()).await;
     bootstrap_size();
     println!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
-}
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v} is not a count"))
-        })
-        .unwrap_or(default)
 }
 
 struct Bench {

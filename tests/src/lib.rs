@@ -106,6 +106,17 @@ impl TestStack {
     }
 }
 
+/// A count from the environment (benchmark sizes), or `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}={v} is not a count"))
+        })
+        .unwrap_or(default)
+}
+
 pub fn now_seconds() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -188,18 +199,23 @@ impl TestResponse {
         })
     }
 
+    /// Asserts the status, showing the body when it differs.
+    pub fn assert_status(&self, status: u16) {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// Asserts an RFC 9457 problem with `status`; returns it.
     pub fn problem(&self, status: u16) -> Value {
-        assert_eq!(
-            self.status,
-            status,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
+        self.assert_status(status);
         assert_eq!(
             self.header("content-type"),
             Some("application/problem+json")

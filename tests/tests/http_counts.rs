@@ -138,12 +138,7 @@ async fn counts_of_many_items_come_in_one_call() {
         &json!({"item_ids": ["game:1", "game:2", "game:3", "game:1"]}),
     )
     .await;
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
+    response.assert_status(200);
     assert!(response
         .header("cache-control")
         .unwrap()
@@ -184,12 +179,7 @@ async fn a_browse_page_has_my_state_and_the_counts() {
         &json!({ "item_ids": ids }),
     )
     .await;
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
+    response.assert_status(200);
     assert_eq!(response.header("cache-control"), Some("private, no-store"));
     let body = response.json();
     let items = body["items"].as_object().unwrap();

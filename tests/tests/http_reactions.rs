@@ -34,12 +34,7 @@ async fn assert_untouched(stack: &TestStack, user: &str) {
 async fn a_reaction_is_set_and_read_back_at_once() {
     let stack = TestStack::start().await;
     let response = put_reaction(&stack, "alice", "k1", "LIKE").await;
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
+    response.assert_status(200);
     assert_eq!(response.header("etag"), Some("\"1\""));
     assert_eq!(response.header("idempotent-replayed"), None);
     let body = response.json();

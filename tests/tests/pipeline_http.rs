@@ -12,12 +12,7 @@ async fn set(stack: &TestStack, user: &str, item: &str, state: &str, key: &str) 
         .json(&json!({ "state": state }))
         .send()
         .await;
-    assert_eq!(
-        response.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
+    response.assert_status(200);
 }
 
 #[tokio::test]
