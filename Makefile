@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write bench-counts
+.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write bench-counts bench-cold-start
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -96,3 +96,11 @@ bench-write: .venv
 # Performance).
 bench-counts: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench counts
+
+# Figures, not a timed test: bootstrap size, and cold start (spawn -> first invocation served)
+# of release bootstraps for the host (x86_64: the arm64 std is not installed here), each
+# served one event by a stand-in Runtime API, against a fresh emulator.
+bench-cold-start: .venv
+	cargo lambda build --release $(PACKAGES)
+	@$(MAKE) --no-print-directory check-bootstraps
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench cold_start
