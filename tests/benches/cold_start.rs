@@ -150,7 +150,7 @@ struct Sample {
 
 #[tokio::main]
 async fn main() {
-    let spawns = setting("LIKES_BENCH_SPAWNS", 15) as u64;
+    let spawns = likes_tests::env_count("LIKES_BENCH_SPAWNS", 15) as u64;
     let started = Instant::now();
     let lambda_dir = lambda_dir();
     let stack = TestStack::start_as_deployed().await;
@@ -481,16 +481,6 @@ fn lambda_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
         .join("lambda")
-}
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v} is not a count"))
-        })
-        .unwrap_or(default)
 }
 
 /// What the figures include and what they leave out.

@@ -97,7 +97,28 @@ impl Front {
                 return response;
             }
         };
-        let event = v2_event(&parts, &body, target, path_parameters, claims, peer);
+        let now_ms = now_seconds() * 1000;
+        let event = GatewayRequest {
+            method: parts.method.as_str(),
+            route_path: &target.route.path,
+            path: parts.uri.path(),
+            raw_query: parts.uri.query().unwrap_or_default(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(name, value)| {
+                    let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    (name.as_str().to_owned(), value)
+                })
+                .collect(),
+            body: &body,
+            path_parameters,
+            claims,
+            source_ip: peer.ip().to_string(),
+            request_id: format!("local-{now_ms}-{}", peer.port()),
+            now_ms,
+        }
+        .event();
         match invoke(target, event).await {
             Ok(response) => response,
             Err(message) => {
@@ -144,96 +165,109 @@ fn match_path(pattern: &str, path: &str) -> Option<Map<String, Value>> {
     Some(params)
 }
 
-/// The API Gateway v2 (payload format 2.0) event for a request.
-fn v2_event(
-    parts: &hyper::http::request::Parts,
-    body: &Bytes,
-    target: &RouteTarget,
-    path_parameters: Map<String, Value>,
-    claims: HashMap<String, String>,
-    peer: std::net::SocketAddr,
-) -> Value {
-    let mut headers = Map::new();
-    let mut cookies = Vec::new();
-    for (name, value) in &parts.headers {
-        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        if name == hyper::header::COOKIE {
-            cookies.extend(value.split(';').map(|c| Value::String(c.trim().to_owned())));
-            continue;
+/// A request as API Gateway's HTTP API hands it to a function once the JWT authorizer let it
+/// through. [`GatewayRequest::event`] builds the v2 (payload format 2.0) event; the front
+/// fills it from the HTTP request, benchmarks from their own inputs.
+#[derive(Debug, Clone)]
+pub struct GatewayRequest<'a> {
+    pub method: &'a str,
+    /// The route's path as the template declares it, e.g. `/v1/items/{item_id}/like`.
+    pub route_path: &'a str,
+    pub path: &'a str,
+    pub raw_query: &'a str,
+    /// Lower-case names in arrival order; API Gateway joins repeats with commas.
+    pub headers: Vec<(String, String)>,
+    pub body: &'a [u8],
+    pub path_parameters: Map<String, Value>,
+    /// The validated token's claims, every value a string as API Gateway passes them.
+    pub claims: HashMap<String, String>,
+    pub source_ip: String,
+    pub request_id: String,
+    pub now_ms: i64,
+}
+
+impl GatewayRequest<'_> {
+    pub fn event(&self) -> Value {
+        let mut headers = Map::new();
+        let mut cookies = Vec::new();
+        for (name, value) in &self.headers {
+            if name == "cookie" {
+                cookies.extend(value.split(';').map(|c| Value::String(c.trim().to_owned())));
+                continue;
+            }
+            match headers.get_mut(name) {
+                Some(Value::String(joined)) => {
+                    joined.push(',');
+                    joined.push_str(value);
+                }
+                _ => {
+                    headers.insert(name.clone(), Value::String(value.clone()));
+                }
+            }
         }
-        match headers.get_mut(name.as_str()) {
-            Some(Value::String(joined)) => {
-                joined.push(',');
-                joined.push_str(&value);
-            }
-            _ => {
-                headers.insert(name.as_str().to_owned(), Value::String(value));
-            }
-        }
-    }
-    let raw_query = parts.uri.query().unwrap_or_default();
-    let mut query = Map::new();
-    for pair in raw_query.split('&').filter(|p| !p.is_empty()) {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (name, value) = (form_decode(name), form_decode(value));
-        match query.get_mut(&name) {
-            Some(Value::String(joined)) => {
-                joined.push(',');
-                joined.push_str(&value);
-            }
-            _ => {
-                query.insert(name, Value::String(value));
+        let header = |name: &str| headers.get(name).and_then(Value::as_str).map(str::to_owned);
+        let mut query = Map::new();
+        for pair in self.raw_query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let (name, value) = (form_decode(name), form_decode(value));
+            match query.get_mut(&name) {
+                Some(Value::String(joined)) => {
+                    joined.push(',');
+                    joined.push_str(&value);
+                }
+                _ => {
+                    query.insert(name, Value::String(value));
+                }
             }
         }
-    }
-    let route_key = format!("{} {}", target.route.method, target.route.path);
-    let now_ms = now_seconds() * 1000;
-    let mut event = json!({
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": parts.uri.path(),
-        "rawQueryString": raw_query,
-        "headers": headers,
-        "requestContext": {
-            "accountId": "000000000000",
-            "apiId": "local",
-            "domainName": parts.headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1"),
-            "domainPrefix": "local",
-            "http": {
-                "method": parts.method.as_str(),
-                "path": parts.uri.path(),
-                "protocol": "HTTP/1.1",
-                "sourceIp": peer.ip().to_string(),
-                "userAgent": parts.headers.get(hyper::header::USER_AGENT).and_then(|h| h.to_str().ok()).unwrap_or_default(),
-            },
-            "requestId": format!("local-{now_ms}-{}", peer.port()),
+        let route_key = format!("{} {}", self.method, self.route_path);
+        let mut event = json!({
+            "version": "2.0",
             "routeKey": route_key,
-            "stage": "$default",
-            "time": "",
-            "timeEpoch": now_ms,
-            "authorizer": { "jwt": { "claims": claims, "scopes": null } },
-        },
-        "isBase64Encoded": false,
-    });
-    if !cookies.is_empty() {
-        event["cookies"] = Value::Array(cookies);
-    }
-    if !query.is_empty() {
-        event["queryStringParameters"] = Value::Object(query);
-    }
-    if !path_parameters.is_empty() {
-        event["pathParameters"] = Value::Object(path_parameters);
-    }
-    if !body.is_empty() {
-        match std::str::from_utf8(body) {
-            Ok(text) => event["body"] = Value::String(text.to_owned()),
-            Err(_) => {
-                event["body"] = Value::String(STANDARD.encode(body));
-                event["isBase64Encoded"] = Value::Bool(true);
+            "rawPath": self.path,
+            "rawQueryString": self.raw_query,
+            "requestContext": {
+                "accountId": "000000000000",
+                "apiId": "local",
+                "domainName": header("host").unwrap_or_else(|| "127.0.0.1".to_owned()),
+                "domainPrefix": "local",
+                "http": {
+                    "method": self.method,
+                    "path": self.path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": self.source_ip,
+                    "userAgent": header("user-agent").unwrap_or_default(),
+                },
+                "requestId": self.request_id,
+                "routeKey": route_key,
+                "stage": "$default",
+                "time": "",
+                "timeEpoch": self.now_ms,
+                "authorizer": { "jwt": { "claims": self.claims, "scopes": null } },
+            },
+            "isBase64Encoded": false,
+        });
+        event["headers"] = Value::Object(headers);
+        if !cookies.is_empty() {
+            event["cookies"] = Value::Array(cookies);
+        }
+        if !query.is_empty() {
+            event["queryStringParameters"] = Value::Object(query);
+        }
+        if !self.path_parameters.is_empty() {
+            event["pathParameters"] = Value::Object(self.path_parameters.clone());
+        }
+        if !self.body.is_empty() {
+            match std::str::from_utf8(self.body) {
+                Ok(text) => event["body"] = Value::String(text.to_owned()),
+                Err(_) => {
+                    event["body"] = Value::String(STANDARD.encode(self.body));
+                    event["isBase64Encoded"] = Value::Bool(true);
+                }
             }
         }
+        event
     }
-    event
 }
 
 /// Invokes the handler exactly as the Lambda runtime does: deserialize the event, adapt,

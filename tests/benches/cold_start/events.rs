@@ -2,7 +2,8 @@
 //! HTTP API (payload 2.0) request with the JWT authorizer's claims, and a DynamoDB stream
 //! batch of one INSERT with NEW_AND_OLD_IMAGES.
 
-use serde_json::{json, Value};
+use likes_local::front::GatewayRequest;
+use serde_json::{json, Map, Value};
 
 /// The item every request and record is about.
 pub const ITEM: &str = "game:12345";
@@ -20,54 +21,42 @@ pub struct HttpRequest<'a> {
 impl HttpRequest<'_> {
     pub fn event(&self, request_id: &str, now_ms: i64) -> Value {
         let path = self.route.replace("{item_id}", ITEM);
-        let route_key = format!("{} {}", self.method, self.route);
         let now_s = now_ms / 1000;
-        let mut headers = json!({
-            "host": "127.0.0.1",
-            "user-agent": "likes-bench-cold-start",
-        });
-        if let (Some(headers), Some(extra)) = (headers.as_object_mut(), self.headers.as_object()) {
-            headers.extend(extra.clone());
+        let mut headers = vec![
+            ("host".to_owned(), "127.0.0.1".to_owned()),
+            ("user-agent".to_owned(), "likes-bench-cold-start".to_owned()),
+        ];
+        if let Some(extra) = self.headers.as_object() {
+            headers.extend(extra.iter().map(|(name, value)| {
+                (name.clone(), value.as_str().unwrap_or_default().to_owned())
+            }));
         }
-        let mut event = json!({
-            "version": "2.0",
-            "routeKey": route_key,
-            "rawPath": path,
-            "rawQueryString": "",
-            "headers": headers,
-            "requestContext": {
-                "accountId": "000000000000",
-                "apiId": "local",
-                "domainName": "127.0.0.1",
-                "domainPrefix": "local",
-                "http": {
-                    "method": self.method,
-                    "path": path,
-                    "protocol": "HTTP/1.1",
-                    "sourceIp": "127.0.0.1",
-                    "userAgent": "likes-bench-cold-start",
-                },
-                "requestId": request_id,
-                "routeKey": route_key,
-                "stage": "$default",
-                "time": "",
-                "timeEpoch": now_ms,
-                // API Gateway passes every claim as a string.
-                "authorizer": { "jwt": { "claims": {
-                    "sub": self.user,
-                    "iss": "likes-local",
-                    "aud": "likes",
-                    "iat": now_s.to_string(),
-                    "exp": (now_s + 3600).to_string(),
-                }, "scopes": null } },
-            },
-            "pathParameters": { "item_id": ITEM },
-            "isBase64Encoded": false,
-        });
-        if let Some(body) = &self.body {
-            event["body"] = Value::String(body.to_string());
+        let body = self.body.as_ref().map(Value::to_string).unwrap_or_default();
+        // API Gateway passes every claim as a string.
+        let claims = [
+            ("sub", self.user.to_owned()),
+            ("iss", "likes-local".to_owned()),
+            ("aud", "likes".to_owned()),
+            ("iat", now_s.to_string()),
+            ("exp", (now_s + 3600).to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+        GatewayRequest {
+            method: self.method,
+            route_path: self.route,
+            path: &path,
+            raw_query: "",
+            headers,
+            body: body.as_bytes(),
+            path_parameters: Map::from_iter([("item_id".to_owned(), json!(ITEM))]),
+            claims,
+            source_ip: "127.0.0.1".to_owned(),
+            request_id: request_id.to_owned(),
+            now_ms,
         }
-        event
+        .event()
     }
 }
 

@@ -10,6 +10,8 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{service_fn, Adapter, Request, Service};
 use likes_api::{App, Endpoint};
 use likes_core::{IdempotencyKey, ItemId, UserId, WriteRequest};
+use likes_local::front::GatewayRequest;
+use likes_local::jwt::JwtAuthorizer;
 use likes_store::ReactionsStore;
 use likes_tests::TestStack;
 use serde_json::json;
@@ -105,56 +107,38 @@ fn pollers_cpu() -> Duration {
         .sum()
 }
 
-/// The API Gateway v2 event the HTTP API hands the function, as the local front builds it:
-/// the authorizer's claims, the path parameter, the headers a client sends.
+/// The API Gateway v2 event the HTTP API hands the function, built as the local front builds
+/// it, with the claims its authorizer takes from the bearer token.
 fn v2_event(reaction: &Reaction, bearer: &str, now_ms: i64) -> Vec<u8> {
     let path = ROUTE_PATH.replace("{item_id}", &reaction.item);
-    let route_key = format!("PUT {ROUTE_PATH}");
     let body = json!({ "state": reaction.state }).to_string();
-    let now = now_ms / 1000;
-    json!({
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {
-            "authorization": bearer,
-            "content-length": body.len().to_string(),
-            "content-type": "application/json",
-            "host": "127.0.0.1",
-            "idempotency-key": reaction.key,
-            "user-agent": "likes-bench",
-        },
-        "requestContext": {
-            "accountId": "000000000000",
-            "apiId": "local",
-            "domainName": "127.0.0.1",
-            "domainPrefix": "local",
-            "http": {
-                "method": "PUT",
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "likes-bench",
-            },
-            "requestId": format!("bench-{now_ms}-{}", reaction.key),
-            "routeKey": route_key,
-            "stage": "$default",
-            "time": "",
-            "timeEpoch": now_ms,
-            "authorizer": { "jwt": {
-                "claims": {
-                    "sub": reaction.user,
-                    "iat": now.to_string(),
-                    "exp": (now + 3600).to_string(),
-                },
-                "scopes": null,
-            } },
-        },
-        "pathParameters": { "item_id": reaction.item },
-        "body": body,
-        "isBase64Encoded": false,
-    })
+    let claims = JwtAuthorizer::from_env()
+        .authorize(Some(bearer), now_ms / 1000)
+        .expect("the bench's own token is valid");
+    let headers = [
+        ("authorization", bearer),
+        ("content-type", "application/json"),
+        ("host", "127.0.0.1"),
+        ("idempotency-key", &reaction.key),
+        ("user-agent", "likes-bench"),
+    ];
+    GatewayRequest {
+        method: "PUT",
+        route_path: ROUTE_PATH,
+        path: &path,
+        raw_query: "",
+        headers: headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect(),
+        body: body.as_bytes(),
+        path_parameters: serde_json::Map::from_iter([("item_id".to_owned(), json!(reaction.item))]),
+        claims,
+        source_ip: "127.0.0.1".to_owned(),
+        request_id: format!("bench-{now_ms}-{}", reaction.key),
+        now_ms,
+    }
+    .event()
     .to_string()
     .into_bytes()
 }
