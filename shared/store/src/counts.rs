@@ -65,20 +65,8 @@ impl CountsStore {
 
     /// An item's counts: the sum of its count rows (eventually consistent), clamped at zero.
     pub async fn read(&self, item: &ItemId) -> Result<Counts, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("item_id = :item AND begins_with(#shard, :rows)")
-            .expression_attribute_names("#shard", "shard")
-            .expression_attribute_values(":item", AttributeValue::S(item.as_str().to_owned()))
-            .expression_attribute_values(":rows", AttributeValue::S(COUNT_ROW_PREFIX.to_owned()))
-            .projection_expression("like_count, dislike_count")
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("Query", err))?;
         let mut sum = Delta::ZERO;
-        for row in output.items() {
+        for row in &self.rows(item.as_str(), COUNT_ROW_PREFIX).await? {
             sum += Delta {
                 like: number(row, "like_count")?,
                 dislike: number(row, "dislike_count")?,
@@ -122,6 +110,23 @@ impl CountsStore {
         Ok(all)
     }
 
+    /// The rows under one partition key whose sort key starts with `prefix`: an item's count
+    /// rows, or the pipeline's heartbeats. At most K small rows: one page.
+    async fn rows(&self, partition: &str, prefix: &str) -> Result<Vec<Item>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("item_id = :partition AND begins_with(#shard, :prefix)")
+            .expression_attribute_names("#shard", "shard")
+            .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
+            .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_owned()))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("Query", err))?;
+        Ok(output.items.unwrap_or_default())
+    }
+
     /// Epoch millis up to which counts are known complete (see
     /// [`likes_core::pipeline::counts_as_of`]); `None` before the pipeline applied anything.
     pub async fn as_of(&self) -> Result<Option<i64>, StoreError> {
@@ -130,22 +135,9 @@ impl CountsStore {
                 return Ok(as_of);
             }
         }
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("item_id = :pipeline AND begins_with(#shard, :rows)")
-            .expression_attribute_names("#shard", "shard")
-            .expression_attribute_values(":pipeline", AttributeValue::S(PIPELINE_ITEM.to_owned()))
-            .expression_attribute_values(
-                ":rows",
-                AttributeValue::S(HEARTBEAT_ROW_PREFIX.to_owned()),
-            )
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("Query", err))?;
-        let heartbeats = output
-            .items()
+        let heartbeats = self
+            .rows(PIPELINE_ITEM, HEARTBEAT_ROW_PREFIX)
+            .await?
             .iter()
             .map(|row| {
                 Ok(Heartbeat {
