@@ -90,6 +90,17 @@ impl TestStack {
         self.authorizer.mint(sub, now_seconds(), 3600)
     }
 
+    /// `GET /v1/items/{item}/like-count`, as a reader.
+    pub async fn like_count(&self, item: &str) -> TestResponse {
+        self.request(
+            "GET",
+            &format!("/v1/items/{item}/like-count"),
+            Some("reader"),
+        )
+        .send()
+        .await
+    }
+
     /// A request as `sub` (or anonymous with `None`).
     pub fn request(&self, method: &str, path: &str, sub: Option<&str>) -> TestRequest {
         let mut request = TestRequest {
@@ -104,6 +115,14 @@ impl TestStack {
         }
         request
     }
+}
+
+/// Epoch millis of an RFC 3339 timestamp as the API writes them (`as_of`, `updated_at`).
+pub fn epoch_ms(rfc3339: &str) -> i64 {
+    let parsed =
+        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("{rfc3339}: {e}"));
+    (parsed.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// A count from the environment (benchmark sizes), or `default`.

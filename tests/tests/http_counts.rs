@@ -28,30 +28,12 @@ async fn count_row(stack: &TestStack, item: &str, k: u32, like: i64, dislike: i6
     .await;
 }
 
-async fn like_count(stack: &TestStack, item: &str) -> TestResponse {
-    stack
-        .request(
-            "GET",
-            &format!("/v1/items/{item}/like-count"),
-            Some("reader"),
-        )
-        .send()
-        .await
-}
-
 async fn batch(stack: &TestStack, path: &str, user: &str, body: &Value) -> TestResponse {
     stack
         .request("POST", path, Some(user))
         .json(body)
         .send()
         .await
-}
-
-fn epoch_ms(rfc3339: &str) -> i64 {
-    let parsed =
-        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|e| panic!("{rfc3339}: {e}"));
-    (parsed.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 #[tokio::test]
@@ -61,7 +43,7 @@ async fn a_count_is_the_sum_of_the_items_rows_and_says_how_fresh_it_is() {
     count_row(&stack, "game:1", 5, 2, 1).await;
     count_row(&stack, "game:10", 0, 100, 100).await;
 
-    let response = like_count(&stack, "game:1").await;
+    let response = stack.like_count("game:1").await;
     assert_eq!(response.status, 200);
     let cache = response.header("cache-control").unwrap();
     for directive in ["public", "s-maxage=", "stale-if-error="] {
@@ -106,9 +88,9 @@ async fn as_of_is_the_newest_heartbeat_minus_the_worst_recent_lag() {
         &[("applied_at", now - 600_000), ("lag_ms", 90_000)],
     )
     .await;
-    let body = like_count(&stack, "game:1").await.json();
+    let body = stack.like_count("game:1").await.json();
     assert_eq!(
-        epoch_ms(body["as_of"].as_str().unwrap()),
+        likes_tests::epoch_ms(body["as_of"].as_str().unwrap()),
         now - 2_000 - 1_500
     );
     assert_eq!(body["like_count"], 0, "an item never counted reads zero");
@@ -119,7 +101,7 @@ async fn a_negative_sum_reads_as_zero() {
     let stack = TestStack::start().await;
     count_row(&stack, "game:2", 0, 1, 0).await;
     count_row(&stack, "game:2", 1, -3, 2).await;
-    let body = like_count(&stack, "game:2").await.json();
+    let body = stack.like_count("game:2").await.json();
     assert_eq!(
         (body["like_count"].clone(), body["dislike_count"].clone()),
         (json!(0), json!(2))
@@ -236,7 +218,7 @@ async fn bad_batch_requests_are_400_problems() {
             200
         );
     }
-    like_count(&stack, "bad%20id").await.problem(400);
+    stack.like_count("bad%20id").await.problem(400);
 }
 
 #[tokio::test]

@@ -55,25 +55,15 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
     let recount = stack.assert_counts_match_recount(&items).await;
 
     for item in items {
-        let response = stack
-            .request(
-                "GET",
-                &format!("/v1/items/{item}/like-count"),
-                Some("reader"),
-            )
-            .send()
-            .await;
-        assert_eq!(response.status, 200);
+        let response = stack.like_count(item).await;
+        response.assert_status(200);
         let body = response.json();
         assert_eq!(body["like_count"], recount[item].like_count, "{body}");
         assert_eq!(body["dislike_count"], recount[item].dislike_count, "{body}");
         let as_of = body["as_of"]
             .as_str()
             .expect("batches were applied: {body}");
-        let as_of =
-            time::OffsetDateTime::parse(as_of, &time::format_description::well_known::Rfc3339)
-                .unwrap();
-        let as_of_ms = (as_of.unix_timestamp_nanos() / 1_000_000) as i64;
+        let as_of_ms = likes_tests::epoch_ms(as_of);
         assert!(
             started - 60_000 <= as_of_ms && as_of_ms <= now_millis(),
             "as_of {as_of} is derived from the measured lag of this run"
@@ -93,15 +83,8 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
 }
 
 async fn as_of(stack: &TestStack, item: &str) -> Value {
-    let response = stack
-        .request(
-            "GET",
-            &format!("/v1/items/{item}/like-count"),
-            Some("reader"),
-        )
-        .send()
-        .await;
-    assert_eq!(response.status, 200);
+    let response = stack.like_count(item).await;
+    response.assert_status(200);
     response.json()["as_of"].clone()
 }
 
