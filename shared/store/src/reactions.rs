@@ -140,8 +140,8 @@ impl ReactionsStore {
     ///
     /// Conditional on the version just written: if another flip landed meanwhile, that writer
     /// trims instead. The user's write already succeeded, so a failure here must not turn its
-    /// answer into an error (the client would retry and get a replay anyway); it is logged and
-    /// the next flip of the row tries again.
+    /// answer into an error (the client would retry and get a replay anyway); it is logged,
+    /// counted as the `KeyTrimFailures` metric, and the next flip of the row tries again.
     async fn trim_keys(&self, user: &UserId, item: &ItemId, row: &ReactionRow, version: u64) {
         let stale = row.keys_to_trim();
         if stale.is_empty() {
@@ -174,10 +174,15 @@ impl ReactionsStore {
                     err.as_service_error(),
                     Some(UpdateItemError::ConditionalCheckFailedException(_))
                 ) => {}
-            Err(err) => tracing::error!(
-                error = %StoreError::aws("UpdateItem (trim keys)", err),
-                "could not trim idempotency keys; the next flip of this row retries"
-            ),
+            Err(err) => {
+                tracing::error!(
+                    error = %StoreError::aws("UpdateItem (trim keys)", err),
+                    "could not trim idempotency keys; the next flip of this row retries"
+                );
+                crate::metrics::Report::new("Likes/Reactions")
+                    .value("KeyTrimFailures", "Count", 1.0)
+                    .emit();
+            }
         }
     }
 
