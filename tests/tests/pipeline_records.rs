@@ -213,14 +213,14 @@ impl Log<'_> {
 }
 
 /// The Kinesis log holds exactly the real flips (deduplicated by `event_id`), each with its
-/// states and deltas, even though the aggregator's puts failed and its invocations died
-/// and were retried; no-op writes and replayed keys put nothing.
+/// states and deltas, even though the publisher's puts were refused, one of its invocations
+/// failed and a batch was delivered twice; no-op writes and replayed keys put nothing.
 #[tokio::test]
 async fn the_event_log_holds_exactly_the_flips_even_when_puts_fail() {
     let stack = TestStack::start().await;
-    let faults = stack.pipeline().faults();
+    let faults = stack.publisher().faults();
     faults.fail_kinesis_puts(4);
-    faults.crash_after_chunks(1);
+    faults.fail_next_invocations(1);
     faults.duplicate_next_batches(1);
     let mut log = Log {
         stack: &stack,
@@ -252,16 +252,20 @@ async fn the_event_log_holds_exactly_the_flips_even_when_puts_fail() {
         .await;
     assert!(replay.replayed);
     log.record("retrier", items[0], &replay);
-    stack.settle().await;
+    stack.settle_events().await;
     faults.fail_kinesis_puts(4);
     // Erasure: u1's LIKE, u3's DISLIKE and u4's NONE row.
     for user in ["u1", "u3", "u4"] {
         let item = items[user[1..].parse::<usize>().unwrap() % 2];
         log.erase(user, item).await;
     }
-    let counters = stack.settle().await;
+    let counters = stack.settle_events().await;
     assert_eq!(counters.refused_kinesis_puts, 8, "{counters:?}");
-    assert_eq!(counters.crashes, 1, "{counters:?}");
+    assert_eq!(
+        (counters.function_errors, counters.duplicate_deliveries),
+        (1, 1),
+        "{counters:?}"
+    );
     assert!(counters.partial_failures >= 2, "{counters:?}");
 
     let events = stack.events().await;

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_config::retry::RetryConfig;
 use aws_config::SdkConfig;
-use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::dynamodb::{Event, TimeWindowEvent};
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use aws_smithy_types::date_time::Format;
 use aws_smithy_types::DateTime;
 use base64::Engine;
 use lambda_runtime::LambdaEvent;
-use likes_aggregator::{Aggregator, AggregatorConfig};
+use likes_aggregator::{Aggregator, AggregatorConfig, Publisher, PublisherConfig};
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 use tokio::sync::Notify;
@@ -151,7 +151,7 @@ impl MappingConfig {
         let props = &spec["Properties"];
         // What AWS offers but the local mapping does not emulate is refused, not ignored:
         // the tests would otherwise prove semantics the cloud does not have.
-        for unsupported in ["TumblingWindowInSeconds", "FilterCriteria"] {
+        for unsupported in ["FilterCriteria"] {
             if !props[unsupported].is_null() {
                 return Err(format!("{unsupported} is not emulated locally"));
             }
@@ -470,7 +470,7 @@ async fn supervise(shared: Arc<Shared>, function: StreamFunction, sdk: SdkConfig
                     let poller = ShardPoller::new(
                         shared.clone(),
                         shard.clone(),
-                        function.instance(&shared, &sdk),
+                        function.instance(&shared, &sdk, shard),
                         streams.clone(),
                         sqs.clone(),
                     );
@@ -1063,6 +1063,7 @@ impl ShardPoller {
 #[derive(Debug, Clone)]
 enum StreamFunction {
     Aggregator(AggregatorConfig),
+    Publisher(PublisherConfig),
 }
 
 impl StreamFunction {
@@ -1073,6 +1074,11 @@ impl StreamFunction {
                     .map(Self::Aggregator)
                     .map_err(|e| e.to_string())
             }
+            "publisher" => {
+                PublisherConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Publisher)
+                    .map_err(|e| e.to_string())
+            }
             other => Err(format!(
                 "no local handler for stream function binary {other:?}"
             )),
@@ -1081,7 +1087,7 @@ impl StreamFunction {
 
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
     /// clients, carrying the mapping's fault interceptors.
-    fn instance(&self, shared: &Arc<Shared>, sdk: &SdkConfig) -> FunctionInstance {
+    fn instance(&self, shared: &Arc<Shared>, sdk: &SdkConfig, shard_id: &str) -> FunctionInstance {
         let invocation = Arc::new(InvocationSlot::default());
         let context = FaultContext {
             faults: shared.faults.clone(),
@@ -1092,31 +1098,37 @@ impl StreamFunction {
             Self::Aggregator(config) => {
                 let dynamodb = aws_sdk_dynamodb::Client::from_conf(
                     aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults(context.clone()))
+                        .interceptor(CountWriteFaults(context))
                         .build(),
                 );
+                Handler::Aggregator(Aggregator::new(config.clone(), dynamodb))
+            }
+            Self::Publisher(config) => {
                 let kinesis = aws_sdk_kinesis::Client::from_conf(
                     aws_sdk_kinesis::config::Builder::from(sdk)
                         .interceptor(EventLogFaults(context))
                         .build(),
                 );
-                Handler::Aggregator(Aggregator::new(config.clone(), dynamodb, kinesis))
+                Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
         };
         FunctionInstance {
             handler,
             invocation,
+            shard_id: shard_id.to_owned(),
         }
     }
 }
 
 enum Handler {
     Aggregator(Aggregator),
+    Publisher(Publisher),
 }
 
 struct FunctionInstance {
     handler: Handler,
     invocation: Arc<InvocationSlot>,
+    shard_id: String,
 }
 
 impl FunctionInstance {
@@ -1129,9 +1141,27 @@ impl FunctionInstance {
             (now_secs() * 1000.0) as u64 + config.function_timeout.as_millis() as u64;
         match &self.handler {
             Handler::Aggregator(aggregator) => {
-                let event: Event = serde_json::from_slice(payload)
+                // The mapping's tumbling window: the event names the shard.
+                let mut event: Value = serde_json::from_slice(payload)
+                    .map_err(|e| format!("the runtime could not deserialize the event: {e}"))?;
+                let now = iso_time(now_secs());
+                event["shardId"] = json!(self.shard_id);
+                event["window"] = json!({"start": now, "end": now});
+                event["state"] = json!({});
+                event["isFinalInvokeForWindow"] = json!(false);
+                event["isWindowTerminatedEarly"] = json!(false);
+                let event: TimeWindowEvent = serde_json::from_value(event)
                     .map_err(|e| format!("the runtime could not deserialize the event: {e}"))?;
                 let response = aggregator
+                    .handle(LambdaEvent::new(event, context))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                serde_json::to_vec(&response).map_err(|e| e.to_string())
+            }
+            Handler::Publisher(publisher) => {
+                let event: Event = serde_json::from_slice(payload)
+                    .map_err(|e| format!("the runtime could not deserialize the event: {e}"))?;
+                let response = publisher
                     .handle(LambdaEvent::new(event, context))
                     .await
                     .map_err(|e| e.to_string())?;
@@ -1232,7 +1262,7 @@ fn iso_time(epoch_secs: f64) -> String {
 }
 
 /// A request id, unique enough for logs and DLQ messages.
-fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

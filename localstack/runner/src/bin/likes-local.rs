@@ -54,6 +54,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         prefix,
         http_addr,
         environment_overrides: Default::default(),
+        fire_schedules: true,
     };
     let stack = Stack::start(aws, options)
         .await
