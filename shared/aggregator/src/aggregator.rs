@@ -20,6 +20,7 @@ use likes_core::pipeline::{
     hot_items, match_claim, next_chunk_len, route_chunk, ChangeRecord, ClaimMatch, CountLayout,
     Lane,
 };
+use likes_core::reconcile::Period;
 use likes_core::ItemId;
 use likes_store::metrics::Report;
 use likes_store::{Chunk, CommitOutcome, CountsWriter, FreshnessStore, StoreError};
@@ -39,6 +40,8 @@ pub struct AggregatorConfig {
     pub counts_table: String,
     pub claims_table: String,
     pub layout: CountLayout,
+    /// The reconciliation period: count rows keep subtotals per epoch of this length.
+    pub period: Period,
     /// At most this many records per chunk (one transaction, one claim); chunks also stop
     /// at 99 distinct items.
     pub chunk_records: usize,
@@ -67,6 +70,9 @@ impl AggregatorConfig {
                 rows: whole("COUNT_SHARDS", 1000)? as u32,
                 overflow_partitions: whole("OVERFLOW_PARTITIONS", 1000)? as u32,
             },
+            period: Period {
+                length_ms: whole("RECONCILE_PERIOD_MINUTES", 7 * 24 * 60)? as i64 * 60_000,
+            },
             chunk_records: whole("CHUNK_RECORDS", MAX_CHUNK_RECORDS)?,
         })
     }
@@ -86,6 +92,7 @@ pub struct Aggregator {
     writer: CountsWriter,
     freshness: FreshnessStore,
     layout: CountLayout,
+    period: Period,
     chunk_records: usize,
     marked: Arc<Mutex<HashSet<ItemId>>>,
 }
@@ -111,6 +118,7 @@ impl Aggregator {
             ),
             freshness: FreshnessStore::new(dynamodb, config.counts_table),
             layout: config.layout,
+            period: config.period,
             chunk_records: config.chunk_records,
             marked: Arc::default(),
         }
@@ -198,7 +206,7 @@ impl Aggregator {
             let len = next_chunk_len(rest, self.chunk_records);
             let chunk = &rest[..len];
             let claim_id = chunk[0].event_id.as_str();
-            let deltas = route_chunk(chunk, claim_id, &hot, self.layout);
+            let deltas = route_chunk(chunk, claim_id, &hot, self.layout, self.period);
             let overflowing: BTreeSet<&ItemId> = deltas
                 .keys()
                 .filter(|target| matches!(target.lane, Lane::Overflow(_)))

@@ -8,6 +8,7 @@ pub mod cursor;
 pub mod ids;
 pub mod pipeline;
 pub mod problem;
+pub mod reconcile;
 pub mod reaction;
 pub mod write;
 

@@ -20,7 +20,8 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use likes_core::pipeline::{overflow_partition, CountTarget, Counts};
+use likes_core::pipeline::{overflow_partition, CountTarget, Counts, RowDelta};
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
 use likes_core::{Delta, ItemId};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -170,8 +171,8 @@ pub struct Chunk<'a> {
     /// The chunk's first `eventID`: the claim's key.
     pub claim_id: &'a str,
     pub event_ids: Vec<&'a str>,
-    /// Nonzero deltas per count row; may be empty (the claim alone is still written).
-    pub deltas: &'a BTreeMap<CountTarget, Delta>,
+    /// What the chunk adds to each count row; may be empty (the claim alone is still written).
+    pub deltas: &'a BTreeMap<CountTarget, RowDelta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,25 +214,8 @@ impl CountsWriter {
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         let mut actions = vec![self.claim_put(chunk.claim_id, &chunk.event_ids, now_ms)?];
-        for (target, delta) in chunk.deltas {
-            let update = Update::builder()
-                .table_name(&self.counts_table)
-                .key("item_id", AttributeValue::S(target.partition_key()))
-                .key(
-                    "shard",
-                    AttributeValue::S(format!("{COUNT_ROW_PREFIX}{}", target.row)),
-                )
-                .update_expression(
-                    "ADD like_count :like, dislike_count :dislike SET updated_at = :now",
-                )
-                .expression_attribute_values(":like", AttributeValue::N(delta.like.to_string()))
-                .expression_attribute_values(
-                    ":dislike",
-                    AttributeValue::N(delta.dislike.to_string()),
-                )
-                .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-                .build()
-                .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+        for (target, written) in chunk.deltas {
+            let update = row_update(&self.counts_table, target, written, now_ms)?;
             actions.push(TransactWriteItem::builder().update(update).build());
         }
         let mut attempt = 0;
@@ -360,6 +344,47 @@ impl CountsWriter {
             .map_err(|err| StoreError::Corrupt(err.to_string()))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
+}
+
+/// The update one chunk makes to one count row: ADD to its totals, to the subtotal of each
+/// epoch its changes were committed in, and to its count of changes near each cut.
+fn row_update(
+    table: &str,
+    target: &CountTarget,
+    written: &RowDelta,
+    now_ms: i64,
+) -> Result<Update, StoreError> {
+    let mut adds = vec![
+        ("like_count".to_owned(), written.total.like),
+        ("dislike_count".to_owned(), written.total.dislike),
+    ];
+    for (epoch, delta) in &written.by_epoch {
+        let (like, dislike) = subtotal_attributes(*epoch);
+        adds.push((like, delta.like));
+        adds.push((dislike, delta.dislike));
+    }
+    for (cut, changes) in &written.near_cuts {
+        adds.push((near_cut_attribute(*cut), *changes as i64));
+    }
+    let mut update = Update::builder()
+        .table_name(table)
+        .key("item_id", AttributeValue::S(target.partition_key()))
+        .key(
+            "shard",
+            AttributeValue::S(format!("{COUNT_ROW_PREFIX}{}", target.row)),
+        )
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
+    let mut clauses = Vec::with_capacity(adds.len());
+    for (i, (name, value)) in adds.into_iter().enumerate() {
+        clauses.push(format!("#a{i} :a{i}"));
+        update = update
+            .expression_attribute_names(format!("#a{i}"), name)
+            .expression_attribute_values(format!(":a{i}"), AttributeValue::N(value.to_string()));
+    }
+    update
+        .update_expression(format!("ADD {} SET updated_at = :now", clauses.join(", ")))
+        .build()
+        .map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 fn listed_event_ids(claim: &Item) -> Result<Vec<String>, StoreError> {

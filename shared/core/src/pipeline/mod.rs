@@ -16,7 +16,7 @@ use crate::{Delta, ItemId, Transition};
 pub use freshness::{counts_as_of, StreamShard};
 pub use routing::{
     event_partition_key, hot_items, overflow_partition, route_chunk, CountLayout, CountTarget,
-    Lane, HOT_ITEM_CHANGES,
+    Lane, RowDelta, HOT_ITEM_CHANGES,
 };
 
 /// TransactWriteItems takes 100 actions: the claim and at most 99 count rows.
@@ -169,7 +169,8 @@ mod tests {
         ChangeRecord {
             event_id: format!("e{n}"),
             sequence_number: n.to_string(),
-            stream_time_ms: 0,
+            // Mid-epoch: far from any reconciliation cut.
+            stream_time_ms: 1_800_000,
             change: change.map(|(item, transition)| Change {
                 user_id: format!("u{n}"),
                 item_id: ItemId::parse(item).unwrap(),
@@ -224,9 +225,12 @@ mod tests {
             rows: 1,
             overflow_partitions: 1,
         };
-        let deltas: Vec<(String, Delta)> = route_chunk(&records, "e0", &hot, layout)
+        let period = crate::reconcile::Period {
+            length_ms: 3_600_000,
+        };
+        let deltas: Vec<(String, Delta)> = route_chunk(&records, "e0", &hot, layout, period)
             .into_iter()
-            .map(|(target, delta)| (target.partition_key(), delta))
+            .map(|(target, written)| (target.partition_key(), written.total))
             .collect();
         assert_eq!(
             deltas,

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest, Sha256};
 
 use super::ChangeRecord;
+use crate::reconcile::Period;
 use crate::{Delta, ItemId};
 
 /// An item with this many changes in one batch is hot for that batch.
@@ -92,18 +93,33 @@ pub fn hot_items(batch: &[ChangeRecord]) -> BTreeSet<ItemId> {
         .collect()
 }
 
+/// What one chunk adds to one count row: the total, the same split by the epoch each change
+/// was committed in, and the changes that fell near a reconciliation cut (see
+/// [`crate::reconcile`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowDelta {
+    pub total: Delta,
+    pub by_epoch: BTreeMap<i64, Delta>,
+    pub near_cuts: BTreeMap<i64, u64>,
+}
+
 /// What a chunk adds to which count row: one row per item, however many changes it holds,
 /// in the base partition for a cold item and in an overflow partition for a hot one. Items
-/// whose changes cancel out write nothing.
+/// with no change write nothing; one whose changes cancel out still writes its near-cut
+/// changes (they make the item uncertain at that cut even when they net to zero).
 pub fn route_chunk(
     chunk: &[ChangeRecord],
     chunk_id: &str,
     hot: &BTreeSet<ItemId>,
     layout: CountLayout,
-) -> BTreeMap<CountTarget, Delta> {
+    period: Period,
+) -> BTreeMap<CountTarget, RowDelta> {
     let (row, overflow) = layout.slot(chunk_id);
-    let mut deltas: BTreeMap<CountTarget, Delta> = BTreeMap::new();
-    for change in chunk.iter().filter_map(|r| r.change.as_ref()) {
+    let mut deltas: BTreeMap<CountTarget, RowDelta> = BTreeMap::new();
+    for record in chunk {
+        let Some(change) = &record.change else {
+            continue;
+        };
         let lane = if hot.contains(&change.item_id) {
             Lane::Overflow(overflow)
         } else {
@@ -114,9 +130,21 @@ pub fn route_chunk(
             lane,
             row,
         };
-        *deltas.entry(target).or_default() += change.transition.delta();
+        let delta = change.transition.delta();
+        let written = deltas.entry(target).or_default();
+        written.total += delta;
+        *written
+            .by_epoch
+            .entry(period.epoch(record.stream_time_ms))
+            .or_default() += delta;
+        if let Some(cut) = period.near_cut(record.stream_time_ms) {
+            *written.near_cuts.entry(cut).or_default() += 1;
+        }
     }
-    deltas.retain(|_, delta| !delta.is_zero());
+    for written in deltas.values_mut() {
+        written.by_epoch.retain(|_, delta| !delta.is_zero());
+    }
+    deltas.retain(|_, written| !written.total.is_zero() || !written.near_cuts.is_empty());
     deltas
 }
 
@@ -141,12 +169,16 @@ mod tests {
         rows: 16,
         overflow_partitions: 8,
     };
+    const HOUR: Period = Period {
+        length_ms: 3_600_000,
+    };
 
     fn like(n: usize, item: &str) -> ChangeRecord {
         ChangeRecord {
             event_id: format!("e{n}"),
             sequence_number: n.to_string(),
-            stream_time_ms: 0,
+            // Mid-epoch: far from any reconciliation cut.
+            stream_time_ms: 1_800_000,
             change: Some(Change {
                 user_id: format!("u{n}"),
                 item_id: ItemId::parse(item).unwrap(),
@@ -168,14 +200,14 @@ mod tests {
     fn hot_items_go_to_an_overflow_partition_and_cold_ones_to_their_base() {
         let batch = vec![like(0, "viral"), like(1, "cold"), like(2, "viral")];
         let hot = hot_items(&batch);
-        let routed = route_chunk(&batch, "e0", &hot, LAYOUT);
+        let routed = route_chunk(&batch, "e0", &hot, LAYOUT, HOUR);
         assert_eq!(routed.len(), 2, "{routed:?}");
         let (viral, viral_delta) = routed
             .iter()
             .find(|(t, _)| t.item.as_str() == "viral")
             .unwrap();
         assert!(matches!(viral.lane, Lane::Overflow(h) if (1..=8).contains(&h)));
-        assert_eq!(viral_delta.like, 2);
+        assert_eq!(viral_delta.total.like, 2);
         assert!(viral.partition_key().starts_with("viral#"));
         let (cold, _) = routed
             .iter()
@@ -186,6 +218,22 @@ mod tests {
             (Lane::Base, "cold")
         );
         assert_eq!(cold.row, viral.row, "a chunk writes one row index");
+    }
+
+    #[test]
+    fn deltas_are_split_by_epoch_and_changes_near_a_cut_are_counted() {
+        let mut batch = vec![like(0, "game:1"), like(1, "game:1"), like(2, "game:1")];
+        batch[0].stream_time_ms = 3_600_000 * 5 - 10_000; // near cut 5, epoch 4
+        batch[1].stream_time_ms = 3_600_000 * 5 + 1_800_000; // epoch 5
+        batch[2].stream_time_ms = 3_600_000 * 5 + 1_800_001;
+        let routed = route_chunk(&batch, "e0", &BTreeSet::new(), LAYOUT, HOUR);
+        let written = routed.values().next().unwrap();
+        assert_eq!(written.total.like, 3);
+        assert_eq!(
+            written.by_epoch.iter().map(|(e, d)| (*e, d.like)).collect::<Vec<_>>(),
+            [(4, 1), (5, 2)]
+        );
+        assert_eq!(written.near_cuts, BTreeMap::from([(5, 1)]));
     }
 
     #[test]
