@@ -8,8 +8,8 @@ pub mod cursor;
 pub mod ids;
 pub mod pipeline;
 pub mod problem;
-pub mod reconcile;
 pub mod reaction;
+pub mod reconcile;
 pub mod write;
 
 pub use cursor::{CursorKey, LikedCursor};

@@ -159,7 +159,10 @@ mod tests {
     #[test]
     fn flips_after_the_cut_are_not_drift() {
         // 7 likes applied before cut 5, 3 more in epoch 5 and 1 in epoch 6.
-        let rows = [row(delta(11, 0), &[(4, delta(7, 0)), (5, delta(3, 0)), (6, delta(1, 0))])];
+        let rows = [row(
+            delta(11, 0),
+            &[(4, delta(7, 0)), (5, delta(3, 0)), (6, delta(1, 0))],
+        )];
         assert_eq!(judge(counts(7, 0), &rows, 5), Verdict::InSync);
     }
 
@@ -169,10 +172,7 @@ mod tests {
             row(delta(5, 1), &[(4, delta(5, 1))]),
             row(delta(2, 0), &[(5, delta(2, 0))]),
         ];
-        assert_eq!(
-            judge(counts(9, 1), &rows, 5),
-            Verdict::Correct(delta(4, 0))
-        );
+        assert_eq!(judge(counts(9, 1), &rows, 5), Verdict::Correct(delta(4, 0)));
     }
 
     #[test]

@@ -230,7 +230,11 @@ mod tests {
         let written = routed.values().next().unwrap();
         assert_eq!(written.total.like, 3);
         assert_eq!(
-            written.by_epoch.iter().map(|(e, d)| (*e, d.like)).collect::<Vec<_>>(),
+            written
+                .by_epoch
+                .iter()
+                .map(|(e, d)| (*e, d.like))
+                .collect::<Vec<_>>(),
             [(4, 1), (5, 2)]
         );
         assert_eq!(written.near_cuts, BTreeMap::from([(5, 1)]));
