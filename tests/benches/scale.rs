@@ -14,7 +14,8 @@
 //! `LIKES_SCALE_EVENT_SHARDS` (Kinesis shards, 200), `LIKES_SCALE_VIRAL_RATE` (50000/s),
 //! `LIKES_SCALE_BACKGROUND_RATE` (100000/s), `LIKES_SCALE_ITEMS` (background items,
 //! 10000000), `LIKES_SCALE_ZIPF` (their popularity exponent, 0.9; 0 is uniform),
-//! `LIKES_SCALE_OVERFLOW` (H, else the template's), `LIKES_SCALE_SEED` (1).
+//! `LIKES_SCALE_ROWS` (K) and `LIKES_SCALE_OVERFLOW` (H), else the template's;
+//! `LIKES_SCALE_SEED` (1).
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 // The capacity rules are shared with the other benches, which use more of them.
@@ -65,7 +66,7 @@ fn env_number(name: &str, default: f64) -> f64 {
 }
 
 /// A mapping of the Reactions stream as the template deploys it.
-fn stream_mapping(template: &Template, function: &str, shards: u32) -> MappingConfig {
+fn stream_mapping(template: &Template, function: &str, shards: u32, seed: u64) -> MappingConfig {
     let event = template
         .function_property(function, "Events")
         .and_then(|events| events.as_mapping())
@@ -84,6 +85,7 @@ fn stream_mapping(template: &Template, function: &str, shards: u32) -> MappingCo
         shards,
         batch_size: property("BatchSize") as usize,
         batching_window: property("MaximumBatchingWindowInSeconds") * SECOND,
+        seed,
     }
 }
 
@@ -107,11 +109,14 @@ fn main() {
         seed: env_count("LIKES_SCALE_SEED", 1) as u64,
     };
     let shards = env_count("LIKES_SCALE_SHARDS", 200) as u32;
-    let aggregator_mapping = stream_mapping(&template, AGGREGATOR_FUNCTION, shards);
-    let publisher_mapping = stream_mapping(&template, PUBLISHER_FUNCTION, shards);
+    let aggregator_mapping = stream_mapping(&template, AGGREGATOR_FUNCTION, shards, traffic.seed);
+    let publisher_mapping = stream_mapping(&template, PUBLISHER_FUNCTION, shards, traffic.seed);
     let event_shards = env_count("LIKES_SCALE_EVENT_SHARDS", 200) as u32;
     let layout = CountLayout {
-        rows: parameter(&template, "CountShards"),
+        rows: env_count(
+            "LIKES_SCALE_ROWS",
+            parameter(&template, "CountShards") as usize,
+        ) as u32,
         overflow_partitions: env_count(
             "LIKES_SCALE_OVERFLOW",
             parameter(&template, "OverflowPartitions") as usize,
@@ -128,34 +133,27 @@ fn main() {
         seed: traffic.seed + 1,
     };
 
-    // Three mappings of one stream, independent of each other: a thread each.
-    let ((design_run, design), (_, events), (naive_run, naive)) = std::thread::scope(|scope| {
+    // Three mappings of one stream, independent of each other: a thread each, each with its
+    // own generator of the same flips.
+    let (seed, config) = (traffic.seed, &traffic);
+    let ((offered, design_run, design), events, (naive_run, naive)) = std::thread::scope(|scope| {
         let design = scope.spawn(|| {
+            let mut traffic = Traffic::new(config.clone());
             let mut design = Design::new(design_config);
-            let run = mapping::run(
-                aggregator_mapping,
-                Traffic::new(traffic.clone()),
-                &mut design,
-            );
-            (run, design.finish())
+            let run = mapping::run(aggregator_mapping, &mut traffic, &mut design);
+            (traffic.offered(), run, design.finish())
         });
         let publisher = scope.spawn(|| {
-            let mut publisher = Publisher::new(shards, event_shards, traffic.seed + 2);
-            let run = mapping::run(
-                publisher_mapping,
-                Traffic::new(traffic.clone()),
-                &mut publisher,
-            );
-            (run, publisher.finish())
+            let mut publisher = Publisher::new(shards, event_shards, seed + 2);
+            let traffic = Traffic::new(config.clone());
+            mapping::run(publisher_mapping, traffic, &mut publisher);
+            publisher.finish()
         });
         let naive = scope.spawn(|| {
             // Batched as the aggregator is, as a second mapping of the stream would be.
-            let mut naive = Naive::new(shards, event_shards, traffic.seed + 3);
-            let run = mapping::run(
-                aggregator_mapping,
-                Traffic::new(traffic.clone()),
-                &mut naive,
-            );
+            let mut naive = Naive::new(shards, event_shards, seed + 3);
+            let traffic = Traffic::new(config.clone());
+            let run = mapping::run(aggregator_mapping, traffic, &mut naive);
             (run, naive.finish())
         });
         (
@@ -166,7 +164,6 @@ fn main() {
     });
 
     // A figure from a run that lost or doubled a flip would be worthless.
-    let offered = design_run.offered;
     assert_eq!(
         (design.counted_viral, design.counted_total),
         (offered.viral, offered.total),
@@ -252,7 +249,7 @@ fn main() {
             mapping: naive_run,
         },
     ];
-    report::print(&columns, traffic.seconds as usize);
+    report::print(&columns, traffic.seconds as usize, offered.flips);
     println!();
     println!(
         "  counted: the design's rows add up to the {} flips offered ({} viral likes)",

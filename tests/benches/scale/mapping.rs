@@ -5,7 +5,9 @@
 //! the user, so users spread; DynamoDB's partition hash is its own, and FNV-1a stands in). Per shard, as the mapping does: one batch in flight; a batch
 //! is sent once `BatchSize` records are waiting or the batching window has run since the
 //! shard went idle with records waiting, whichever is first; a batch that reports a failure
-//! at a record is retried from that record, at once. Records are on the stream the moment
+//! at a record is retried from that record, at once. Each shard's poller starts at a moment
+//! of its own within the first window (seeded), as shards that were never started together
+//! would be. Records are on the stream the moment
 //! they are written (no propagation delay) and an invocation starts the moment it is sent
 //! (no cold start, no invoke overhead): the consumer's own calls are all its time.
 //!
@@ -17,8 +19,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use likes_core::pipeline::ChangeRecord;
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
 
-use crate::traffic::{Offered, Traffic};
+use crate::traffic::Arrival;
 
 /// Simulated time in microseconds since the run started.
 pub type Micros = u64;
@@ -30,6 +34,7 @@ pub struct MappingConfig {
     pub shards: u32,
     pub batch_size: usize,
     pub batching_window: Micros,
+    pub seed: u64,
 }
 
 /// What an invocation does next.
@@ -55,7 +60,6 @@ pub trait Consumer {
 pub struct MappingRun {
     /// When the last invocation returned.
     pub end: Micros,
-    pub offered: Offered,
     pub invocations: u64,
     /// Batches sent again from a failed record.
     pub retried_batches: u64,
@@ -76,6 +80,8 @@ struct Shard {
     waiting: VecDeque<ChangeRecord>,
     busy: bool,
     window_end: Option<Micros>,
+    /// When the shard's poller first reads: records before it wait for it.
+    polling_from: Micros,
 }
 
 struct Mapping<'c, C> {
@@ -87,21 +93,29 @@ struct Mapping<'c, C> {
     run: MappingRun,
 }
 
-/// Runs the traffic through the mapping into `consumer` until every record was applied.
+/// Runs the arrivals through the mapping into `consumer` until every record was applied.
 pub fn run<C: Consumer>(
     config: MappingConfig,
-    mut traffic: Traffic,
+    arrivals: impl IntoIterator<Item = Arrival>,
     consumer: &mut C,
 ) -> MappingRun {
+    let mut arrivals = arrivals.into_iter().peekable();
     let mut mapping = Mapping {
         config,
         consumer,
-        shards: (0..config.shards).map(|_| Shard::default()).collect(),
+        shards: {
+            let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+            (0..config.shards)
+                .map(|_| Shard {
+                    polling_from: rng.random_range(0..config.batching_window.max(1)),
+                    ..Shard::default()
+                })
+                .collect()
+        },
         events: BinaryHeap::new(),
         scheduled: 0,
         run: MappingRun {
             end: 0,
-            offered: Offered::default(),
             invocations: 0,
             retried_batches: 0,
             max_iterator_age_ms: 0,
@@ -111,14 +125,15 @@ pub fn run<C: Consumer>(
     loop {
         let event = mapping.events.peek().map(|Reverse((at, ..))| *at);
         // Flips of a millisecond arrive before the calls that end in it.
-        let arrival = match (traffic.next_at(), event) {
-            (Some(at), Some(event)) if at > event => None,
-            (Some(at), _) => Some(at),
-            (None, Some(_)) => None,
+        let arrives_first = match (arrivals.peek().map(|a| a.at), event) {
+            (Some(at), Some(event)) => at <= event,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
             (None, None) => break,
         };
-        if let Some(at) = arrival {
-            for record in traffic.next_millisecond() {
+        if arrives_first {
+            let Arrival { at, records } = arrivals.next().expect("peeked");
+            for record in records {
                 let user = &record.change.as_ref().expect("a flip").user_id;
                 let shard = (fnv1a(user.as_bytes()) % u64::from(config.shards)) as usize;
                 mapping.shards[shard].waiting.push_back(record);
@@ -144,7 +159,6 @@ pub fn run<C: Consumer>(
             }
         }
     }
-    mapping.run.offered = traffic.offered();
     mapping.run
 }
 
@@ -167,10 +181,10 @@ impl<C: Consumer> Mapping<'_, C> {
         if state.busy || state.waiting.is_empty() {
             return;
         }
-        if state.waiting.len() >= self.config.batch_size {
+        if state.waiting.len() >= self.config.batch_size && now >= state.polling_from {
             self.send(shard, now);
         } else if state.window_end.is_none() {
-            let end = now + self.config.batching_window;
+            let end = now.max(state.polling_from) + self.config.batching_window;
             state.window_end = Some(end);
             self.schedule(end, shard, Wake::WindowEnd);
         }

@@ -52,7 +52,7 @@ fn mean(values: &[u64]) -> f64 {
 
 /// Prints the table. `offered_seconds` bounds the p50s and means to the seconds traffic was
 /// offered in (the drain after it would pull them down).
-pub fn print(columns: &[Column], offered_seconds: usize) {
+pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
     let row = |label: &str, cell: &dyn Fn(&Column) -> String| {
         print!("  {label:<46}");
         for column in columns {
@@ -105,10 +105,7 @@ pub fn print(columns: &[Column], offered_seconds: usize) {
         format!("{} / {}", ms(&c.event_lag, 50.0), ms(&c.event_lag, 99.0))
     });
     row("count-row writes per flip", &|c| {
-        format!(
-            "{:.3}",
-            c.count_row_writes as f64 / c.mapping.offered.flips.max(1) as f64
-        )
+        format!("{:.3}", c.count_row_writes as f64 / flips.max(1) as f64)
     });
     row("marker + watermark writes/s (mean)", &|c| {
         c.other_counts_writes.map_or("-".into(), |n| {

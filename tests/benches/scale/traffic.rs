@@ -29,6 +29,13 @@ pub struct TrafficConfig {
     pub seed: u64,
 }
 
+/// One millisecond's flips, arriving on the stream at `at`.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub at: Micros,
+    pub records: Vec<ChangeRecord>,
+}
+
 /// What was offered, to check the counts against.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Offered {
@@ -66,13 +73,8 @@ impl Traffic {
         }
     }
 
-    /// When the next millisecond's flips arrive, or `None` once the run's time is up.
-    pub fn next_at(&self) -> Option<Micros> {
-        (self.millisecond < self.config.seconds * 1000).then_some(self.millisecond * MS)
-    }
-
     /// The next millisecond's flips, viral ones spread evenly among the background ones.
-    pub fn next_millisecond(&mut self) -> Vec<ChangeRecord> {
+    fn next_millisecond(&mut self) -> Vec<ChangeRecord> {
         self.viral_due += self.config.viral_per_second / 1000.0;
         self.background_due += self.config.background_per_second / 1000.0;
         let (viral, background) = (self.viral_due as u64, self.background_due as u64);
@@ -109,12 +111,10 @@ impl Traffic {
         self.records += 1;
         let time_ms = EPOCH_MS + self.millisecond as i64;
         ChangeRecord {
-            // Stream eventIDs are 32 hex digits (a claim's size is made of them), sequence
-            // numbers 21 decimal ones: a leading digit above the counter gives both widths
-            // without padding.
-            event_id: format!("{:x}", (1u128 << 124) | u128::from(self.records)),
-            sequence_number: (100_000_000_000_000_000_000u128 + u128::from(self.records))
-                .to_string(),
+            // Stream eventIDs are 32 hex digits (a claim's size is made of them): two 16-digit
+            // halves, each with its top bit set so no padding is needed.
+            event_id: format!("{:x}{:x}", 1u64 << 63, (1u64 << 63) | self.records),
+            sequence_number: self.records.to_string(),
             stream_time_ms: time_ms,
             change: Some(Change {
                 user_id,
@@ -142,27 +142,47 @@ impl Traffic {
     }
 }
 
+/// Millisecond by millisecond, until the run's time is up.
+impl Iterator for Traffic {
+    type Item = Arrival;
+
+    fn next(&mut self) -> Option<Arrival> {
+        if self.millisecond >= self.config.seconds * 1000 {
+            return None;
+        }
+        let at = self.millisecond * MS;
+        let records = self.next_millisecond();
+        Some(Arrival { at, records })
+    }
+}
+
 /// Item ranks 1..=N with weight rank^-s, drawn by inverting the continuous power law's
 /// distribution (close to the discrete Zipf law for large N, and O(1) per draw).
 #[derive(Debug, Clone, Copy)]
 struct Popularity {
     items: u64,
-    exponent: f64,
+    /// 1 - s, and (N + 1)^(1 - s) - 1; for s = 1, ln(N + 1).
+    a: f64,
+    span: f64,
 }
 
 impl Popularity {
     fn new(items: u64, exponent: f64) -> Self {
         assert!(items > 0, "at least one background item");
-        Self { items, exponent }
+        let (n, a) = (items as f64 + 1.0, 1.0 - exponent);
+        let span = if a.abs() < 1e-9 {
+            n.ln()
+        } else {
+            n.powf(a) - 1.0
+        };
+        Self { items, a, span }
     }
 
     fn rank(&self, u: f64) -> u64 {
-        let n = self.items as f64 + 1.0;
-        let x = if (self.exponent - 1.0).abs() < 1e-9 {
-            n.powf(u)
+        let x = if self.a.abs() < 1e-9 {
+            (self.span * u).exp()
         } else {
-            let a = 1.0 - self.exponent;
-            ((n.powf(a) - 1.0) * u + 1.0).powf(1.0 / a)
+            (self.span * u + 1.0).powf(1.0 / self.a)
         };
         (x as u64).clamp(1, self.items)
     }
