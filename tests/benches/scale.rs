@@ -231,7 +231,7 @@ fn main() {
             event_lag: events.lag,
             count_row_writes: design.count_row_writes,
             other_counts_writes: Some(design.marker_writes + design.watermark_writes),
-            claims_wcu: Some(design.claims_wcu.seconds().to_vec()),
+            claims_wcu: Some(design.claims_wcu.finish(design_run.end)),
             mapping: design_run,
         },
         Column {

@@ -75,7 +75,8 @@ struct Invocation {
 #[derive(Debug)]
 pub struct DesignTally {
     pub counts_wcu: WorstKey<String>,
-    pub claims_wcu: PerSecond,
+    /// By claim id: each is written once, so its worst second is its largest claim.
+    pub claims_wcu: WorstKey<String>,
     pub conflicts: PerSecond,
     pub chunks_committed: u64,
     pub chunks_failed: u64,
@@ -133,7 +134,7 @@ impl Design {
             small_update_units: table::small_update_units(),
             tally: DesignTally {
                 counts_wcu: WorstKey::new(),
-                claims_wcu: PerSecond::default(),
+                claims_wcu: WorstKey::new(),
                 conflicts: PerSecond::default(),
                 chunks_committed: 0,
                 chunks_failed: 0,
@@ -251,7 +252,9 @@ impl Design {
         let claim_units = table::claim_units(&chunk.claim_id, &event_ids, now_ms);
         if !took {
             // Assumed: a cancelled attempt is billed its prepare phase, half a committed one.
-            self.tally.claims_wcu.add(now, claim_units / 2);
+            self.tally
+                .claims_wcu
+                .charge(now, chunk.claim_id.as_str(), claim_units / 2);
             for target in chunk.rows.keys() {
                 let units = self.count_update_units / 2;
                 self.tally
@@ -267,7 +270,9 @@ impl Design {
             return self.wait(shard, inv, Step::BackingOff { chunk, attempt }, retry_at);
         }
         self.claims.put(&chunk.claim_id, &event_ids, now);
-        self.tally.claims_wcu.add(now, claim_units);
+        self.tally
+            .claims_wcu
+            .charge(now, chunk.claim_id.as_str(), claim_units);
         for (target, delta) in &chunk.rows {
             let key = target.partition_key();
             self.tally

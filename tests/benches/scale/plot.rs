@@ -19,7 +19,8 @@ pub fn worst_key_wcu(columns: &[Column], path: &Path) -> Result<(), Box<dyn std:
         .chain([WCU_PER_PARTITION_SECOND])
         .max()
         .unwrap_or(1) as f64
-        * 3.0;
+        // Headroom above the highest line, for the legend.
+        * 30.0;
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
