@@ -204,3 +204,76 @@ pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
         .expect("object body")
         .to_vec()
 }
+
+/// What [`export_reactions`] saw.
+pub struct FinishedExport {
+    pub description: aws_sdk_dynamodb::types::ExportDescription,
+    /// Every status DescribeExport reported, the first answer's included, repeats collapsed.
+    pub statuses: Vec<aws_sdk_dynamodb::types::ExportStatus>,
+}
+
+impl TestStack {
+    /// The Reactions table's ARN.
+    pub async fn reactions_arn(&self) -> String {
+        self.dynamodb()
+            .describe_table()
+            .table_name(self.name("ReactionsTable"))
+            .send()
+            .await
+            .expect("DescribeTable")
+            .table
+            .and_then(|t| t.table_arn)
+            .expect("a table ARN")
+    }
+
+    /// Exports the Reactions table as of `at` (epoch millis) into `bucket` under `prefix`, as
+    /// reconciliation does, and waits until the export is no longer IN_PROGRESS (panics after
+    /// 30 s).
+    pub async fn export_reactions(&self, bucket: &str, prefix: &str, at_ms: i64) -> FinishedExport {
+        use aws_sdk_dynamodb::primitives::DateTime;
+        use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, ExportType};
+
+        let dynamodb = self.dynamodb();
+        let started = dynamodb
+            .export_table_to_point_in_time()
+            .table_arn(self.reactions_arn().await)
+            .s3_bucket(bucket)
+            .s3_prefix(prefix)
+            .export_time(DateTime::from_millis(at_ms))
+            .export_format(ExportFormat::DynamodbJson)
+            .export_type(ExportType::FullExport)
+            .send()
+            .await
+            .expect("ExportTableToPointInTime")
+            .export_description
+            .expect("an export description");
+        let arn = started.export_arn.clone().expect("an export ARN");
+        let mut statuses = vec![started.export_status.clone().expect("a status")];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let description = dynamodb
+                .describe_export()
+                .export_arn(&arn)
+                .send()
+                .await
+                .expect("DescribeExport")
+                .export_description
+                .expect("an export description");
+            let status = description.export_status.clone().expect("a status");
+            if statuses.last() != Some(&status) {
+                statuses.push(status.clone());
+            }
+            if status != ExportStatus::InProgress {
+                return FinishedExport {
+                    description,
+                    statuses,
+                };
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "export {arn} still IN_PROGRESS after 30 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
