@@ -1,7 +1,31 @@
-/// Why an export could not be read. Any of them fails the whole read: a recount of part of
-/// an export would turn every row it missed into a false correction.
+/// Why a run could not go on. Reading errors fail the whole read: a recount of part of an
+/// export would turn every row it missed into a false correction.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
+    #[error("environment variable {0} is required")]
+    MissingVariable(&'static str),
+    #[error("{name} must be a whole number from 1 to {max}, not {value:?}")]
+    Range {
+        name: &'static str,
+        max: i64,
+        value: String,
+    },
+    /// The Counts table (run state, count rows, corrections) failed.
+    #[error(transparent)]
+    Store(#[from] likes_store::StoreError),
+    /// A DynamoDB or S3 call of the run itself failed.
+    #[error("{operation} failed: {message}")]
+    Aws {
+        operation: &'static str,
+        message: String,
+    },
+    /// DynamoDB gave up on the export.
+    #[error("export {arn} ended {status}: {message}")]
+    ExportFailed {
+        arn: String,
+        status: String,
+        message: String,
+    },
     /// An object the export's manifests lead to is not there: the export is not complete
     /// (DynamoDB writes `manifest-summary.json` last), was partly deleted or expired, or the
     /// key given is not an export's.

@@ -33,9 +33,13 @@
 
 mod error;
 pub mod export;
+mod report;
+mod run;
 
 pub use error::ReconcileError;
 pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,
     FOREIGN_REPORTED,
 };
+pub use report::{Drift, DriftReport};
+pub use run::{run, Progress, ReconcileConfig, Reconciler, Step};
