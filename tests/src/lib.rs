@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use likes_local::jwt::JwtAuthorizer;
-use likes_local::stack::{AwsTarget, Stack, StackOptions};
+use likes_local::stack::{AwsTarget, Schedules, Stack, StackOptions};
 use serde_json::Value;
 use tokio::net::TcpStream;
 
@@ -53,23 +53,37 @@ impl TestStack {
     /// The template's schedules are not fired: the stream holds only what the test wrote,
     /// and `as_of` stays unknown.
     pub async fn start() -> Self {
-        Self::start_with(test_overrides(), false).await
+        Self::start_with(test_overrides(), Schedules::None).await
     }
 
     /// [`TestStack::start`] with the template's schedules fired, as `make run` does: the
     /// pulse publishes `as_of` and writes probe rows.
     pub async fn start_with_schedules() -> Self {
-        Self::start_with(test_overrides(), true).await
+        Self::start_with(test_overrides(), Schedules::All).await
+    }
+
+    /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
+    /// the pulse is fired, the scheduled reconciliation is not, and epochs are
+    /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
+    /// reaches a cut in seconds.
+    pub async fn start_for_reconciliation() -> Self {
+        let mut overrides = test_overrides();
+        overrides.insert(
+            "RECONCILE_EPOCH_SECONDS".into(),
+            TEST_EPOCH_SECONDS.to_string(),
+        );
+        overrides.insert("EXPORT_UNCERTAINTY_SECONDS".into(), "1".into());
+        Self::start_with(overrides, Schedules::Only(vec!["PulseFunction".into()])).await
     }
 
     /// A stack exactly as template.yaml declares it.
     pub async fn start_as_deployed() -> Self {
-        Self::start_with(BTreeMap::new(), true).await
+        Self::start_with(BTreeMap::new(), Schedules::All).await
     }
 
     async fn start_with(
         environment_overrides: BTreeMap<String, String>,
-        fire_schedules: bool,
+        schedules: Schedules,
     ) -> Self {
         let aws = AwsTarget::connect()
             .await
@@ -78,7 +92,7 @@ impl TestStack {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
-            fire_schedules,
+            schedules,
         };
         let stack = Stack::start(aws, options)
             .await
@@ -270,6 +284,9 @@ impl TestResponse {
 
 // ------------------------------------------------------------------ count pipeline
 
+/// Epoch length of [`TestStack::start_for_reconciliation`] stacks.
+pub const TEST_EPOCH_SECONDS: i64 = 4;
+
 /// The mapping that feeds the aggregator from the Reactions stream.
 pub const AGGREGATOR_FUNCTION: &str = "AggregatorFunction";
 /// The mapping that feeds the event log's publisher from the same stream.
@@ -300,6 +317,39 @@ impl TestStack {
             .settle(std::time::Duration::from_secs(60))
             .await
             .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// The reconcile function's handler state, configured like the stack's function.
+    pub fn reconciler(&self) -> likes_reconcile::Reconciler {
+        let environment = self
+            .stack
+            .function_environment("ReconcileFunction")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let config =
+            likes_reconcile::ReconcileConfig::from_lookup(|name| environment.get(name).cloned())
+                .unwrap_or_else(|err| panic!("{err}"));
+        likes_reconcile::Reconciler::new(
+            config,
+            self.dynamodb(),
+            likes_local::stack::s3_client(&self.stack.aws.sdk),
+        )
+    }
+
+    /// The epochs and export uncertainty the stack's aggregator and reconciliation use.
+    pub fn reconcile_period(&self) -> likes_core::reconcile::Period {
+        let environment = self
+            .stack
+            .function_environment("ReconcileFunction")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let seconds = |name: &str| -> i64 {
+            environment[name]
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} is a number"))
+        };
+        likes_core::reconcile::Period {
+            length_ms: seconds("RECONCILE_EPOCH_SECONDS") * 1000,
+            uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS") * 1000,
+        }
     }
 
     /// Waits until the published `as_of` is at least `at_ms` (panics after `timeout`).

@@ -251,6 +251,20 @@ pub async fn create(
         // `!Ref` of a queue is its URL.
         resources.names.insert(logical_id, queue.url);
     }
+    let s3 = crate::stack::s3_client(sdk);
+    for logical_id in template.resources_of("AWS::S3::Bucket").into_keys() {
+        // Bucket names are lowercase and global; the prefix keeps stacks apart.
+        let name = format!("{prefix}-{logical_id}").to_lowercase();
+        s3.create_bucket()
+            .bucket(&name)
+            .send()
+            .await
+            .map_err(|e| ResourceError::aws(&logical_id, e))?;
+        resources
+            .attributes
+            .insert(format!("{logical_id}.Arn"), format!("arn:aws:s3:::{name}"));
+        resources.names.insert(logical_id, name);
+    }
     Ok(resources)
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use aws_config::SdkConfig;
 use lambda_runtime::{Context, LambdaEvent};
 use likes_aggregator::{Pulse, PulseConfig};
+use likes_reconcile::{ReconcileConfig, Reconciler};
 use serde_json::json;
 use serde_yaml::Value;
 use tokio::task::JoinHandle;
@@ -58,11 +59,12 @@ impl Schedule {
                     event: event.clone(),
                     message,
                 };
-                let expression = spec["Properties"]["ScheduleExpression"]
-                    .as_str()
-                    .ok_or_else(|| failed("no ScheduleExpression".into()))?;
+                let expression = substituted(template, &spec["Properties"]["ScheduleExpression"])
+                    .ok_or_else(|| {
+                    failed("no ScheduleExpression the local stack can resolve".into())
+                })?;
                 schedules.push(Self {
-                    every: rate(expression).map_err(failed)?,
+                    every: rate(&expression).map_err(failed)?,
                     timeout: Duration::from_secs(
                         template
                             .function_property(&function, "Timeout")
@@ -95,18 +97,23 @@ impl Schedule {
             event: self.event.clone(),
             message,
         };
+        let lookup = |name: &str| self.environment.get(name).cloned();
         let target = match self.binary.as_str() {
             "pulse" => {
                 let mut config =
-                    PulseConfig::from_lookup(|name| self.environment.get(name).cloned())
-                        .map_err(|e| failed(e.to_string()))?;
+                    PulseConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?;
                 config.virtual_split = virtual_split;
-                Pulse::new(
+                Target::Pulse(Pulse::new(
                     config,
                     aws_sdk_dynamodb::Client::new(sdk),
                     aws_sdk_dynamodbstreams::Client::new(sdk),
-                )
+                ))
             }
+            "reconcile" => Target::Reconcile(Reconciler::new(
+                ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
+                aws_sdk_dynamodb::Client::new(sdk),
+                crate::stack::s3_client(sdk),
+            )),
             other => {
                 return Err(failed(format!(
                     "no local handler for scheduled binary {other:?}"
@@ -123,10 +130,14 @@ impl Schedule {
                 ticks.tick().await;
                 while runs.try_join_next().is_some() {}
                 // EventBridge Scheduler does not wait for a run to end before the next one.
-                let (pulse, schedule) = (target.clone(), schedule.clone());
+                let (target, schedule) = (target.clone(), schedule.clone());
                 runs.spawn(async move {
                     let event = LambdaEvent::new(json!({}), schedule.context());
-                    if let Err(err) = pulse.handle(event).await {
+                    let result = match &target {
+                        Target::Pulse(pulse) => pulse.handle(event).await,
+                        Target::Reconcile(reconciler) => reconciler.handle(event).await,
+                    };
+                    if let Err(err) = result {
                         tracing::error!(function = %schedule.function, error = %err, "scheduled run failed");
                     }
                 });
@@ -141,6 +152,29 @@ impl Schedule {
         context.invoked_function_arn = format!("local:{}", self.function);
         context
     }
+}
+
+/// A scheduled function's handler.
+#[derive(Clone)]
+enum Target {
+    Pulse(Pulse),
+    Reconcile(Reconciler),
+}
+
+/// A string (or `!Sub` of one) with `${Parameter}`s replaced by the parameters' defaults,
+/// as CloudFormation resolves it.
+fn substituted(template: &Template, value: &Value) -> Option<String> {
+    let text = match value {
+        Value::Tagged(tagged) if tagged.tag == "Sub" => tagged.value.as_str()?,
+        other => other.as_str()?,
+    };
+    let mut text = text.to_owned();
+    while let Some(start) = text.find("${") {
+        let end = start + text[start..].find('}')?;
+        let value = template.parameter_default(&text[start + 2..end])?;
+        text.replace_range(start..=end, &value);
+    }
+    Some(text)
 }
 
 /// `rate(<n> minute|minutes|hour|hours|day|days)`, as EventBridge Scheduler takes it.

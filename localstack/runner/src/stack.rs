@@ -85,6 +85,16 @@ impl AwsTarget {
     }
 }
 
+/// An S3 client for the local stack: path-style addressing, which the emulator needs (and
+/// LocalStack and AWS accept).
+pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
 /// SDK configuration for the emulator: its endpoint, a fixed region, dummy credentials.
 pub async fn emulator_sdk_config(endpoint_url: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
@@ -102,10 +112,29 @@ pub struct StackOptions {
     /// Environment variables set over the template's values, for every function that
     /// declares them (tests use it to cut smaller chunks); empty runs the template as is.
     pub environment_overrides: BTreeMap<String, String>,
-    /// Fire the template's schedules (the pulse that publishes `as_of` and writes probes).
-    /// Tests of the count pipeline alone leave them off, so the stream holds only what they
-    /// wrote.
-    pub fire_schedules: bool,
+    /// Which of the template's schedules to fire (the pulse that publishes `as_of` and writes
+    /// probes, scheduled reconciliation). Tests of the count pipeline alone fire none, so the
+    /// stream holds only what they wrote.
+    pub schedules: Schedules,
+}
+
+/// The template's `ScheduleV2` events a stack fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedules {
+    None,
+    All,
+    /// Only these functions' (logical ids).
+    Only(Vec<String>),
+}
+
+impl Schedules {
+    fn fires(&self, function: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::All => true,
+            Self::Only(functions) => functions.iter().any(|f| f == function),
+        }
+    }
 }
 
 pub struct Stack {
@@ -116,6 +145,7 @@ pub struct Stack {
     tasks: Vec<JoinHandle<()>>,
     /// One per `Type: DynamoDB` function event; dropping them stops their pollers.
     pipelines: Vec<Pipeline>,
+    environment_overrides: BTreeMap<String, String>,
 }
 
 impl Stack {
@@ -174,8 +204,8 @@ impl Stack {
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let mut tasks = vec![tokio::spawn(front.serve(listener))];
-        if options.fire_schedules {
-            for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
+        for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
+            if options.schedules.fires(&schedule.function) {
                 tasks.push(schedule.start(&aws.sdk, 1)?);
             }
         }
@@ -186,6 +216,7 @@ impl Stack {
             http_addr,
             tasks,
             pipelines,
+            environment_overrides: options.environment_overrides,
         })
     }
 
@@ -196,6 +227,19 @@ impl Stack {
     /// The event source mappings (one per `Type: DynamoDB` function event).
     pub fn pipelines(&self) -> &[Pipeline] {
         &self.pipelines
+    }
+
+    /// A function's environment as this stack resolved it (template values, overrides).
+    pub fn function_environment(
+        &self,
+        function: &str,
+    ) -> Result<BTreeMap<String, String>, StackError> {
+        self.resources
+            .function_environment(&self.template, function, &self.environment_overrides)
+            .map_err(|message| StackError::Function {
+                function: function.to_owned(),
+                message,
+            })
     }
 
     /// The mapping that invokes `function` (a logical id), if the template has one.

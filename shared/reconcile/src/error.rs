@@ -19,6 +19,10 @@ pub enum ReconcileError {
         operation: &'static str,
         message: String,
     },
+    /// An operator asked for a cut older than one already reconciled, whose subtotals are
+    /// gone.
+    #[error("cut {asked} is before cut {reconciled}, which is already reconciled")]
+    LaterCutReconciled { asked: i64, reconciled: i64 },
     /// DynamoDB gave up on the export.
     #[error("export {arn} ended {status}: {message}")]
     ExportFailed {

@@ -125,7 +125,7 @@ impl Reconciler {
     pub async fn advance(
         &self,
         deadline_ms: i64,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
         let latest = self.config.period.latest_cut(now_ms());
         let state = self.store.state().await?;
@@ -138,25 +138,45 @@ impl Reconciler {
         self.drive(deadline_ms, progress).await
     }
 
-    /// An operator's run: reconciles the cut at or before `at_ms` now, whatever the schedule
-    /// did last, and waits for each step until `deadline_ms`.
+    /// An operator's run: reconciles the cut at or before `at_ms` now, waiting for each step
+    /// until `deadline_ms`. A run of another cut still going is finished first; a cut already
+    /// reconciled is compared again (which corrects nothing twice).
     pub async fn run_at(
         &self,
         at_ms: i64,
         deadline_ms: i64,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
         let cut = self.config.period.cut_at(at_ms);
-        let state = self.store.state().await?;
-        if state.as_ref().is_none_or(|s| s.cut_ms != cut)
-            && !self.store.begin(cut, now_ms()).await?
-        {
-            return Ok(Step::Idle);
-        }
         loop {
-            match self.drive(deadline_ms, progress).await? {
-                Step::WaitingForPipeline { .. } if now_ms() < deadline_ms => {
-                    tokio::time::sleep(EXPORT_POLL / 5).await;
+            let state = self.store.state().await?;
+            let started = match &state {
+                None => self.store.begin(cut, now_ms()).await?,
+                Some(s) if s.phase == Phase::Done && s.cut_ms < cut => {
+                    self.store.begin(cut, now_ms()).await?
+                }
+                Some(s) if s.phase == Phase::Done && s.cut_ms == cut => {
+                    self.store.reopen(cut).await?
+                }
+                Some(s) if s.phase == Phase::Done => {
+                    return Err(ReconcileError::LaterCutReconciled {
+                        asked: cut,
+                        reconciled: s.cut_ms,
+                    })
+                }
+                Some(_) => true,
+            };
+            if !started {
+                continue;
+            }
+            let step = self.drive(deadline_ms, progress).await?;
+            let finished_other = matches!(&step, Step::Reconciled(report) if report.cut_ms != cut);
+            match step {
+                _ if finished_other => continue,
+                Step::WaitingForPipeline { .. } | Step::WaitingForExport { .. }
+                    if now_ms() < deadline_ms =>
+                {
+                    tokio::time::sleep(EXPORT_POLL / 10).await;
                 }
                 step => return Ok(step),
             }
@@ -167,7 +187,7 @@ impl Reconciler {
     async fn drive(
         &self,
         deadline_ms: i64,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
         loop {
             let Some(state) = self.store.state().await? else {
@@ -229,7 +249,7 @@ impl Reconciler {
             .s3_prefix(&self.config.export_prefix)
             .export_format(ExportFormat::DynamodbJson)
             // Idempotent for 8 hours: an invocation that died after asking gets the same export.
-            .client_token(state.run_id())
+            .client_token(export_token(&self.config.reactions_table_arn, state.cut_ms))
             .send()
             .await
             .map_err(|err| ReconcileError::Aws {
@@ -284,7 +304,7 @@ impl Reconciler {
         &self,
         state: &RunState,
         export_arn: &str,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<DriftReport, ReconcileError> {
         let started = now_ms();
         let description = self.describe_export(export_arn).await?;
@@ -374,6 +394,14 @@ impl Reconciler {
         self.store.done(state.cut_ms, &key).await?;
         Ok(report)
     }
+}
+
+/// The export's client token: one per table and cut (a token is the account's, not the
+/// table's, and must not be reused with other parameters).
+fn export_token(table_arn: &str, cut_ms: i64) -> String {
+    use md5::{Digest, Md5};
+    let digest = Md5::digest(format!("{table_arn}#{cut_ms}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn rfc3339(epoch_ms: i64) -> String {

@@ -176,6 +176,18 @@ impl ReconciliationStore {
         self.settle_condition(result.map(|_| ()))
     }
 
+    /// Opens a finished run's compare step again (an operator's rerun): its corrections are
+    /// conditional on the run id, so it adds nothing already added.
+    pub async fn reopen(&self, cut_ms: i64) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            "done",
+            "SET phase = :next, lease_until = :zero",
+            &[(":next", s("comparing")), (":zero", n(0))],
+        )
+        .await
+    }
+
     /// The run is over; `report_key` is where its drift report went.
     pub async fn done(&self, cut_ms: i64, report_key: &str) -> Result<bool, StoreError> {
         self.step(

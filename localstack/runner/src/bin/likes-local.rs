@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use likes_local::jwt::JwtAuthorizer;
-use likes_local::stack::{AwsTarget, Stack, StackOptions, LOCAL_REGION};
+use likes_local::stack::{AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
 const USAGE: &str = "usage: likes-local run [--addr HOST:PORT] [--prefix NAME]
        likes-local exec -- CMD [ARGS...]
@@ -54,7 +54,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         prefix,
         http_addr,
         environment_overrides: Default::default(),
-        fire_schedules: true,
+        schedules: Schedules::All,
     };
     let stack = Stack::start(aws, options)
         .await
