@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template build build-native check-bootstraps run test bench-write bench-counts bench-cold-start bench-scale
+.PHONY: .venv lock lint-template build build-native check-bootstraps run reconcile test bench-write bench-counts bench-cold-start bench-scale
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -75,6 +75,11 @@ check-bootstraps:
 # 127.0.0.1:3000, stream pollers. Ctrl-C stops everything it started.
 run: .venv
 	cargo run -p likes-local --bin likes-local -- run
+
+# One whole reconciliation now against the stack `make run` started (or AWS_ENDPOINT_URL),
+# with progress and the drift report; AT=2026-12-01T10:00:00Z cuts at an earlier time.
+reconcile: .venv
+	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT))
 
 # Everything a change must pass: formatting, lints, the template checks, packaging of every
 # function, then unit, integration and end-to-end tests against one emulator that

@@ -7,6 +7,7 @@ pub mod emulator;
 pub mod faults;
 pub mod front;
 pub mod jwt;
+pub mod operator;
 pub mod poller;
 pub mod resources;
 pub mod schedule;

@@ -5,6 +5,9 @@
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
+//! - `likes-local reconcile [--at RFC3339]`: one whole reconciliation now (cut at the latest
+//!   epoch boundary before the given time, default now) against the running stack or
+//!   `AWS_ENDPOINT_URL`, with progress, then its drift report; exit 1 if it cannot finish.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -14,7 +17,8 @@ use likes_local::stack::{AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION
 
 const USAGE: &str = "usage: likes-local run [--addr HOST:PORT] [--prefix NAME]
        likes-local exec -- CMD [ARGS...]
-       likes-local token SUB [--ttl SECONDS]";
+       likes-local token SUB [--ttl SECONDS]
+       likes-local reconcile [--at RFC3339]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -23,6 +27,7 @@ async fn main() -> ExitCode {
         Some("run") => run(&args[1..]).await,
         Some("exec") => exec(&args[1..]).await,
         Some("token") => token(&args[1..]),
+        Some("reconcile") => reconcile(&args[1..]).await,
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -87,12 +92,15 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
                 .map_or("nothing (records are dropped)", |q| q.url.as_str()),
         );
     }
+    let note = likes_local::operator::StackNote::write(&stack)?;
+    println!("  Stack note    {} (for `make reconcile`)", note.display());
     println!("Get a token:   cargo run -q -p likes-local --bin likes-local -- token alice");
     println!("Ctrl-C stops everything this started.");
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
     println!("Stopping.");
+    let _ = std::fs::remove_file(likes_local::operator::note_path());
     drop(stack);
     Ok(ExitCode::SUCCESS)
 }
@@ -120,6 +128,29 @@ async fn exec(args: &[String]) -> Result<ExitCode, String> {
     Ok(ExitCode::from(
         status.code().unwrap_or(1).clamp(0, 255) as u8
     ))
+}
+
+async fn reconcile(args: &[String]) -> Result<ExitCode, String> {
+    let at_ms = match option(args, "--at") {
+        Some(text) => aws_smithy_types::DateTime::from_str(
+            text,
+            aws_smithy_types::date_time::Format::DateTime,
+        )
+        .map_err(|e| format!("--at {text:?} is not an RFC 3339 time: {e}"))?
+        .to_millis()
+        .map_err(|e| format!("--at {text:?}: {e}"))?,
+        None => likes_core::clock::now_ms(),
+    };
+    match likes_local::operator::reconcile(at_ms).await {
+        Ok(report) => {
+            println!("{}", report.summary());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(message) => {
+            eprintln!("likes-local reconcile: {message}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 fn token(args: &[String]) -> Result<ExitCode, String> {
