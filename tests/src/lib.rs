@@ -42,19 +42,39 @@ pub fn unique_prefix() -> String {
 /// histories moto writes in seconds. The claim logic does not depend on the size.
 pub const TEST_CHUNK_RECORDS: usize = 100;
 
+fn test_chunks() -> BTreeMap<String, String> {
+    [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())].into()
+}
+
 impl TestStack {
-    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks.
+    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks, its streams split
+    /// into `LIKES_STREAM_SHARDS` virtual shards (4 unless set).
     pub async fn start() -> Self {
-        let overrides = [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())];
-        Self::start_with(overrides.into()).await
+        let shards = stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS");
+        Self::start_with(test_chunks(), BTreeMap::new(), shards).await
     }
 
     /// A stack exactly as template.yaml declares it.
     pub async fn start_as_deployed() -> Self {
-        Self::start_with(BTreeMap::new()).await
+        let shards = stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS");
+        Self::start_with(BTreeMap::new(), BTreeMap::new(), shards).await
     }
 
-    async fn start_with(environment_overrides: BTreeMap<String, String>) -> Self {
+    /// As [`TestStack::start`] with `shards` virtual shards per stream shard and
+    /// `properties` set over every stream mapping's (`TumblingWindowInSeconds`, say).
+    pub async fn start_with_mappings(shards: usize, properties: &[(&str, i64)]) -> Self {
+        let properties = properties
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value)))
+            .collect();
+        Self::start_with(test_chunks(), properties, shards).await
+    }
+
+    async fn start_with(
+        environment_overrides: BTreeMap<String, String>,
+        mapping_overrides: BTreeMap<String, serde_yaml::Value>,
+        stream_shards: usize,
+    ) -> Self {
         let aws = AwsTarget::connect()
             .await
             .expect("an AWS endpoint: run through `make test`, or have .venv ready");
@@ -62,6 +82,8 @@ impl TestStack {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
+            mapping_overrides,
+            stream_shards,
         };
         let stack = Stack::start(aws, options)
             .await
@@ -472,7 +494,24 @@ impl TestStack {
     /// How many records the Reactions stream holds now (every shard, from TRIM_HORIZON),
     /// read independently of the pipeline.
     pub async fn stream_records(&self) -> usize {
-        use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+        self.stream_partition_keys().await.len()
+    }
+
+    /// How many records the Reactions stream holds now for each of `users`: what a test
+    /// expects of the pipeline, whatever the emulator emits per write (moto two INSERTs for
+    /// a new row and a MODIFY for a no-op write, AWS one and none).
+    pub async fn stream_records_of(&self, users: &[String]) -> usize {
+        let users: std::collections::BTreeSet<&String> = users.iter().collect();
+        self.stream_partition_keys()
+            .await
+            .iter()
+            .filter(|user| users.contains(user))
+            .count()
+    }
+
+    /// The `user_id` of every record in the Reactions stream, in each shard's order.
+    async fn stream_partition_keys(&self) -> Vec<String> {
+        use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
         let streams = aws_sdk_dynamodbstreams::Client::new(&self.stack.aws.sdk);
         let arn = self.pipeline().config().stream_arn.clone();
         let description = streams
@@ -483,7 +522,7 @@ impl TestStack {
             .expect("DescribeStream")
             .stream_description
             .expect("a stream description");
-        let mut total = 0;
+        let mut keys = Vec::new();
         for shard in description.shards() {
             let mut iterator = streams
                 .get_shard_iterator()
@@ -504,10 +543,29 @@ impl TestStack {
                 if page.records().is_empty() {
                     break;
                 }
-                total += page.records().len();
+                for record in page.records() {
+                    let user = record
+                        .dynamodb()
+                        .and_then(|change| change.keys())
+                        .and_then(|keys| keys.get("user_id"));
+                    if let Some(AttributeValue::S(user)) = user {
+                        keys.push(user.clone());
+                    }
+                }
                 iterator = page.next_shard_iterator;
             }
         }
-        total
+        keys
+    }
+
+    /// `count` user ids `<tag>-u<i>` whose records land on virtual shard `shard` of the
+    /// aggregator's mapping (one shard's records make one batch, as on AWS).
+    pub fn users_on_shard(&self, tag: &str, shard: usize, count: usize) -> Vec<String> {
+        let pipeline = self.pipeline();
+        (0..)
+            .map(|i| format!("{tag}-u{i}"))
+            .filter(|user| pipeline.shard_index(user) == shard)
+            .take(count)
+            .collect()
     }
 }

@@ -15,7 +15,7 @@
 //! into a harmless read (`ListTables`, `ListStreams`) before it is signed and sent, then puts
 //! the error response in place of that read's answer.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,8 +43,10 @@ pub enum Recut {
     Longer(usize),
 }
 
-/// The fault switches of one event source mapping. Every switch is one-shot: it counts down
-/// as faults are played, so a test arms exactly the faults it wants.
+/// The fault switches of one event source mapping. Most switches are one-shot: they count
+/// down as faults are played, so a test arms exactly the faults it wants; the per-shard
+/// ones (a stalled shard, a failing shard) hold until switched off. A shard is named by its
+/// index n among the mapping's virtual shards (`Pipeline::shard_index` of a key).
 #[derive(Debug, Default)]
 pub struct Faults {
     switches: Mutex<Switches>,
@@ -65,6 +67,8 @@ struct Switches {
     throttle_after_chunks: usize,
     record_age_offset: Duration,
     stale_iterators: u32,
+    stalled_shards: BTreeSet<usize>,
+    failing_shards: BTreeSet<usize>,
 }
 
 impl Faults {
@@ -146,6 +150,26 @@ impl Faults {
         self.with(|s| s.stale_iterators += n);
     }
 
+    /// Virtual shard `n` stops delivering: its records pile up (read, not invoked, not
+    /// aged out) while the other shards run, until [`Faults::resume_shard`].
+    pub fn stall_shard(&self, n: usize) {
+        self.with(|s| s.stalled_shards.insert(n));
+    }
+
+    pub fn resume_shard(&self, n: usize) {
+        self.with(|s| s.stalled_shards.remove(&n));
+    }
+
+    /// Every invocation on virtual shard `n` fails as a function error, so it retries (and
+    /// after `MaximumRetryAttempts` gives its batches up), until [`Faults::heal_shard`].
+    pub fn fail_shard(&self, n: usize) {
+        self.with(|s| s.failing_shards.insert(n));
+    }
+
+    pub fn heal_shard(&self, n: usize) {
+        self.with(|s| s.failing_shards.remove(&n));
+    }
+
     /// Disarms every fault.
     pub fn clear(&self) {
         self.with(|s| *s = Switches::default());
@@ -183,6 +207,19 @@ impl Faults {
 
     pub(crate) fn take_invocation_failure(&self) -> bool {
         self.with(|s| take_one(&mut s.failing_invocations))
+    }
+
+    pub(crate) fn is_stalled(&self, shard: usize) -> bool {
+        self.with(|s| s.stalled_shards.contains(&shard))
+    }
+
+    pub(crate) fn is_failing(&self, shard: usize) -> bool {
+        self.with(|s| s.failing_shards.contains(&shard))
+    }
+
+    /// A shard a fault keeps from applying its records.
+    pub(crate) fn holds_back(&self, shard: usize) -> bool {
+        self.is_stalled(shard) || self.is_failing(shard)
     }
 
     pub(crate) fn take_stale_iterator(&self) -> bool {

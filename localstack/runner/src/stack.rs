@@ -34,6 +34,8 @@ pub enum StackError {
     Resource(#[from] ResourceError),
     #[error(transparent)]
     Mapping(#[from] MappingError),
+    #[error("LIKES_STREAM_SHARDS={0:?} is not a whole number of at least 1")]
+    StreamShards(String),
     #[error("function {function}: {message}")]
     Function { function: String, message: String },
     #[error("cannot listen on {addr}: {source}")]
@@ -99,6 +101,28 @@ pub struct StackOptions {
     /// Environment variables set over the template's values, for every function that
     /// declares them (tests use it to cut smaller chunks); empty runs the template as is.
     pub environment_overrides: BTreeMap<String, String>,
+    /// Properties set over every stream mapping's (a test trying an option the template
+    /// does not declare yet); empty runs the template as is.
+    pub mapping_overrides: BTreeMap<String, serde_yaml::Value>,
+    /// Virtual shards per stream shard (see [`stream_shards_from_env`]).
+    pub stream_shards: usize,
+}
+
+/// Virtual shards per stream shard when `LIKES_STREAM_SHARDS` is not set: several, so every
+/// run meets AWS's topology (records of different keys in flight at once, out of order
+/// with each other).
+pub const DEFAULT_STREAM_SHARDS: usize = 4;
+
+/// `LIKES_STREAM_SHARDS` (at least 1), or [`DEFAULT_STREAM_SHARDS`].
+pub fn stream_shards_from_env() -> Result<usize, StackError> {
+    match std::env::var("LIKES_STREAM_SHARDS") {
+        Err(_) => Ok(DEFAULT_STREAM_SHARDS),
+        Ok(value) => value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or(StackError::StreamShards(value)),
+    }
 }
 
 pub struct Stack {
@@ -161,9 +185,10 @@ impl Stack {
             &resources,
             &options.prefix,
             &options.environment_overrides,
+            &options.mapping_overrides,
         )?
         .into_iter()
-        .map(|mapping| Pipeline::start(mapping, &aws.sdk))
+        .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let tasks = vec![tokio::spawn(front.serve(listener))];
@@ -186,7 +211,7 @@ impl Stack {
         &self.pipelines
     }
 
-    /// The mapping that invokes `function` (a logical id), if the template has one.
+    /// The first mapping that invokes `function` (a logical id), if the template has one.
     pub fn pipeline(&self, function: &str) -> Option<&Pipeline> {
         self.pipelines
             .iter()
