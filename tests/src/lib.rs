@@ -42,36 +42,47 @@ pub fn unique_prefix() -> String {
 /// histories moto writes in seconds. The claim logic does not depend on the size.
 pub const TEST_CHUNK_RECORDS: usize = 100;
 
-fn test_chunks() -> BTreeMap<String, String> {
+fn test_overrides() -> BTreeMap<String, String> {
     [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())].into()
+}
+
+fn stream_shards() -> usize {
+    stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
 }
 
 impl TestStack {
     /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks, its streams split
     /// into `LIKES_STREAM_SHARDS` virtual shards (4 unless set).
+    /// The template's schedules are not fired: the stream holds only what the test wrote,
+    /// and `as_of` stays unknown.
     pub async fn start() -> Self {
-        let shards = stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS");
-        Self::start_with(test_chunks(), BTreeMap::new(), shards).await
+        Self::start_with(test_overrides(), false, BTreeMap::new(), stream_shards()).await
+    }
+
+    /// [`TestStack::start`] with the template's schedules fired, as `make run` does: the
+    /// pulse publishes `as_of` and writes probe rows.
+    pub async fn start_with_schedules() -> Self {
+        Self::start_with(test_overrides(), true, BTreeMap::new(), stream_shards()).await
     }
 
     /// A stack exactly as template.yaml declares it.
     pub async fn start_as_deployed() -> Self {
-        let shards = stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS");
-        Self::start_with(BTreeMap::new(), BTreeMap::new(), shards).await
+        Self::start_with(BTreeMap::new(), true, BTreeMap::new(), stream_shards()).await
     }
 
     /// As [`TestStack::start`] with `shards` virtual shards per stream shard and
-    /// `properties` set over every stream mapping's (`TumblingWindowInSeconds`, say).
+    /// `properties` set over every stream mapping's (`MaximumRetryAttempts`, say).
     pub async fn start_with_mappings(shards: usize, properties: &[(&str, i64)]) -> Self {
         let properties = properties
             .iter()
             .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value)))
             .collect();
-        Self::start_with(test_chunks(), properties, shards).await
+        Self::start_with(test_overrides(), false, properties, shards).await
     }
 
     async fn start_with(
         environment_overrides: BTreeMap<String, String>,
+        fire_schedules: bool,
         mapping_overrides: BTreeMap<String, serde_yaml::Value>,
         stream_shards: usize,
     ) -> Self {
@@ -82,6 +93,7 @@ impl TestStack {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
+            fire_schedules,
             mapping_overrides,
             stream_shards,
         };
@@ -277,6 +289,8 @@ impl TestResponse {
 
 /// The mapping that feeds the aggregator from the Reactions stream.
 pub const AGGREGATOR_FUNCTION: &str = "AggregatorFunction";
+/// The mapping that feeds the event log's publisher from the same stream.
+pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
@@ -287,6 +301,40 @@ impl TestStack {
         self.stack
             .pipeline(AGGREGATOR_FUNCTION)
             .expect("template.yaml maps the Reactions stream to AggregatorFunction")
+    }
+
+    /// The publisher's event source mapping: the event log's faults and counters.
+    pub fn publisher(&self) -> &likes_local::poller::Pipeline {
+        self.stack
+            .pipeline(PUBLISHER_FUNCTION)
+            .expect("template.yaml maps the Reactions stream to PublisherFunction")
+    }
+
+    /// Waits until the publisher put the events of everything in the stream now (panics
+    /// after 60 s).
+    pub async fn settle_events(&self) -> likes_local::faults::Counters {
+        self.publisher()
+            .settle(std::time::Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Waits until the published `as_of` is at least `at_ms` (panics after `timeout`).
+    pub async fn wait_for_as_of(&self, at_ms: i64, timeout: std::time::Duration) -> i64 {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let as_of = self.like_count("game:as-of-probe").await.json()["as_of"].clone();
+            if let Some(as_of) = as_of.as_str().map(epoch_ms) {
+                if as_of >= at_ms {
+                    return as_of;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "as_of {as_of} did not reach {at_ms} within {timeout:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
 
     pub fn kinesis(&self) -> aws_sdk_kinesis::Client {

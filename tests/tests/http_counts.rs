@@ -1,5 +1,5 @@
-//! End to end through the local HTTP front: the count endpoints, over count rows and
-//! pipeline heartbeats written as the aggregator lays them out.
+//! End to end through the local HTTP front: the count endpoints, over count rows, overflow
+//! partitions and `as_of` replicas written as the aggregator and the pulse lay them out.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_tests::{TestResponse, TestStack};
@@ -64,36 +64,72 @@ async fn a_count_is_the_sum_of_the_items_rows_and_says_how_fresh_it_is() {
 }
 
 #[tokio::test]
-async fn as_of_is_the_newest_heartbeat_minus_the_worst_recent_lag() {
+async fn as_of_is_read_from_the_published_replicas() {
     let stack = TestStack::start().await;
-    let now = likes_tests::now_seconds() * 1000;
-    put_row(
-        &stack,
-        "#pipeline",
-        "H#1",
-        &[("applied_at", now - 20_000), ("lag_ms", 1_500)],
-    )
-    .await;
-    put_row(
-        &stack,
-        "#pipeline",
-        "H#2",
-        &[("applied_at", now - 2_000), ("lag_ms", 400)],
-    )
-    .await;
-    put_row(
-        &stack,
-        "#pipeline",
-        "H#3",
-        &[("applied_at", now - 600_000), ("lag_ms", 90_000)],
-    )
-    .await;
+    let as_of = likes_tests::now_seconds() * 1000 - 2_000;
+    for replica in 0..likes_store::freshness::AS_OF_REPLICAS {
+        put_row(
+            &stack,
+            &format!("#asof#{replica}"),
+            "A",
+            &[("as_of", as_of), ("computed_at", as_of + 500)],
+        )
+        .await;
+    }
     let body = stack.like_count("game:1").await.json();
     assert_eq!(
         likes_tests::epoch_ms(body["as_of"].as_str().unwrap()),
-        now - 2_000 - 1_500
+        as_of
     );
     assert_eq!(body["like_count"], 0, "an item never counted reads zero");
+}
+
+/// A freshness read that fails (here: a replica no pulse could have written) never fails
+/// the count read: the counts come with `as_of: null`.
+#[tokio::test]
+async fn a_failed_freshness_read_still_answers_the_counts() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:1", 0, 3, 1).await;
+    for replica in 0..likes_store::freshness::AS_OF_REPLICAS {
+        stack
+            .dynamodb()
+            .put_item()
+            .table_name(stack.name("CountsTable"))
+            .item("item_id", AttributeValue::S(format!("#asof#{replica}")))
+            .item("shard", AttributeValue::S("A".into()))
+            .item("as_of", AttributeValue::S("not a number".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let response = stack.like_count("game:1").await;
+    response.assert_status(200);
+    let body = response.json();
+    assert_eq!(
+        (body["like_count"].clone(), body["as_of"].clone()),
+        (json!(3), Value::Null)
+    );
+}
+
+/// A hot item's writes spread over overflow partitions; its marker tells the reader to add
+/// them, and an item without a marker is read from its own partition alone.
+#[tokio::test]
+async fn a_hot_items_count_adds_its_overflow_partitions() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:viral", 0, 2, 0).await;
+    count_row(&stack, "game:viral#1", 3, 10, 1).await;
+    count_row(&stack, "game:viral#2", 0, 5, 0).await;
+    // Beyond the marker's width: no reader looks there (and no writer writes there).
+    count_row(&stack, "game:viral#3", 0, 1000, 0).await;
+    let before = stack.like_count("game:viral").await.json();
+    assert_eq!(before["like_count"], 2, "no marker yet: {before}");
+    put_row(&stack, "game:viral", "H", &[("partitions", 2)]).await;
+    let after = stack.like_count("game:viral").await.json();
+    assert_eq!(
+        (after["like_count"].clone(), after["dislike_count"].clone()),
+        (json!(17), json!(1)),
+        "{after}"
+    );
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! front, the stream polled by the local event source mapping (suffering a crash and a
 //! duplicate delivery on the way), counts read back through the count endpoints.
 
+use std::time::Duration;
+
 use likes_tests::{now_millis, TestStack};
 use serde_json::{json, Value};
 
@@ -17,8 +19,7 @@ async fn set(stack: &TestStack, user: &str, item: &str, state: &str, key: &str) 
 
 #[tokio::test]
 async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
-    let stack = TestStack::start().await;
-    let started = now_millis();
+    let stack = TestStack::start_with_schedules().await;
     let faults = stack.pipeline().faults();
     faults.crash_after_chunks(1);
     faults.duplicate_next_batches(1);
@@ -42,10 +43,7 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
         .send()
         .await;
     assert_eq!(unlike.status, 200);
-    stack.settle().await;
-    // A later batch, committed normally, reports the pipeline's lag (the heartbeat `as_of`
-    // is derived from).
-    set(&stack, "late", items[0], "LIKE", "late-1").await;
+    let written = now_millis();
     let counters = stack.settle().await;
     assert_eq!(
         (counters.crashes, counters.duplicate_deliveries),
@@ -53,6 +51,7 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
         "{counters:?}"
     );
     let recount = stack.assert_counts_match_recount(&items).await;
+    stack.wait_for_as_of(written, Duration::from_secs(30)).await;
 
     for item in items {
         let response = stack.like_count(item).await;
@@ -65,8 +64,8 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
             .expect("batches were applied: {body}");
         let as_of_ms = likes_tests::epoch_ms(as_of);
         assert!(
-            started - 60_000 <= as_of_ms && as_of_ms <= now_millis(),
-            "as_of {as_of} is derived from the measured lag of this run"
+            written <= as_of_ms && as_of_ms <= now_millis(),
+            "as_of {as_of} passed every write of this run, and is no later than now"
         );
     }
     let batch = stack
@@ -82,18 +81,12 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
     }
 }
 
-async fn as_of(stack: &TestStack, item: &str) -> Value {
-    let response = stack.like_count(item).await;
-    response.assert_status(200);
-    response.json()["as_of"].clone()
-}
-
-/// A batch commits its chunk and dies before it records the heartbeat; its retry meets the
-/// claim and skips the chunk. The counts are complete, so the retry must report it:
-/// otherwise `as_of` stays null until some later batch commits a chunk.
+/// A batch commits its chunk and dies before it advances its shard's watermark; its retry
+/// meets the claim and skips the chunk. The counts are complete, so the retry must advance
+/// the watermark: otherwise `as_of` stays behind these writes until some later batch.
 #[tokio::test]
-async fn as_of_is_reported_once_a_crashed_batch_was_applied_by_its_retry() {
-    let stack = TestStack::start().await;
+async fn as_of_passes_a_crashed_batch_once_its_retry_applied_it() {
+    let stack = TestStack::start_with_schedules().await;
     stack.pipeline().faults().crash_after_chunks(1);
     for u in 0..3 {
         set(
@@ -105,12 +98,9 @@ async fn as_of_is_reported_once_a_crashed_batch_was_applied_by_its_retry() {
         )
         .await;
     }
+    let written = now_millis();
     let counters = stack.settle().await;
     assert_eq!(counters.crashes, 1, "{counters:?}");
     stack.assert_counts_match_recount(&["game:asof"]).await;
-    let as_of = as_of(&stack, "game:asof").await;
-    assert!(
-        as_of.is_string(),
-        "every record is applied, but as_of is {as_of}"
-    );
+    stack.wait_for_as_of(written, Duration::from_secs(30)).await;
 }

@@ -217,14 +217,14 @@ impl Log<'_> {
 }
 
 /// The Kinesis log holds exactly the real flips (deduplicated by `event_id`), each with its
-/// states and deltas, even though the aggregator's puts failed and its invocations died
-/// and were retried; no-op writes and replayed keys put nothing.
+/// states and deltas, even though the publisher's puts were refused, one of its invocations
+/// failed and a batch was delivered twice; no-op writes and replayed keys put nothing.
 #[tokio::test]
 async fn the_event_log_holds_exactly_the_flips_even_when_puts_fail() {
     let stack = TestStack::start().await;
-    let faults = stack.pipeline().faults();
+    let faults = stack.publisher().faults();
     faults.fail_kinesis_puts(4);
-    faults.crash_after_chunks(1);
+    faults.fail_next_invocations(1);
     faults.duplicate_next_batches(1);
     let mut log = Log {
         stack: &stack,
@@ -260,15 +260,19 @@ async fn the_event_log_holds_exactly_the_flips_even_when_puts_fail() {
         .await;
     assert!(replay.replayed);
     log.record(retrier, items[0], &replay);
-    stack.settle().await;
+    stack.settle_events().await;
     faults.fail_kinesis_puts(4);
     // Erasure: user 1's LIKE, user 3's DISLIKE and user 4's NONE row.
     for u in [1, 3, 4] {
         log.erase(&users[u], items[u % 2]).await;
     }
-    let counters = stack.settle().await;
+    let counters = stack.settle_events().await;
     assert_eq!(counters.refused_kinesis_puts, 8, "{counters:?}");
-    assert_eq!(counters.crashes, 1, "{counters:?}");
+    assert_eq!(
+        (counters.function_errors, counters.duplicate_deliveries),
+        (1, 1),
+        "{counters:?}"
+    );
     assert!(counters.partial_failures >= 2, "{counters:?}");
 
     let events = stack.events().await;

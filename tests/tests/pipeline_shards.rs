@@ -139,7 +139,8 @@ async fn a_failing_shard_retries_without_holding_back_the_others() {
 }
 
 /// Under `TumblingWindowInSeconds` the function gets time window events: each names the
-/// virtual shard it came from and an aligned window of the declared length.
+/// virtual shard it came from and an aligned window of the declared length, and each
+/// window with records ends in a final invocation that hands back the window's state.
 #[tokio::test]
 async fn time_window_events_reach_the_function_with_the_virtual_shard_id() {
     const WINDOW: i64 = 2;
@@ -154,28 +155,43 @@ async fn time_window_events_reach_the_function_with_the_virtual_shard_id() {
         .flat_map(|n| stack.users_on_shard("window", n, 2))
         .collect();
     like_all(&stack, &users, "game:window").await;
+    stack.settle().await;
     let shards: BTreeSet<String> = pipeline.shards().into_keys().collect();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    // Every window that held records is closed by a final invocation once it is over.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3 * WINDOW as u64 + 10);
     loop {
-        let seen: BTreeSet<String> = pipeline
-            .deliveries()
-            .into_iter()
+        let deliveries = pipeline.deliveries();
+        let opened: BTreeSet<_> = deliveries
+            .iter()
             .filter(|d| d.records > 0)
-            .map(|d| d.shard_id)
+            .map(|d| (d.shard_id.clone(), d.window))
             .collect();
-        if seen == shards {
+        let closed: BTreeSet<_> = deliveries
+            .iter()
+            .filter(|d| d.is_final_invoke_for_window)
+            .map(|d| (d.shard_id.clone(), d.window))
+            .collect();
+        let seen: BTreeSet<String> = opened.iter().map(|(shard, _)| shard.clone()).collect();
+        if seen == shards && opened.is_subset(&closed) {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "time window events from every shard: saw {seen:?} of {shards:?}"
+            "final invocations for {opened:?}, saw {closed:?}; shards {shards:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for delivery in pipeline.deliveries() {
+    let deliveries = pipeline.deliveries();
+    for delivery in &deliveries {
         let window = delivery.window.expect("a time window event");
         assert_eq!(window.end - window.start, WINDOW, "{delivery:?}");
         assert_eq!(window.start % WINDOW, 0, "aligned: {delivery:?}");
         assert!(shards.contains(&delivery.shard_id), "{delivery:?}");
+        if delivery.is_final_invoke_for_window {
+            assert_eq!(delivery.records, 0, "{delivery:?}");
+        }
     }
+    assert_eq!(pipeline.counters().function_errors, 0);
+    assert_eq!(likes(&stack, "game:window").await, users.len() as u64);
+    stack.assert_counts_match_recount(&["game:window"]).await;
 }

@@ -3,5 +3,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    likes_aggregator::run().await
+    likes_aggregator::run_aggregator().await
 }

@@ -9,6 +9,7 @@ pub mod front;
 pub mod jwt;
 pub mod poller;
 pub mod resources;
+pub mod schedule;
 pub mod stack;
 pub mod template;
 

@@ -17,6 +17,7 @@ use crate::front::{Front, RouteTarget};
 use crate::jwt::JwtAuthorizer;
 use crate::poller::{MappingConfig, MappingError, Pipeline};
 use crate::resources::{self, ResourceError, Resources};
+use crate::schedule::{Schedule, ScheduleError};
 use crate::template::{self, Template, TemplateError};
 
 /// The documented local default for secrets the template generates in AWS (the cursor
@@ -34,6 +35,8 @@ pub enum StackError {
     Resource(#[from] ResourceError),
     #[error(transparent)]
     Mapping(#[from] MappingError),
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
     #[error("LIKES_STREAM_SHARDS={0:?} is not a whole number of at least 1")]
     StreamShards(String),
     #[error("function {function}: {message}")]
@@ -101,6 +104,10 @@ pub struct StackOptions {
     /// Environment variables set over the template's values, for every function that
     /// declares them (tests use it to cut smaller chunks); empty runs the template as is.
     pub environment_overrides: BTreeMap<String, String>,
+    /// Fire the template's schedules (the pulse that publishes `as_of` and writes probes).
+    /// Tests of the count pipeline alone leave them off, so the stream holds only what they
+    /// wrote.
+    pub fire_schedules: bool,
     /// Properties set over every stream mapping's (a test trying an option the template
     /// does not declare yet); empty runs the template as is.
     pub mapping_overrides: BTreeMap<String, serde_yaml::Value>,
@@ -191,7 +198,12 @@ impl Stack {
         .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
-        let tasks = vec![tokio::spawn(front.serve(listener))];
+        let mut tasks = vec![tokio::spawn(front.serve(listener))];
+        if options.fire_schedules {
+            for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
+                tasks.push(schedule.start(&aws.sdk, options.stream_shards as u32)?);
+            }
+        }
         Ok(Self {
             aws,
             template,

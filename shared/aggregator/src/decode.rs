@@ -2,17 +2,44 @@
 //!
 //! Deltas come only from the old and new images, through the transition table: a record
 //! whose images hold no state change (moto's keys-only INSERT, a no-op MODIFY, a trim of
-//! idempotency keys, a REMOVE of a NONE row) carries no change at all.
+//! idempotency keys, a REMOVE of a NONE row, a probe) carries no change at all.
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use likes_core::pipeline::{Change, ChangeRecord};
 use likes_core::{ItemId, ReactionState, Transition};
+use likes_store::freshness::PROBE_ITEM;
 use serde_dynamo::{AttributeValue, Item};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     #[error("record {event_id}: {message}")]
     Malformed { event_id: String, message: String },
+}
+
+/// A record this code cannot read still holds its place in the batch: it counts as no change
+/// (reconciliation restores whatever it should have counted), so the records beside it are
+/// counted as usual.
+pub fn unreadable(record: &EventRecord) -> ChangeRecord {
+    ChangeRecord {
+        event_id: record.event_id.clone(),
+        sequence_number: record.change.sequence_number.clone().unwrap_or_default(),
+        stream_time_ms: record
+            .change
+            .approximate_creation_date_time
+            .timestamp_millis(),
+        change: None,
+    }
+}
+
+/// The probe key, when the record is the pulse's probe write rather than a reaction.
+pub fn probe_key(record: &EventRecord) -> Option<String> {
+    let keys = &record.change.keys;
+    match (keys.get("item_id"), keys.get("user_id")) {
+        (Some(AttributeValue::S(item)), Some(AttributeValue::S(user))) if item == PROBE_ITEM => {
+            Some(user.clone())
+        }
+        _ => None,
+    }
 }
 
 pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
@@ -25,6 +52,7 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
         .sequence_number
         .clone()
         .ok_or_else(|| malformed("no SequenceNumber".into()))?;
+    let stream_time_ms = stream.approximate_creation_date_time.timestamp_millis();
     let old = state(&stream.old_image).map_err(&malformed)?;
     let new = state(&stream.new_image).map_err(&malformed)?;
     let transition = Transition::new(
@@ -35,6 +63,7 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
         return Ok(ChangeRecord {
             event_id: record.event_id.clone(),
             sequence_number,
+            stream_time_ms,
             change: None,
         });
     }
@@ -51,12 +80,13 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
         // its time is the stream's, the only one there is.
         (
             number::<u64>(&stream.old_image, "op_id").map_err(&malformed)? + 1,
-            stream.approximate_creation_date_time.timestamp_millis(),
+            stream_time_ms,
         )
     };
     Ok(ChangeRecord {
         event_id: record.event_id.clone(),
         sequence_number,
+        stream_time_ms,
         change: Some(Change {
             user_id,
             item_id,
@@ -178,8 +208,34 @@ mod tests {
     }
 
     #[test]
-    fn a_record_with_an_unknown_state_is_malformed() {
-        let err = decode(&record("INSERT", None, Some(row("LOVE", 1, 1)))).unwrap_err();
+    fn a_record_with_an_unknown_state_is_malformed_and_keeps_its_place_as_no_change() {
+        let poison = record("INSERT", None, Some(row("LOVE", 1, 1)));
+        let err = decode(&poison).unwrap_err();
         assert!(err.to_string().contains("e1"), "{err}");
+        let placeholder = unreadable(&poison);
+        assert_eq!(placeholder.change, None);
+        assert_eq!(
+            (
+                placeholder.sequence_number.as_str(),
+                placeholder.stream_time_ms
+            ),
+            ("100", 1_700_000_000_000)
+        );
+    }
+
+    #[test]
+    fn probes_are_recognized_and_change_nothing() {
+        let mut probe = record(
+            "MODIFY",
+            None,
+            Some(json!({"user_id": {"S": "#probe#7"}, "item_id": {"S": "#probe"}})),
+        );
+        probe.change.keys = serde_json::from_value(
+            json!({"user_id": {"S": "#probe#7"}, "item_id": {"S": "#probe"}}),
+        )
+        .unwrap();
+        assert_eq!(probe_key(&probe).as_deref(), Some("#probe#7"));
+        assert_eq!(decode(&probe).unwrap().change, None);
+        assert_eq!(probe_key(&record("INSERT", None, None)), None);
     }
 }

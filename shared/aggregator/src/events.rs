@@ -1,17 +1,19 @@
-//! The event log: one `ReactionEvent` per real flip on Kinesis, partition key `item_id`.
+//! The event log: one `ReactionEvent` per real flip on Kinesis, partition key
+//! [`event_partition_key`] so a viral item's events spread over every shard of the stream.
 //! At least once: a retried batch may put an event again; consumers deduplicate by
 //! `event_id`.
-
-use std::time::Duration;
 
 use aws_sdk_kinesis::error::DisplayErrorContext;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use aws_sdk_kinesis::Client;
-use likes_core::pipeline::{ChangeRecord, ReactionEvent};
+use likes_core::pipeline::{event_partition_key, ReactionEvent};
 
-/// Failed entries of a PutRecords (throttled shards) are put again this many times.
+/// Failed entries of a PutRecords (throttled shards) are put again this many times within
+/// one invocation; after that the batch fails at the first of them and Lambda retries it.
 const PUT_ATTEMPTS: u32 = 4;
+/// PutRecords takes up to 500 entries.
+const PUT_RECORDS_MAX: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -19,6 +21,15 @@ pub enum PublishError {
     Kinesis(String),
     #[error("{failed} of {total} events were still refused after {PUT_ATTEMPTS} attempts")]
     Refused { failed: usize, total: usize },
+}
+
+/// Why a publish stopped, and the first of the caller's events that may not be on the log.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct PublishFailure {
+    /// Index (into the caller's events) of the earliest event not known to be put.
+    pub first_unpublished: usize,
+    pub error: PublishError,
 }
 
 #[derive(Debug, Clone)]
@@ -35,42 +46,46 @@ impl EventPublisher {
         }
     }
 
-    /// Puts the events of the flips among `records`; returns how many.
-    pub async fn publish(&self, records: &[ChangeRecord]) -> Result<usize, PublishError> {
-        let mut pending: Vec<PutRecordsRequestEntry> = records
+    /// Puts `events`, retrying refused entries with backoff.
+    pub async fn publish(&self, events: &[ReactionEvent]) -> Result<(), PublishFailure> {
+        let mut pending: Vec<(usize, PutRecordsRequestEntry)> = events
             .iter()
-            .filter_map(|r| {
-                r.change
-                    .as_ref()
-                    .map(|c| ReactionEvent::new(c, &r.sequence_number))
-            })
-            .map(|event| {
-                let data = serde_json::to_vec(&event).expect("events serialize");
-                PutRecordsRequestEntry::builder()
-                    .partition_key(event.item_id)
+            .enumerate()
+            .map(|(at, event)| {
+                let data = serde_json::to_vec(event).expect("events serialize");
+                let item = likes_core::ItemId::parse(&event.item_id)
+                    .expect("events are built from valid item ids");
+                let entry = PutRecordsRequestEntry::builder()
+                    .partition_key(event_partition_key(&event.user_id, &item))
                     .data(Blob::new(data))
                     .build()
-                    .expect("partition key and data are set")
+                    .expect("partition key and data are set");
+                (at, entry)
             })
             .collect();
         let total = pending.len();
-        // PutRecords takes up to 500 entries; a chunk holds at most a few hundred flips.
         for attempt in 1..=PUT_ATTEMPTS {
             if pending.is_empty() {
-                return Ok(total);
+                return Ok(());
             }
-            let mut next = Vec::new();
-            for batch in pending.chunks(500) {
+            let mut refused = Vec::new();
+            for batch in pending.chunks(PUT_RECORDS_MAX) {
                 let output = self
                     .client
                     .put_records()
                     .stream_name(&self.stream)
-                    .set_records(Some(batch.to_vec()))
+                    .set_records(Some(batch.iter().map(|(_, e)| e.clone()).collect()))
                     .send()
                     .await
-                    .map_err(|err| PublishError::Kinesis(DisplayErrorContext(err).to_string()))?;
+                    .map_err(|err| PublishFailure {
+                        // Refused entries of earlier calls come before this call's.
+                        first_unpublished: refused
+                            .first()
+                            .map_or(batch[0].0, |(at, _): &(usize, _)| *at),
+                        error: PublishError::Kinesis(DisplayErrorContext(err).to_string()),
+                    })?;
                 // Entries come back in request order; the refused ones carry an error code.
-                next.extend(
+                refused.extend(
                     batch
                         .iter()
                         .zip(output.records())
@@ -78,18 +93,20 @@ impl EventPublisher {
                         .map(|(entry, _)| entry.clone()),
                 );
             }
-            pending = next;
+            pending = refused;
             if !pending.is_empty() && attempt < PUT_ATTEMPTS {
-                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
             }
         }
-        if pending.is_empty() {
-            Ok(total)
-        } else {
-            Err(PublishError::Refused {
-                failed: pending.len(),
-                total,
-            })
+        match pending.first() {
+            None => Ok(()),
+            Some((first, _)) => Err(PublishFailure {
+                first_unpublished: *first,
+                error: PublishError::Refused {
+                    failed: pending.len(),
+                    total,
+                },
+            }),
         }
     }
 }

@@ -73,7 +73,7 @@ pub async fn get_like_count(app: &App, request: Request) -> Result<Response<Body
             item_id: &item,
             like_count: count.like_count,
             dislike_count: count.dislike_count,
-            as_of: as_of?.map(edge::timestamp),
+            as_of: as_of.map(edge::timestamp),
             freshness: "eventual",
         },
     ))
@@ -94,7 +94,7 @@ pub async fn batch_get_like_counts(
             .header(CACHE_CONTROL, SHARED_COUNTS),
         &CountsBody {
             counts: read?,
-            as_of: as_of?.map(edge::timestamp),
+            as_of: as_of.map(edge::timestamp),
         },
     ))
 }
@@ -123,7 +123,7 @@ pub async fn batch_get_items(app: &App, request: Request) -> Result<Response<Bod
                 (item, entry)
             })
             .collect(),
-        as_of: as_of?.map(edge::timestamp),
+        as_of: as_of.map(edge::timestamp),
     };
     Ok(respond_json(
         Response::builder()

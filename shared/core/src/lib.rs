@@ -2,11 +2,14 @@
 //! clients send, idempotency records, signed cursors and problem types. Pure functions,
 //! no AWS types: the adapters and the HTTP edge build on this.
 
+pub mod backoff;
+pub mod clock;
 pub mod cursor;
 pub mod ids;
 pub mod pipeline;
 pub mod problem;
 pub mod reaction;
+pub mod reconcile;
 pub mod write;
 
 pub use cursor::{CursorKey, LikedCursor};

@@ -1,38 +1,37 @@
 //! The Counts table (derived, rebuildable) and the Claims table that makes its writes
 //! exactly once.
 //!
-//! Counts rows: `item_id` (PK) and `shard` (SK) `D#<k>`, k < K, holding `like_count` and
-//! `dislike_count`; an item's count is the sum of its rows (one Query of at most K small
-//! rows). Pipeline heartbeats live beside them under the item id `#pipeline` (never a valid
-//! item id) with sort keys `H#<k>`. Claims: `claim_id` = a chunk's first stream `eventID`,
+//! Counts rows: partition key `item_id`, sort key `shard` = `D#<k>`, k < K, holding
+//! `like_count` and `dislike_count`. An item's base partition (its id) holds the rows cold
+//! writes go to, and, once the item has been hot, a marker row `H` whose `partitions` says how
+//! many overflow partitions (`<item>#1..<item>#H`) its hot writes spread over (see
+//! [`likes_core::pipeline::routing`]). An item's count is the sum of all those rows: one
+//! Query for a cold item, one more per overflow partition for a hot one. The freshness rows
+//! live here too ([`crate::freshness`]). Claims: `claim_id` = a chunk's first stream `eventID`,
 //! `event_ids` = the chunk's eventIDs joined by commas, `expires_at` for TTL.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use likes_core::pipeline::{counts_as_of, Counts, Heartbeat};
+use likes_core::pipeline::{overflow_partition, CountTarget, Counts, RowDelta};
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
 use likes_core::{Delta, ItemId};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::freshness::FreshnessStore;
 use crate::StoreError;
 
-const PIPELINE_ITEM: &str = "#pipeline";
 const COUNT_ROW_PREFIX: &str = "D#";
-const HEARTBEAT_ROW_PREFIX: &str = "H#";
-const HEARTBEAT_ROWS: i64 = 16;
-/// Heartbeats this far before the newest still bound the lag `as_of` subtracts.
-const LAG_WINDOW_MS: i64 = 60_000;
-/// A container re-reads the heartbeats at most this often: at a million count reads a
-/// second, freshness must not cost a read per request.
-const FRESHNESS_CACHE: Duration = Duration::from_secs(1);
+/// The sort key of the overflow marker in an item's base partition.
+const OVERFLOW_MARKER: &str = "H";
 /// At most this many item Queries in flight for one batch read.
 const READ_CONCURRENCY: usize = 32;
 /// Claims outlive the stream's 24 h retention and the mapping's retries by a wide margin:
@@ -43,34 +42,46 @@ const CLAIM_TTL_SECONDS: i64 = 3 * 24 * 3600;
 const CONFLICT_ATTEMPTS: u32 = 5;
 
 type Item = HashMap<String, AttributeValue>;
-/// When `as_of` was last computed, and its value.
-type FreshnessCache = Arc<Mutex<Option<(Instant, Option<i64>)>>>;
 
 /// Reads counts. Cheap to clone; clones share the freshness cache.
 #[derive(Debug, Clone)]
 pub struct CountsStore {
     client: Client,
     table: String,
-    freshness: FreshnessCache,
+    freshness: FreshnessStore,
 }
 
 impl CountsStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
+        let table = table.into();
         Self {
+            freshness: FreshnessStore::new(client.clone(), table.clone()),
             client,
-            table: table.into(),
-            freshness: Arc::default(),
+            table,
         }
     }
 
     /// An item's counts: the sum of its count rows (eventually consistent), clamped at zero.
+    /// The base partition says whether there are overflow partitions to add.
     pub async fn read(&self, item: &ItemId) -> Result<Counts, StoreError> {
-        let mut sum = Delta::ZERO;
-        for row in &self.rows(item.as_str(), COUNT_ROW_PREFIX).await? {
-            sum += Delta {
-                like: number(row, "like_count")?,
-                dislike: number(row, "dislike_count")?,
-            };
+        let base = self.rows(item.as_str()).await?;
+        let mut sum = sum_counts(&base)?;
+        let overflow = match base
+            .iter()
+            .find(|row| sort_key(row) == Some(OVERFLOW_MARKER))
+        {
+            Some(marker) => number(marker, "partitions")?,
+            None => 0,
+        };
+        let mut reads = JoinSet::new();
+        for h in 1..=overflow.clamp(0, i64::from(u32::MAX)) as u32 {
+            let store = self.clone();
+            let partition = overflow_partition(item, h);
+            reads.spawn(async move { store.rows(&partition).await });
+        }
+        while let Some(joined) = reads.join_next().await {
+            let rows = joined.map_err(|err| StoreError::Corrupt(format!("read task: {err}")))?;
+            sum += sum_counts(&rows?)?;
         }
         let (counts, clamped) = Counts::clamped(sum);
         if clamped {
@@ -110,46 +121,48 @@ impl CountsStore {
         Ok(all)
     }
 
-    /// The rows under one partition key whose sort key starts with `prefix`: an item's count
-    /// rows, or the pipeline's heartbeats. At most K small rows: one page.
-    async fn rows(&self, partition: &str, prefix: &str) -> Result<Vec<Item>, StoreError> {
+    /// Every row under one partition key: at most K small count rows and the marker, one
+    /// page.
+    async fn rows(&self, partition: &str) -> Result<Vec<Item>, StoreError> {
         let output = self
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("item_id = :partition AND begins_with(#shard, :prefix)")
-            .expression_attribute_names("#shard", "shard")
+            .key_condition_expression("item_id = :partition")
             .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
-            .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_owned()))
             .send()
             .await
             .map_err(|err| StoreError::aws("Query", err))?;
         Ok(output.items.unwrap_or_default())
     }
 
-    /// Epoch millis up to which counts are known complete (see
-    /// [`likes_core::pipeline::counts_as_of`]); `None` before the pipeline applied anything.
-    pub async fn as_of(&self) -> Result<Option<i64>, StoreError> {
-        if let Some((read_at, as_of)) = *self.freshness.lock().expect("cache lock") {
-            if read_at.elapsed() < FRESHNESS_CACHE {
-                return Ok(as_of);
-            }
-        }
-        let heartbeats = self
-            .rows(PIPELINE_ITEM, HEARTBEAT_ROW_PREFIX)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(Heartbeat {
-                    applied_at_ms: number(row, "applied_at")?,
-                    lag_ms: number(row, "lag_ms")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let as_of = counts_as_of(&heartbeats, LAG_WINDOW_MS);
-        *self.freshness.lock().expect("cache lock") = Some((Instant::now(), as_of));
-        Ok(as_of)
+    /// Epoch millis before which every flip is counted, or `None` when unknown (see
+    /// [`FreshnessStore::as_of`]: never an error).
+    pub async fn as_of(&self) -> Option<i64> {
+        self.freshness.as_of().await
     }
+}
+
+fn sort_key(row: &Item) -> Option<&str> {
+    match row.get("shard") {
+        Some(AttributeValue::S(sk)) => Some(sk),
+        _ => None,
+    }
+}
+
+/// The sum of the count rows among `rows` (other rows, like the marker, add nothing).
+fn sum_counts(rows: &[Item]) -> Result<Delta, StoreError> {
+    let mut sum = Delta::ZERO;
+    for row in rows
+        .iter()
+        .filter(|row| sort_key(row).is_some_and(|sk| sk.starts_with(COUNT_ROW_PREFIX)))
+    {
+        sum += Delta {
+            like: number(row, "like_count")?,
+            dislike: number(row, "dislike_count")?,
+        };
+    }
+    Ok(sum)
 }
 
 /// One chunk of a stream batch, ready to commit.
@@ -158,10 +171,8 @@ pub struct Chunk<'a> {
     /// The chunk's first `eventID`: the claim's key.
     pub claim_id: &'a str,
     pub event_ids: Vec<&'a str>,
-    /// Nonzero deltas per item; may be empty (the claim alone is still written).
-    pub deltas: &'a BTreeMap<ItemId, Delta>,
-    /// The count row (`D#<shard>`) this chunk adds to.
-    pub shard: u32,
+    /// What the chunk adds to each count row; may be empty (the claim alone is still written).
+    pub deltas: &'a BTreeMap<CountTarget, RowDelta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,25 +214,8 @@ impl CountsWriter {
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         let mut actions = vec![self.claim_put(chunk.claim_id, &chunk.event_ids, now_ms)?];
-        for (item, delta) in chunk.deltas {
-            let update = Update::builder()
-                .table_name(&self.counts_table)
-                .key("item_id", AttributeValue::S(item.as_str().to_owned()))
-                .key(
-                    "shard",
-                    AttributeValue::S(format!("{COUNT_ROW_PREFIX}{}", chunk.shard)),
-                )
-                .update_expression(
-                    "ADD like_count :like, dislike_count :dislike SET updated_at = :now",
-                )
-                .expression_attribute_values(":like", AttributeValue::N(delta.like.to_string()))
-                .expression_attribute_values(
-                    ":dislike",
-                    AttributeValue::N(delta.dislike.to_string()),
-                )
-                .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-                .build()
-                .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+        for (target, written) in chunk.deltas {
+            let update = row_update(&self.counts_table, target, written, now_ms)?;
             actions.push(TransactWriteItem::builder().update(update).build());
         }
         let mut attempt = 0;
@@ -263,7 +257,7 @@ impl CountsWriter {
             if !retryable || attempt >= CONFLICT_ATTEMPTS {
                 return Err(StoreError::aws("TransactWriteItems", err));
             }
-            tokio::time::sleep(Duration::from_millis(25 << attempt)).await;
+            tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
         }
     }
 
@@ -299,24 +293,34 @@ impl CountsWriter {
         }
     }
 
-    /// Records that a batch was applied and how stale its oldest change was by then.
-    pub async fn heartbeat(&self, beat: Heartbeat) -> Result<(), StoreError> {
-        let row = beat.applied_at_ms.rem_euclid(HEARTBEAT_ROWS);
-        self.client
+    /// Tells readers of `item` to add its overflow partitions `1..=partitions`. Written before
+    /// the first chunk that writes one of them, so no overflow row is ever invisible to a
+    /// reader; the marker only grows, so raising H later is safe.
+    pub async fn mark_overflow(&self, item: &ItemId, partitions: u32) -> Result<(), StoreError> {
+        let result = self
+            .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", AttributeValue::S(PIPELINE_ITEM.to_owned()))
-            .key(
-                "shard",
-                AttributeValue::S(format!("{HEARTBEAT_ROW_PREFIX}{row}")),
-            )
-            .update_expression("SET applied_at = :at, lag_ms = :lag")
-            .expression_attribute_values(":at", AttributeValue::N(beat.applied_at_ms.to_string()))
-            .expression_attribute_values(":lag", AttributeValue::N(beat.lag_ms.to_string()))
+            .key("item_id", AttributeValue::S(item.as_str().to_owned()))
+            .key("shard", AttributeValue::S(OVERFLOW_MARKER.to_owned()))
+            .update_expression("SET #partitions = :h")
+            .condition_expression("attribute_not_exists(#partitions) OR #partitions < :h")
+            .expression_attribute_names("#partitions", "partitions")
+            .expression_attribute_values(":h", AttributeValue::N(partitions.to_string()))
             .send()
-            .await
-            .map_err(|err| StoreError::aws("UpdateItem", err))?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err)
+                if matches!(
+                    err.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(StoreError::aws("UpdateItem", err)),
+        }
     }
 
     fn claim_put(
@@ -340,6 +344,47 @@ impl CountsWriter {
             .map_err(|err| StoreError::Corrupt(err.to_string()))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
+}
+
+/// The update one chunk makes to one count row: ADD to its totals, to the subtotal of each
+/// epoch its changes were committed in, and to its count of changes near each cut.
+fn row_update(
+    table: &str,
+    target: &CountTarget,
+    written: &RowDelta,
+    now_ms: i64,
+) -> Result<Update, StoreError> {
+    let mut adds = vec![
+        ("like_count".to_owned(), written.total.like),
+        ("dislike_count".to_owned(), written.total.dislike),
+    ];
+    for (epoch, delta) in &written.by_epoch {
+        let (like, dislike) = subtotal_attributes(*epoch);
+        adds.push((like, delta.like));
+        adds.push((dislike, delta.dislike));
+    }
+    for (cut, changes) in &written.near_cuts {
+        adds.push((near_cut_attribute(*cut), *changes as i64));
+    }
+    let mut update = Update::builder()
+        .table_name(table)
+        .key("item_id", AttributeValue::S(target.partition_key()))
+        .key(
+            "shard",
+            AttributeValue::S(format!("{COUNT_ROW_PREFIX}{}", target.row)),
+        )
+        .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
+    let mut clauses = Vec::with_capacity(adds.len());
+    for (i, (name, value)) in adds.into_iter().enumerate() {
+        clauses.push(format!("#a{i} :a{i}"));
+        update = update
+            .expression_attribute_names(format!("#a{i}"), name)
+            .expression_attribute_values(format!(":a{i}"), AttributeValue::N(value.to_string()));
+    }
+    update
+        .update_expression(format!("ADD {} SET updated_at = :now", clauses.join(", ")))
+        .build()
+        .map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 fn listed_event_ids(claim: &Item) -> Result<Vec<String>, StoreError> {

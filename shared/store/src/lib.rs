@@ -3,9 +3,11 @@
 
 pub mod counts;
 mod error;
+pub mod freshness;
 pub mod metrics;
 pub mod reactions;
 
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
 pub use error::StoreError;
+pub use freshness::{FreshnessStore, Watermark};
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

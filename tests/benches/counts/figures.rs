@@ -26,7 +26,7 @@ const VIRAL_LIKES_PER_SECOND: f64 = 50_000.0;
 /// One column of the table: one counter in one phase.
 #[derive(Default)]
 struct Column {
-    /// The design's column (the naive counter writes no claims and no heartbeats).
+    /// The design's column (the naive counter writes no claims and no watermarks).
     design: bool,
     records: usize,
     flips: usize,
@@ -90,14 +90,22 @@ impl Report {
         emulator: emulator::Timings,
     ) -> Self {
         let client = stack.dynamodb();
-        let shards: u32 = stack.pipeline().config().environment["COUNT_SHARDS"]
-            .parse()
-            .expect("COUNT_SHARDS is a number");
+        let environment = &stack.pipeline().config().environment;
+        let number = |name: &str| -> u32 {
+            environment[name]
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} is a number"))
+        };
+        let shards = number("COUNT_SHARDS");
+        let layout = likes_core::pipeline::CountLayout {
+            rows: shards,
+            overflow_partitions: number("OVERFLOW_PARTITIONS"),
+        };
         let log = naive.log();
         let claims = ledger::scan(&client, &stack.name("ClaimsTable")).await;
         let count_items = ledger::scan(&client, &stack.name("CountsTable")).await;
         let rows = ledger::rows_by_key(&count_items);
-        let transactions = ledger::transactions(&claims, &log, shards);
+        let transactions = ledger::transactions(&claims, &log, layout, &rows);
 
         // The rebuilt transactions must be the ones the mapping counted, or no figure stands.
         let total = stack.pipeline().counters();
@@ -122,10 +130,10 @@ impl Report {
 
         let heartbeat_bytes = rows
             .iter()
-            .filter(|((item, _), _)| item == "#pipeline")
+            .filter(|((item, _), _)| item.starts_with("#wm#"))
             .map(|(_, row)| capacity::item_size(row))
             .max()
-            .expect("heartbeats were written");
+            .expect("shard watermarks were written");
         let (hot_tx, cold_tx): (Vec<&Transaction>, Vec<&Transaction>) = transactions
             .iter()
             .partition(|t| t.records.iter().any(|r| r.item == HOT));
@@ -207,9 +215,10 @@ impl Report {
         }
         self.freshness_half_units = capacity::eventually_consistent_half_units(
             rows.iter()
-                .filter(|((item, shard), _)| item == "#pipeline" && shard.starts_with("H#"))
+                .filter(|((item, _), _)| item.starts_with("#asof#"))
                 .map(|(_, row)| capacity::item_size(row))
-                .sum(),
+                .max()
+                .expect("the pulse published as_of"),
         );
         self.answers = endpoint_answers(stack, &hot_page).await;
     }
@@ -462,7 +471,7 @@ impl Report {
         println!();
     }
 
-    /// A row only the design has: the naive counter writes no claims and no heartbeats.
+    /// A row only the design has: the naive counter writes no claims and no watermarks.
     fn design_row(&self, name: &str, cell: impl Fn(&Column) -> String) {
         print!("  {name:<44}");
         for column in self.columns() {
@@ -574,14 +583,14 @@ impl Report {
         self.design_row("transactions (chunks, one claim each)", |c| {
             c.transactions.to_string()
         });
-        self.design_row("invocations (one heartbeat each)", |c| {
+        self.design_row("invocations (one watermark write each)", |c| {
             c.heartbeats.to_string()
         });
 
         println!("2. Write units (WCU) per flip (hot: every flip is a like)");
         self.row("count rows", |c| c.per_flip(c.row_units));
         self.design_row("claims", |c| c.per_flip(c.claim_units));
-        self.design_row("heartbeats", |c| c.per_flip(c.heartbeat_units));
+        self.design_row("shard watermarks", |c| c.per_flip(c.heartbeat_units));
         self.row("total for counting", |c| c.per_flip(c.units()));
         self.row("count row bytes (min-max)", |c| {
             format!("{}-{}", c.row_bytes.0, c.row_bytes.1)
@@ -590,10 +599,11 @@ impl Report {
             format!("{}-{}", c.claim_bytes.0, c.claim_bytes.1)
         });
         println!(
-            "     heartbeat row {} B, one UpdateItem per invocation. Not above: the Reactions write itself (1 WCU per",
+            "     watermark row {} B, one UpdateItem per invocation. Not above: the Reactions write itself (1 WCU per",
             self.heartbeat_bytes
         );
-        println!("     flip + its by_liked_at entry: `make bench-write`) and one Kinesis PutRecords per chunk.");
+        println!("     flip + its by_liked_at entry: `make bench-write`), the publisher's Kinesis puts, and the pulse's");
+        println!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate).");
         println!("     Claims grow with stream records: moto writes 2 per new row (a keys-only INSERT first), AWS 1.");
 
         println!("3. Read units (RCU) per count read, eventually consistent");
@@ -609,7 +619,7 @@ impl Report {
         });
         let freshness = self.freshness_half_units as f64 / 2.0;
         println!(
-            "     + the design's freshness read (as_of): 1 Query of the heartbeat rows, {freshness} RCU, at most once a second per"
+            "     + the design's freshness read (as_of): 1 GetItem of an as_of replica, {freshness} RCU, at most once a second per"
         );
         println!(
             "     container: +{:.3} RCU per read at 10 reads/s per container, +{:.4} at 100. The naive counter has no as_of.",

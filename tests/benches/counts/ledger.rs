@@ -1,14 +1,15 @@
 //! What the aggregator wrote, rebuilt from the real items: every claim (one per committed
 //! transaction, listing its records' eventIDs) joined with the stream log tells which count
-//! rows that transaction updated (the items with a nonzero summed delta, on row
-//! `count_shard(claim id, K)`), and the items read back give every size the bill needs.
+//! rows that transaction updated (the items with a nonzero summed delta, on the chunk's slot:
+//! row k of the item's base partition, or of overflow partition h when the item was hot in
+//! its batch), and the items read back give every size the bill needs.
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use likes_core::pipeline::count_shard;
-use likes_core::Delta;
+use likes_core::pipeline::{overflow_partition, CountLayout};
+use likes_core::{Delta, ItemId};
 
 use crate::capacity::{self, Item};
 use crate::naive::StreamRecord;
@@ -59,7 +60,12 @@ pub fn number(item: &Item, name: &str) -> i64 {
 }
 
 /// Every committed transaction, rebuilt from the claims table and the stream log.
-pub fn transactions(claims: &[Item], log: &[StreamRecord], shards: u32) -> Vec<Transaction> {
+pub fn transactions(
+    claims: &[Item],
+    log: &[StreamRecord],
+    layout: CountLayout,
+    rows: &HashMap<(String, String), Item>,
+) -> Vec<Transaction> {
     let by_event: HashMap<&str, &StreamRecord> =
         log.iter().map(|r| (r.event_id.as_str(), r)).collect();
     let mut all: Vec<Transaction> = claims
@@ -79,17 +85,26 @@ pub fn transactions(claims: &[Item], log: &[StreamRecord], shards: u32) -> Vec<T
             for record in &records {
                 *deltas.entry(record.item.as_str()).or_default() += record.delta;
             }
-            let row = format!("D#{}", count_shard(id, shards));
-            let rows = deltas
+            let (k, h) = layout.slot(id);
+            let row = format!("D#{k}");
+            let written = deltas
                 .into_iter()
                 .filter(|(_, delta)| !delta.is_zero())
-                .map(|(item, _)| (item.to_owned(), row.clone()))
+                .map(|(item, _)| {
+                    // Which partition depends on the item's changes in the whole batch, which
+                    // the claim does not tell: the overflow row exists only if it was used.
+                    let overflow = overflow_partition(&ItemId::parse(item).expect("item id"), h);
+                    match rows.contains_key(&(overflow.clone(), row.clone())) {
+                        true => (overflow, row.clone()),
+                        false => (item.to_owned(), row.clone()),
+                    }
+                })
                 .collect();
             Transaction {
                 claim_bytes: capacity::item_size(claim),
                 sent_ms: number(claim, "created_at"),
                 records,
-                rows,
+                rows: written,
             }
         })
         .collect();
@@ -97,7 +112,7 @@ pub fn transactions(claims: &[Item], log: &[StreamRecord], shards: u32) -> Vec<T
     all
 }
 
-/// Count rows and heartbeat rows as they are now, by (item, sort key).
+/// Count rows and freshness rows as they are now, by (item, sort key).
 pub fn rows_by_key(counts: &[Item]) -> HashMap<(String, String), Item> {
     counts
         .iter()

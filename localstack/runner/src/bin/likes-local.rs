@@ -56,6 +56,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         environment_overrides: Default::default(),
         mapping_overrides: Default::default(),
         stream_shards: stack::stream_shards_from_env().map_err(|e| e.to_string())?,
+        fire_schedules: true,
     };
     let stack = Stack::start(aws, options)
         .await

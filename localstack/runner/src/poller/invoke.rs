@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use lambda_runtime::LambdaEvent;
-use likes_aggregator::{Aggregator, AggregatorConfig};
+use likes_aggregator::{Aggregator, AggregatorConfig, Publisher, PublisherConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -22,6 +22,7 @@ use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext
 #[derive(Debug, Clone)]
 pub enum StreamFunction {
     Aggregator(AggregatorConfig),
+    Publisher(PublisherConfig),
 }
 
 impl StreamFunction {
@@ -30,6 +31,11 @@ impl StreamFunction {
             "aggregator" => {
                 AggregatorConfig::from_lookup(|name| config.environment.get(name).cloned())
                     .map(Self::Aggregator)
+                    .map_err(|e| e.to_string())
+            }
+            "publisher" => {
+                PublisherConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Publisher)
                     .map_err(|e| e.to_string())
             }
             other => Err(format!(
@@ -51,15 +57,18 @@ impl StreamFunction {
             Self::Aggregator(config) => {
                 let dynamodb = aws_sdk_dynamodb::Client::from_conf(
                     aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults(context.clone()))
+                        .interceptor(CountWriteFaults(context))
                         .build(),
                 );
+                Handler::Aggregator(Aggregator::new(config.clone(), dynamodb))
+            }
+            Self::Publisher(config) => {
                 let kinesis = aws_sdk_kinesis::Client::from_conf(
                     aws_sdk_kinesis::config::Builder::from(sdk)
                         .interceptor(EventLogFaults(context))
                         .build(),
                 );
-                Handler::Aggregator(Aggregator::new(config.clone(), dynamodb, kinesis))
+                Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
         };
         FunctionInstance {
@@ -71,6 +80,7 @@ impl StreamFunction {
 
 enum Handler {
     Aggregator(Aggregator),
+    Publisher(Publisher),
 }
 
 pub struct FunctionInstance {
@@ -119,6 +129,9 @@ impl FunctionInstance {
         match &self.handler {
             Handler::Aggregator(aggregator) => {
                 run(payload, context, |event| aggregator.handle(event)).await
+            }
+            Handler::Publisher(publisher) => {
+                run(payload, context, |event| publisher.handle(event)).await
             }
         }
     }

@@ -86,8 +86,10 @@ pub struct ShardProgress {
 }
 
 impl ShardProgress {
+    /// Every record routed here is acknowledged and no invocation is running. A window's
+    /// final invocation may still be to come: it carries no records.
     fn done(&self) -> bool {
-        self.acknowledged >= self.routed && !self.in_flight && self.open_window.is_none()
+        self.acknowledged >= self.routed && !self.in_flight
     }
 }
 
@@ -302,8 +304,7 @@ impl Pipeline {
     }
 
     /// Waits until every virtual shard acknowledged every record in the stream now (applied,
-    /// or given up on) with no batch in flight and no tumbling window awaiting its final
-    /// invocation; returns the counters then. A shard a fault stalls or fails keeps it from
+    /// or given up on) with no batch in flight; returns the counters then. A shard a fault stalls or fails keeps it from
     /// settling: the timeout error names it.
     pub async fn settle(&self, timeout: Duration) -> Result<Counters, SettleError> {
         self.settle_where(timeout, |_| true).await

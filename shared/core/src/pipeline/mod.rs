@@ -1,6 +1,6 @@
-//! The count pipeline's decisions (DESIGN §5, §6), free of AWS types: how a stream batch is
-//! cut into chunks, what a chunk adds to which count row, what an existing claim means for
-//! the batch at hand, and how fresh a count is.
+//! The count pipeline's decisions, free of AWS types: how a stream batch is cut into chunks,
+//! what an existing claim means for the batch at hand, where deltas land ([`routing`]), and
+//! how fresh a count is ([`freshness`]).
 //!
 //! Exactly once without knowing the shard: each chunk is committed together with a claim
 //! keyed by its first record's `eventID` and listing the chunk's eventIDs. Every retry
@@ -8,11 +8,16 @@
 //! so it meets the claim and skips what the claim lists. When a batch ends inside a claim,
 //! a continuation claim keyed by the next listed record carries the rest to the next batch.
 
-use std::collections::BTreeMap;
-
-use sha2::{Digest, Sha256};
+pub mod freshness;
+pub mod routing;
 
 use crate::{Delta, ItemId, Transition};
+
+pub use freshness::{counts_as_of, StreamShard};
+pub use routing::{
+    event_partition_key, hot_items, overflow_partition, route_chunk, CountLayout, CountTarget,
+    Lane, RowDelta, HOT_ITEM_CHANGES,
+};
 
 /// TransactWriteItems takes 100 actions: the claim and at most 99 count rows.
 pub const MAX_CHUNK_ITEMS: usize = 99;
@@ -23,7 +28,11 @@ pub struct ChangeRecord {
     /// The stream's `eventID`: unique per record, the same on every delivery.
     pub event_id: String,
     pub sequence_number: String,
-    /// `None` for a record that changes no reaction state (a keys-only image, no-op write).
+    /// When DynamoDB committed the write (`ApproximateCreationDateTime`, epoch millis): what
+    /// the shard's watermark advances to once this record is applied.
+    pub stream_time_ms: i64,
+    /// `None` for a record that changes no reaction state (a keys-only image, no-op write,
+    /// a probe, a record that could not be read).
     pub change: Option<Change>,
 }
 
@@ -64,24 +73,6 @@ pub fn next_chunk_len(records: &[ChangeRecord], max_records: usize) -> usize {
     len
 }
 
-/// What a chunk adds to each item: one row write per item, however many events it holds.
-pub fn chunk_deltas(records: &[ChangeRecord]) -> BTreeMap<ItemId, Delta> {
-    let mut deltas: BTreeMap<ItemId, Delta> = BTreeMap::new();
-    for change in records.iter().filter_map(|r| r.change.as_ref()) {
-        *deltas.entry(change.item_id.clone()).or_default() += change.transition.delta();
-    }
-    deltas.retain(|_, delta| !delta.is_zero());
-    deltas
-}
-
-/// The count row a chunk writes to: a hash of the chunk's id, so concurrent chunks (from
-/// other stream shards) spread over an item's rows instead of melting one.
-pub fn count_shard(chunk_id: &str, shards: u32) -> u32 {
-    let digest = Sha256::digest(chunk_id.as_bytes());
-    let prefix = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
-    (prefix % u64::from(shards.max(1))) as u32
-}
-
 /// What an existing claim means for the batch records from the claim's key on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimMatch {
@@ -114,31 +105,6 @@ pub fn match_claim(batch_event_ids: &[&str], listed: &[String]) -> ClaimMatch {
     }
 }
 
-/// One report of the aggregator: when it applied a batch, and how stale the batch's oldest
-/// change was by then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Heartbeat {
-    pub applied_at_ms: i64,
-    pub lag_ms: i64,
-}
-
-/// How far back a count is known to be complete, from the pipeline's measured lag.
-///
-/// Taking the newest heartbeat and the worst lag reported in the `window_ms` before it:
-/// `as_of = newest.applied_at - worst_lag`. While the pipeline runs (heartbeats every
-/// batch) that is "now minus the recent worst staleness". When it is idle (or stalled) the
-/// value stays at the last batch: conservative, never optimistic. `None` before any batch.
-pub fn counts_as_of(heartbeats: &[Heartbeat], window_ms: i64) -> Option<i64> {
-    let newest = heartbeats.iter().map(|h| h.applied_at_ms).max()?;
-    let worst_lag = heartbeats
-        .iter()
-        .filter(|h| h.applied_at_ms >= newest - window_ms)
-        .map(|h| h.lag_ms.max(0))
-        .max()
-        .unwrap_or(0);
-    Some(newest - worst_lag)
-}
-
 /// An item's counts as readers see them: never below zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
@@ -158,8 +124,8 @@ impl Counts {
     }
 }
 
-/// One flip on the event log (Kinesis, partition key `item_id`). At least once: consumers
-/// deduplicate by `event_id`.
+/// One flip on the event log (Kinesis, partition key [`event_partition_key`]). At least once:
+/// consumers deduplicate by `event_id`, and order one row's flips by `op_id`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReactionEvent {
     pub event_id: String,
@@ -203,6 +169,8 @@ mod tests {
         ChangeRecord {
             event_id: format!("e{n}"),
             sequence_number: n.to_string(),
+            // Mid-epoch: far from any reconciliation cut.
+            stream_time_ms: 1_800_000,
             change: change.map(|(item, transition)| Change {
                 user_id: format!("u{n}"),
                 item_id: ItemId::parse(item).unwrap(),
@@ -252,29 +220,29 @@ mod tests {
             record(4, Some(("cold", Transition::new(Like, Neutral)))),
             record(5, Some(("cold", Transition::new(Neutral, Like)))),
         ];
-        let deltas = chunk_deltas(&records);
+        let hot = hot_items(&records);
+        let layout = CountLayout {
+            rows: 1,
+            overflow_partitions: 1,
+        };
+        let period = crate::reconcile::Period {
+            length_ms: 3_600_000,
+        };
+        let deltas: Vec<(String, Delta)> = route_chunk(&records, "e0", &hot, layout, period)
+            .into_iter()
+            .map(|(target, written)| (target.partition_key(), written.total))
+            .collect();
         assert_eq!(
             deltas,
-            BTreeMap::from([(
-                ItemId::parse("hot").unwrap(),
+            vec![(
+                "hot#1".to_owned(),
                 Delta {
                     like: 0,
                     dislike: 2
                 }
-            )]),
+            )],
             "cold nets to zero and writes nothing"
         );
-    }
-
-    #[test]
-    fn count_shards_are_stable_and_spread() {
-        assert_eq!(count_shard("abc", 16), count_shard("abc", 16));
-        let used: std::collections::BTreeSet<u32> = (0..200)
-            .map(|n| count_shard(&format!("chunk-{n}"), 16))
-            .collect();
-        assert_eq!(used.len(), 16, "200 chunks reach every one of 16 rows");
-        assert!(used.iter().all(|k| *k < 16));
-        assert_eq!(count_shard("x", 0), 0);
     }
 
     #[test]
@@ -348,30 +316,5 @@ mod tests {
         let json = serde_json::to_value(&event).unwrap();
         assert_eq!(json["old_state"], "LIKE");
         assert_eq!(json["source_sequence_number"], "900");
-    }
-
-    #[test]
-    fn as_of_subtracts_the_worst_recent_lag_from_the_newest_heartbeat() {
-        let beats = [
-            Heartbeat {
-                applied_at_ms: 100_000,
-                lag_ms: 900,
-            },
-            Heartbeat {
-                applied_at_ms: 130_000,
-                lag_ms: 2_000,
-            },
-            Heartbeat {
-                applied_at_ms: 160_000,
-                lag_ms: 300,
-            },
-            // Outside the window before the newest: its old lag no longer counts.
-            Heartbeat {
-                applied_at_ms: 10_000,
-                lag_ms: 50_000,
-            },
-        ];
-        assert_eq!(counts_as_of(&beats, 60_000), Some(158_000));
-        assert_eq!(counts_as_of(&[], 60_000), None);
     }
 }

@@ -1,0 +1,287 @@
+//! The pulse: once a second, turn every stream shard's watermark into one `as_of`, and keep
+//! quiet shards' watermarks moving with probe writes.
+//!
+//! Each tick lists the Reactions stream's shards (DescribeStream), reads their watermarks,
+//! computes [`counts_as_of`] and publishes it to the `as_of` replicas count reads use. Then it
+//! writes one probe row per shard whose probe key the aggregator has reported, and a few new
+//! probe keys while some shard has none yet: which shard a key lands on is DynamoDB's
+//! business, so the pulse learns it from what the aggregator saw. EventBridge Scheduler runs
+//! it every minute; one invocation ticks for most of that minute.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
+use lambda_runtime::LambdaEvent;
+use likes_core::clock::now_ms;
+use likes_core::pipeline::{counts_as_of, StreamShard};
+use likes_store::freshness::PROBE_USER_PREFIX;
+use likes_store::metrics::Report;
+use likes_store::{FreshnessStore, StoreError};
+use serde_json::{json, Value};
+
+use crate::ConfigError;
+
+/// New probe keys written per tick for each shard that has none, within these bounds.
+const NEW_PROBES_PER_UNCOVERED: usize = 4;
+const NEW_PROBES_MAX: usize = 64;
+/// The pulse stops this long before the invocation's deadline.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct PulseConfig {
+    pub counts_table: String,
+    pub reactions_table: String,
+    /// The Reactions stream's ARN.
+    pub reactions_stream: String,
+    /// How long one invocation keeps ticking.
+    pub run_for: Duration,
+    pub tick: Duration,
+    /// Each real shard stands for this many shards of the same name with `-v<n>` appended:
+    /// 1 on AWS; the local stack splits its emulator's one shard into several.
+    pub virtual_split: u32,
+}
+
+impl PulseConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let whole = |name: &'static str, max: usize| -> Result<u64, ConfigError> {
+            let value = var(name)?;
+            value
+                .parse()
+                .ok()
+                .filter(|n| (1..=max as u64).contains(n))
+                .ok_or(ConfigError::Range { name, max, value })
+        };
+        Ok(Self {
+            counts_table: var("COUNTS_TABLE")?,
+            reactions_table: var("REACTIONS_TABLE")?,
+            reactions_stream: var("REACTIONS_STREAM")?,
+            run_for: Duration::from_secs(whole("PULSE_SECONDS", 900)?),
+            tick: Duration::from_millis(whole("PULSE_TICK_MS", 60_000)?),
+            virtual_split: 1,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PulseError {
+    #[error("DescribeStream failed: {0}")]
+    DescribeStream(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one tick found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickReport {
+    pub shards: usize,
+    pub as_of_ms: Option<i64>,
+    pub probes_written: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pulse {
+    config: PulseConfig,
+    freshness: FreshnessStore,
+    streams: aws_sdk_dynamodbstreams::Client,
+}
+
+impl Pulse {
+    pub fn new(
+        config: PulseConfig,
+        dynamodb: aws_sdk_dynamodb::Client,
+        streams: aws_sdk_dynamodbstreams::Client,
+    ) -> Self {
+        Self {
+            freshness: FreshnessStore::new(dynamodb, config.counts_table.clone()),
+            config,
+            streams,
+        }
+    }
+
+    /// One scheduled invocation: ticks until `run_for` has passed (or the deadline nears).
+    /// Fails only when no tick succeeded, so a broken pulse shows in the function's errors.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+        let started = tokio::time::Instant::now();
+        let deadline_ms = i64::try_from(event.context.deadline).unwrap_or(i64::MAX);
+        let margin = DEADLINE_MARGIN.as_millis() as i64;
+        let (mut ticks, mut failed, mut last) = (0u32, 0u32, None);
+        loop {
+            let tick_started = tokio::time::Instant::now();
+            ticks += 1;
+            match self.tick().await {
+                Ok(report) => last = Some(report),
+                Err(err) => {
+                    failed += 1;
+                    tracing::error!(error = %err, "pulse tick failed; as_of stays where it was");
+                    Report::new("Likes/Pulse")
+                        .value("TickFailures", "Count", 1.0)
+                        .emit();
+                }
+            }
+            let next = tick_started + self.config.tick;
+            if next >= started + self.config.run_for
+                || now_ms() + self.config.tick.as_millis() as i64 + margin >= deadline_ms
+            {
+                break;
+            }
+            tokio::time::sleep_until(next).await;
+        }
+        if failed == ticks {
+            return Err(format!("all {ticks} pulse ticks failed").into());
+        }
+        Ok(json!({
+            "ticks": ticks,
+            "failed_ticks": failed,
+            "as_of": last.and_then(|r| r.as_of_ms),
+        }))
+    }
+
+    /// Lists shards, publishes `as_of`, writes probes.
+    pub async fn tick(&self) -> Result<TickReport, PulseError> {
+        let shards = self.shards().await?;
+        let ids: Vec<String> = shards.iter().map(|s| s.shard_id.clone()).collect();
+        let watermarks = self.freshness.watermarks(&ids).await?;
+        let times: BTreeMap<String, i64> = watermarks
+            .iter()
+            .map(|(id, w)| (id.clone(), w.stream_time_ms))
+            .collect();
+        let now = now_ms();
+        let as_of = counts_as_of(&shards, &times);
+        if let Some(as_of) = as_of {
+            self.freshness.publish_as_of(as_of, now).await?;
+        }
+        let open: Vec<&StreamShard> = shards.iter().filter(|s| !s.closed).collect();
+        let mut probes: Vec<String> = open
+            .iter()
+            .filter_map(|s| watermarks.get(&s.shard_id)?.probe_key.clone())
+            .collect();
+        probes.sort();
+        probes.dedup();
+        let uncovered = open.len().saturating_sub(probes.len());
+        if uncovered > 0 {
+            let fresh = (uncovered * NEW_PROBES_PER_UNCOVERED).min(NEW_PROBES_MAX);
+            probes.extend((0..fresh).map(|_| new_probe_key()));
+        }
+        self.freshness
+            .probe(&self.config.reactions_table, &probes, now)
+            .await?;
+        let mut report = Report::new("Likes/Pulse")
+            .value("Shards", "Count", shards.len() as f64)
+            .value("ShardsWithoutProbe", "Count", uncovered as f64)
+            .value("ProbesWritten", "Count", probes.len() as f64);
+        if let Some(as_of) = as_of {
+            report = report.value("AsOfLagMs", "Milliseconds", (now - as_of) as f64);
+        }
+        report.emit();
+        Ok(TickReport {
+            shards: shards.len(),
+            as_of_ms: as_of,
+            probes_written: probes.len(),
+        })
+    }
+
+    /// Every shard of the stream, paged, each expanded into its virtual shards.
+    async fn shards(&self) -> Result<Vec<StreamShard>, PulseError> {
+        let mut shards = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .streams
+                .describe_stream()
+                .stream_arn(&self.config.reactions_stream)
+                .set_exclusive_start_shard_id(start)
+                .send()
+                .await
+                .map_err(|err| PulseError::DescribeStream(DisplayErrorContext(err).to_string()))?;
+            let Some(description) = output.stream_description else {
+                break;
+            };
+            for shard in description.shards.unwrap_or_default() {
+                let Some(id) = shard.shard_id else { continue };
+                let closed = shard
+                    .sequence_number_range
+                    .is_some_and(|range| range.ending_sequence_number.is_some());
+                shards.extend(expand(
+                    &id,
+                    shard.parent_shard_id.as_deref(),
+                    closed,
+                    self.config.virtual_split,
+                ));
+            }
+            start = description.last_evaluated_shard_id;
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok(shards)
+    }
+}
+
+/// A real shard as the shards the pipeline sees: itself, or `-v0..-v<n-1>` when split (the
+/// parent of virtual shard k is the parent's virtual shard k: the same keys go to the same
+/// k).
+fn expand(id: &str, parent: Option<&str>, closed: bool, split: u32) -> Vec<StreamShard> {
+    if split <= 1 {
+        return vec![StreamShard {
+            shard_id: id.to_owned(),
+            parent_shard_id: parent.map(str::to_owned),
+            closed,
+        }];
+    }
+    (0..split)
+        .map(|k| StreamShard {
+            shard_id: format!("{id}-v{k}"),
+            parent_shard_id: parent.map(|p| format!("{p}-v{k}")),
+            closed,
+        })
+        .collect()
+}
+
+/// A probe key nobody used before: random, from the standard library's randomly seeded
+/// hasher.
+fn new_probe_key() -> String {
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!("{PROBE_USER_PREFIX}{random:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_shard_keeps_its_lineage_per_virtual_shard() {
+        assert_eq!(
+            expand("s2", Some("s1"), false, 1),
+            vec![StreamShard {
+                shard_id: "s2".into(),
+                parent_shard_id: Some("s1".into()),
+                closed: false
+            }]
+        );
+        let split = expand("s2", Some("s1"), true, 3);
+        let ids: Vec<_> = split.iter().map(|s| s.shard_id.as_str()).collect();
+        assert_eq!(ids, ["s2-v0", "s2-v1", "s2-v2"]);
+        assert_eq!(split[2].parent_shard_id.as_deref(), Some("s1-v2"));
+        assert!(split.iter().all(|s| s.closed));
+    }
+
+    #[test]
+    fn probe_keys_are_fresh_and_never_reactions() {
+        let (a, b) = (new_probe_key(), new_probe_key());
+        assert_ne!(a, b);
+        assert!(a.starts_with(PROBE_USER_PREFIX));
+        assert!(
+            likes_core::ItemId::parse(&a).is_err(),
+            "a probe key is no item id"
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! How fresh a count is: per-shard watermarks, and the `as_of` they add up to.
+//!
+//! Within one stream shard records arrive in commit order, and the aggregator applies them
+//! in that order. So once it has applied a record whose stream time (DynamoDB's
+//! `ApproximateCreationDateTime`, taken at commit) is `w`, every flip committed on that shard
+//! before `w` is counted: `w` is the shard's **watermark**. Over the whole stream, `as_of` is
+//! the lowest watermark among the shards that may still hold unapplied records. A stalled or
+//! retrying shard keeps its watermark where it was, so `as_of` stops there; a quiet shard is
+//! kept moving by probe writes (see the pulse), so it does not hold `as_of` back.
+//!
+//! Shard lineage matters: when a shard splits, Lambda finishes the parent before it starts
+//! the children. A closed shard is finished once one of its children has a watermark; a shard
+//! without a watermark yet is bounded by its nearest ancestor's; a shard with neither leaves
+//! `as_of` unknown rather than guessed.
+
+use std::collections::BTreeMap;
+
+/// A stream shard as the stream describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamShard {
+    pub shard_id: String,
+    pub parent_shard_id: Option<String>,
+    /// The shard has an ending sequence number: it takes no new records.
+    pub closed: bool,
+}
+
+/// Epoch millis before which every flip committed to the stream is counted; `None` when some
+/// shard that may hold unapplied records has no watermark to bound it (or there are no
+/// shards).
+pub fn counts_as_of(shards: &[StreamShard], watermarks: &BTreeMap<String, i64>) -> Option<i64> {
+    let by_id: BTreeMap<&str, &StreamShard> =
+        shards.iter().map(|s| (s.shard_id.as_str(), s)).collect();
+    let has_started_child = |id: &str| {
+        shards.iter().any(|s| {
+            s.parent_shard_id.as_deref() == Some(id) && watermarks.contains_key(&s.shard_id)
+        })
+    };
+    let mut as_of: Option<i64> = None;
+    for shard in shards {
+        if shard.closed && has_started_child(&shard.shard_id) {
+            continue;
+        }
+        let bound = bound(shard, &by_id, watermarks)?;
+        as_of = Some(as_of.map_or(bound, |a| a.min(bound)));
+    }
+    as_of
+}
+
+/// The shard's own watermark, or its nearest ancestor's (every record of a child comes after
+/// all of its parent's).
+fn bound(
+    shard: &StreamShard,
+    by_id: &BTreeMap<&str, &StreamShard>,
+    watermarks: &BTreeMap<String, i64>,
+) -> Option<i64> {
+    let mut current = shard;
+    // Lineage is finite, but a malformed description must not loop forever.
+    for _ in 0..=by_id.len() {
+        if let Some(w) = watermarks.get(&current.shard_id) {
+            return Some(*w);
+        }
+        current = by_id.get(current.parent_shard_id.as_deref()?)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parent: Option<&str>, closed: bool) -> StreamShard {
+        StreamShard {
+            shard_id: id.into(),
+            parent_shard_id: parent.map(str::to_owned),
+            closed,
+        }
+    }
+
+    fn marks(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn as_of_is_the_lowest_watermark_so_a_stalled_shard_holds_it_back() {
+        let shards = [shard("a", None, false), shard("b", None, false)];
+        assert_eq!(
+            counts_as_of(&shards, &marks(&[("a", 9_000), ("b", 4_000)])),
+            Some(4_000)
+        );
+    }
+
+    #[test]
+    fn a_shard_without_any_bound_leaves_as_of_unknown() {
+        let shards = [shard("a", None, false), shard("b", None, false)];
+        assert_eq!(counts_as_of(&shards, &marks(&[("a", 9_000)])), None);
+        assert_eq!(counts_as_of(&[], &marks(&[("a", 9_000)])), None);
+    }
+
+    #[test]
+    fn a_new_child_is_bounded_by_its_parent_until_it_has_a_watermark() {
+        let shards = [
+            shard("p", None, true),
+            shard("c1", Some("p"), false),
+            shard("c2", Some("p"), false),
+        ];
+        // No child started: the parent may still hold records.
+        assert_eq!(counts_as_of(&shards, &marks(&[("p", 5_000)])), Some(5_000));
+        // One child started, so the parent is finished; the other child is still bounded by
+        // the parent's last watermark.
+        assert_eq!(
+            counts_as_of(&shards, &marks(&[("p", 5_000), ("c1", 8_000)])),
+            Some(5_000)
+        );
+        assert_eq!(
+            counts_as_of(
+                &shards,
+                &marks(&[("p", 5_000), ("c1", 8_000), ("c2", 7_000)])
+            ),
+            Some(7_000)
+        );
+    }
+
+    #[test]
+    fn a_closed_shard_nobody_continued_still_counts() {
+        let shards = [shard("p", None, true), shard("q", None, false)];
+        assert_eq!(
+            counts_as_of(&shards, &marks(&[("p", 3_000), ("q", 9_000)])),
+            Some(3_000)
+        );
+    }
+}

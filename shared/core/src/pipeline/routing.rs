@@ -1,0 +1,266 @@
+//! Where a chunk's deltas land, and where its events go: the decisions that keep a viral item
+//! from melting one partition key, on the Counts table or on the event log.
+//!
+//! Count rows: an item's **base** partition (partition key `item_id`, rows `D#0..D#K-1`) takes
+//! the deltas of every item that is cold in a batch, so reading a cold item is one Query.
+//! An item that is **hot** in a batch (at least [`HOT_ITEM_CHANGES`] changes in it) gets its
+//! deltas written to one of H **overflow** partitions (`item_id#1..item_id#H`, same rows),
+//! chosen by the chunk: at hundreds of stream shards, every one of which commits several
+//! chunks a second that touch the viral item, the writes spread over H partition keys instead
+//! of one. A marker row in the base partition tells readers to read the overflow partitions
+//! too.
+//!
+//! Why the batch, not the chunk, decides: a chunk holds at most 99 items, so a shard whose
+//! batches carry mostly cold items cuts several chunks per batch, and an item with one change
+//! in each of them would still write once per chunk. An item with at most one change per batch
+//! writes its base partition at most once per batch per shard.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sha2::{Digest, Sha256};
+
+use super::ChangeRecord;
+use crate::reconcile::Period;
+use crate::{Delta, ItemId};
+
+/// An item with this many changes in one batch is hot for that batch.
+pub const HOT_ITEM_CHANGES: usize = 2;
+
+/// Which partition of an item a count row lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Lane {
+    /// The item's own partition key: every cold write, and the overflow marker.
+    Base,
+    /// Overflow partition `h` (1-based): `item_id#h`.
+    Overflow(u32),
+}
+
+/// One count row: an item, its partition, and the row `D#<row>` in it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CountTarget {
+    pub item: ItemId,
+    pub lane: Lane,
+    pub row: u32,
+}
+
+impl CountTarget {
+    /// The row's partition key on the Counts table. `#` never appears in an item id, so no
+    /// overflow partition can be mistaken for another item.
+    pub fn partition_key(&self) -> String {
+        match self.lane {
+            Lane::Base => self.item.as_str().to_owned(),
+            Lane::Overflow(h) => overflow_partition(&self.item, h),
+        }
+    }
+}
+
+pub fn overflow_partition(item: &ItemId, h: u32) -> String {
+    format!("{item}#{h}")
+}
+
+/// How an item's counts are spread: K rows per partition, H overflow partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountLayout {
+    /// K: count rows per partition.
+    pub rows: u32,
+    /// H: overflow partitions a hot item's writes spread over.
+    pub overflow_partitions: u32,
+}
+
+impl CountLayout {
+    /// The row and overflow partition a chunk writes: from one hash of the chunk's id, so
+    /// concurrent chunks of other shards spread over all of them.
+    pub fn slot(&self, chunk_id: &str) -> (u32, u32) {
+        let digest = Sha256::digest(chunk_id.as_bytes());
+        let prefix = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        let rows = u64::from(self.rows.max(1));
+        let row = (prefix % rows) as u32;
+        let overflow = ((prefix / rows) % u64::from(self.overflow_partitions.max(1))) as u32 + 1;
+        (row, overflow)
+    }
+}
+
+/// The items hot in a batch: those with at least [`HOT_ITEM_CHANGES`] changes in it.
+pub fn hot_items(batch: &[ChangeRecord]) -> BTreeSet<ItemId> {
+    let mut changes: BTreeMap<&ItemId, usize> = BTreeMap::new();
+    for change in batch.iter().filter_map(|r| r.change.as_ref()) {
+        *changes.entry(&change.item_id).or_default() += 1;
+    }
+    changes
+        .into_iter()
+        .filter(|(_, n)| *n >= HOT_ITEM_CHANGES)
+        .map(|(item, _)| item.clone())
+        .collect()
+}
+
+/// What one chunk adds to one count row: the total, the same split by the epoch each change
+/// was committed in, and the changes that fell near a reconciliation cut (see
+/// [`crate::reconcile`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowDelta {
+    pub total: Delta,
+    pub by_epoch: BTreeMap<i64, Delta>,
+    pub near_cuts: BTreeMap<i64, u64>,
+}
+
+/// What a chunk adds to which count row: one row per item, however many changes it holds,
+/// in the base partition for a cold item and in an overflow partition for a hot one. Items
+/// with no change write nothing; one whose changes cancel out still writes its near-cut
+/// changes (they make the item uncertain at that cut even when they net to zero).
+pub fn route_chunk(
+    chunk: &[ChangeRecord],
+    chunk_id: &str,
+    hot: &BTreeSet<ItemId>,
+    layout: CountLayout,
+    period: Period,
+) -> BTreeMap<CountTarget, RowDelta> {
+    let (row, overflow) = layout.slot(chunk_id);
+    let mut deltas: BTreeMap<CountTarget, RowDelta> = BTreeMap::new();
+    for record in chunk {
+        let Some(change) = &record.change else {
+            continue;
+        };
+        let lane = if hot.contains(&change.item_id) {
+            Lane::Overflow(overflow)
+        } else {
+            Lane::Base
+        };
+        let target = CountTarget {
+            item: change.item_id.clone(),
+            lane,
+            row,
+        };
+        let delta = change.transition.delta();
+        let written = deltas.entry(target).or_default();
+        written.total += delta;
+        *written
+            .by_epoch
+            .entry(period.epoch(record.stream_time_ms))
+            .or_default() += delta;
+        if let Some(cut) = period.near_cut(record.stream_time_ms) {
+            *written.near_cuts.entry(cut).or_default() += 1;
+        }
+    }
+    for written in deltas.values_mut() {
+        written.by_epoch.retain(|_, delta| !delta.is_zero());
+    }
+    deltas.retain(|_, written| !written.total.is_zero() || !written.near_cuts.is_empty());
+    deltas
+}
+
+/// The event log's partition key for a flip: the item and a hash of the user. One row's
+/// flips share a key (so they stay in order on one Kinesis shard), while a viral item's
+/// flips spread over every shard of the stream instead of saturating one. At most
+/// 128 + 1 + 8 characters, inside Kinesis's 256.
+pub fn event_partition_key(user_id: &str, item: &ItemId) -> String {
+    let digest = Sha256::digest(user_id.as_bytes());
+    let user_hash = u32::from_be_bytes(digest[..4].try_into().expect("4 bytes"));
+    format!("{item}#{user_hash:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Change;
+    use crate::ReactionState::{Like, None as Neutral};
+    use crate::Transition;
+
+    const LAYOUT: CountLayout = CountLayout {
+        rows: 16,
+        overflow_partitions: 8,
+    };
+    const HOUR: Period = Period {
+        length_ms: 3_600_000,
+    };
+
+    fn like(n: usize, item: &str) -> ChangeRecord {
+        ChangeRecord {
+            event_id: format!("e{n}"),
+            sequence_number: n.to_string(),
+            // Mid-epoch: far from any reconciliation cut.
+            stream_time_ms: 1_800_000,
+            change: Some(Change {
+                user_id: format!("u{n}"),
+                item_id: ItemId::parse(item).unwrap(),
+                transition: Transition::new(Neutral, Like),
+                op_id: 1,
+                event_time_ms: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_item_with_several_changes_in_the_batch_is_hot() {
+        let batch = vec![like(0, "viral"), like(1, "cold"), like(2, "viral")];
+        let hot = hot_items(&batch);
+        assert_eq!(hot, BTreeSet::from([ItemId::parse("viral").unwrap()]));
+    }
+
+    #[test]
+    fn hot_items_go_to_an_overflow_partition_and_cold_ones_to_their_base() {
+        let batch = vec![like(0, "viral"), like(1, "cold"), like(2, "viral")];
+        let hot = hot_items(&batch);
+        let routed = route_chunk(&batch, "e0", &hot, LAYOUT, HOUR);
+        assert_eq!(routed.len(), 2, "{routed:?}");
+        let (viral, viral_delta) = routed
+            .iter()
+            .find(|(t, _)| t.item.as_str() == "viral")
+            .unwrap();
+        assert!(matches!(viral.lane, Lane::Overflow(h) if (1..=8).contains(&h)));
+        assert_eq!(viral_delta.total.like, 2);
+        assert!(viral.partition_key().starts_with("viral#"));
+        let (cold, _) = routed
+            .iter()
+            .find(|(t, _)| t.item.as_str() == "cold")
+            .unwrap();
+        assert_eq!(
+            (cold.lane, cold.partition_key().as_str()),
+            (Lane::Base, "cold")
+        );
+        assert_eq!(cold.row, viral.row, "a chunk writes one row index");
+    }
+
+    #[test]
+    fn deltas_are_split_by_epoch_and_changes_near_a_cut_are_counted() {
+        let mut batch = vec![like(0, "game:1"), like(1, "game:1"), like(2, "game:1")];
+        batch[0].stream_time_ms = 3_600_000 * 5 - 10_000; // near cut 5, epoch 4
+        batch[1].stream_time_ms = 3_600_000 * 5 + 1_800_000; // epoch 5
+        batch[2].stream_time_ms = 3_600_000 * 5 + 1_800_001;
+        let routed = route_chunk(&batch, "e0", &BTreeSet::new(), LAYOUT, HOUR);
+        let written = routed.values().next().unwrap();
+        assert_eq!(written.total.like, 3);
+        assert_eq!(
+            written
+                .by_epoch
+                .iter()
+                .map(|(e, d)| (*e, d.like))
+                .collect::<Vec<_>>(),
+            [(4, 1), (5, 2)]
+        );
+        assert_eq!(written.near_cuts, BTreeMap::from([(5, 1)]));
+    }
+
+    #[test]
+    fn chunks_spread_over_every_row_and_overflow_partition() {
+        let slots: BTreeSet<(u32, u32)> = (0..4000)
+            .map(|n| LAYOUT.slot(&format!("chunk-{n}")))
+            .collect();
+        assert_eq!(slots.len(), 16 * 8, "4000 chunks reach all 128 slots");
+        assert!(slots.iter().all(|(k, h)| *k < 16 && (1..=8).contains(h)));
+    }
+
+    #[test]
+    fn a_viral_items_events_spread_over_many_partition_keys_and_a_rows_stay_together() {
+        let item = ItemId::parse("viral").unwrap();
+        let keys: BTreeSet<String> = (0..1000)
+            .map(|u| event_partition_key(&format!("user-{u}"), &item))
+            .collect();
+        assert!(keys.len() > 990, "{} keys for 1000 users", keys.len());
+        assert_eq!(
+            event_partition_key("alice", &item),
+            event_partition_key("alice", &item)
+        );
+        let longest = ItemId::parse(&"x".repeat(128)).unwrap();
+        assert!(event_partition_key(&"u".repeat(128), &longest).len() <= 256);
+    }
+}

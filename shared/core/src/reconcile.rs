@@ -1,0 +1,200 @@
+//! Reconciliation's arithmetic: what the pipeline had applied before a cut, and what to do
+//! about an item whose recount from an export at that cut disagrees.
+//!
+//! Counts keep moving while an export of the Reactions table at cut T is taken, so a recount
+//! at T can only be compared with what the pipeline applied for flips committed before T. The
+//! aggregator makes that exact: every count row keeps, besides its totals, a subtotal per
+//! **epoch** (the reconciliation period E: epoch j holds flips committed in [jE, (j+1)E)).
+//! For a cut T = kE, `applied(< T) = total − Σ subtotals of epochs ≥ k`. An export may be
+//! taken up to a minute away from the time asked for, so each row also counts the changes
+//! it took within that uncertainty of an epoch boundary; an item with any of them at the cut
+//! is deferred to the next run instead of corrected. A correction goes to the item's
+//! correction row as a delta attributed to the epoch before the cut, so later runs see it
+//! inside their own `applied(< T')`.
+
+use std::collections::BTreeMap;
+
+use crate::pipeline::Counts;
+use crate::Delta;
+
+/// How far from the requested time an export may really be taken.
+pub const EXPORT_UNCERTAINTY_MS: i64 = 60_000;
+
+/// The reconciliation period E, which cuts fall on multiples of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Period {
+    pub length_ms: i64,
+}
+
+impl Period {
+    /// The epoch a flip committed at `t_ms` belongs to.
+    pub fn epoch(self, t_ms: i64) -> i64 {
+        t_ms.div_euclid(self.length_ms)
+    }
+
+    /// The boundary (as the index k of cut kE) within [`EXPORT_UNCERTAINTY_MS`] of `t_ms`,
+    /// if any: a change there makes its item uncertain at that cut.
+    pub fn near_cut(self, t_ms: i64) -> Option<i64> {
+        let k = (t_ms + self.length_ms / 2).div_euclid(self.length_ms);
+        ((t_ms - k * self.length_ms).abs() <= EXPORT_UNCERTAINTY_MS).then_some(k)
+    }
+
+    /// The latest cut whose whole uncertainty window has passed by `now_ms`.
+    pub fn latest_cut(self, now_ms: i64) -> i64 {
+        (now_ms - EXPORT_UNCERTAINTY_MS).div_euclid(self.length_ms) * self.length_ms
+    }
+}
+
+/// Attribute names on a count row: epoch j's like and dislike subtotals, and the changes
+/// near cut k.
+pub fn subtotal_attributes(epoch: i64) -> (String, String) {
+    (format!("e{epoch}l"), format!("e{epoch}d"))
+}
+
+pub fn near_cut_attribute(cut: i64) -> String {
+    format!("n{cut}")
+}
+
+/// What a count row holds, as reconciliation reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountRowState {
+    pub total: Delta,
+    pub subtotals: BTreeMap<i64, Delta>,
+    /// Changes within the export's uncertainty of cut k, by k.
+    pub near_cuts: BTreeMap<i64, u64>,
+}
+
+/// What reconciliation decides for one item at cut k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The pipeline applied exactly what the export holds.
+    InSync,
+    /// Flips near the cut: the comparison would be a guess. The next run decides.
+    Deferred,
+    /// Add this to the item's correction row.
+    Correct(Delta),
+    /// The correction that makes the counts equal the recount would leave the live count
+    /// below zero: this one brings it to zero instead (and is reported).
+    Clamped(Delta),
+}
+
+/// Compares an item's recount at cut `k` (epochs < k) with its count rows.
+pub fn judge(recount: Counts, rows: &[CountRowState], cut: i64) -> Verdict {
+    if rows
+        .iter()
+        .any(|row| row.near_cuts.get(&cut).is_some_and(|n| *n > 0))
+    {
+        return Verdict::Deferred;
+    }
+    let mut applied = Delta::ZERO;
+    let mut live = Delta::ZERO;
+    for row in rows {
+        live += row.total;
+        applied += row.total;
+        for (_, subtotal) in row.subtotals.range(cut..) {
+            applied += Delta {
+                like: -subtotal.like,
+                dislike: -subtotal.dislike,
+            };
+        }
+    }
+    let drift = Delta {
+        like: recount.like_count as i64 - applied.like,
+        dislike: recount.dislike_count as i64 - applied.dislike,
+    };
+    if drift.is_zero() {
+        return Verdict::InSync;
+    }
+    // The live count after the correction is live + drift; never below zero.
+    let clamped = Delta {
+        like: drift.like.max(-live.like),
+        dislike: drift.dislike.max(-live.dislike),
+    };
+    if clamped == drift {
+        Verdict::Correct(drift)
+    } else {
+        Verdict::Clamped(clamped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Period = Period {
+        length_ms: 3_600_000,
+    };
+
+    fn delta(like: i64, dislike: i64) -> Delta {
+        Delta { like, dislike }
+    }
+
+    fn counts(like: u64, dislike: u64) -> Counts {
+        Counts {
+            like_count: like,
+            dislike_count: dislike,
+        }
+    }
+
+    fn row(total: Delta, subtotals: &[(i64, Delta)]) -> CountRowState {
+        CountRowState {
+            total,
+            subtotals: subtotals.iter().copied().collect(),
+            near_cuts: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn epochs_and_cuts_fall_on_the_period() {
+        assert_eq!(HOUR.epoch(3_600_000 * 5 + 1), 5);
+        assert_eq!(HOUR.epoch(-1), -1);
+        assert_eq!(HOUR.latest_cut(3_600_000 * 5 + 59_999), 3_600_000 * 4);
+        assert_eq!(HOUR.latest_cut(3_600_000 * 5 + 60_000), 3_600_000 * 5);
+        assert_eq!(HOUR.near_cut(3_600_000 * 5 - 60_000), Some(5));
+        assert_eq!(HOUR.near_cut(3_600_000 * 5 + 30_000), Some(5));
+        assert_eq!(HOUR.near_cut(3_600_000 * 5 + 60_001), None);
+        assert_eq!(HOUR.near_cut(1_800_000), None);
+    }
+
+    #[test]
+    fn flips_after_the_cut_are_not_drift() {
+        // 7 likes applied before cut 5, 3 more in epoch 5 and 1 in epoch 6.
+        let rows = [row(
+            delta(11, 0),
+            &[(4, delta(7, 0)), (5, delta(3, 0)), (6, delta(1, 0))],
+        )];
+        assert_eq!(judge(counts(7, 0), &rows, 5), Verdict::InSync);
+    }
+
+    #[test]
+    fn a_lost_batch_is_corrected_by_what_the_export_holds() {
+        let rows = [
+            row(delta(5, 1), &[(4, delta(5, 1))]),
+            row(delta(2, 0), &[(5, delta(2, 0))]),
+        ];
+        assert_eq!(judge(counts(9, 1), &rows, 5), Verdict::Correct(delta(4, 0)));
+    }
+
+    #[test]
+    fn items_with_changes_near_the_cut_are_deferred() {
+        let mut near = row(delta(1, 0), &[(4, delta(1, 0))]);
+        near.near_cuts.insert(5, 1);
+        assert_eq!(judge(counts(3, 0), &[near.clone()], 5), Verdict::Deferred);
+        assert_eq!(
+            judge(counts(3, 0), &[near], 6),
+            Verdict::Correct(delta(2, 0)),
+            "another cut is not uncertain"
+        );
+    }
+
+    #[test]
+    fn a_correction_never_takes_the_live_count_below_zero() {
+        // Applied before the cut: 5 likes; the export holds 0; but 3 unlikes of other likes
+        // after the cut already took the live count to 2 - 0 ... the live total is 2.
+        let rows = [row(delta(2, 0), &[(4, delta(5, 0)), (5, delta(-3, 0))])];
+        assert_eq!(
+            judge(counts(0, 0), &rows, 5),
+            Verdict::Clamped(delta(-2, 0))
+        );
+    }
+}

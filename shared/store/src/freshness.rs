@@ -1,0 +1,324 @@
+//! The rows `as_of` is made of, on the Counts table beside the counts (none of their partition
+//! keys is a valid item id, since `#` never appears in one):
+//!
+//! - `#wm#<shard id>` / `W`: a stream shard's watermark, written by the aggregator after each
+//!   batch (`stream_time`, and the last probe key it saw on that shard). One partition key per
+//!   shard, so hundreds of shards never share one.
+//! - `#asof#<r>` / `A`, r < [`AS_OF_REPLICAS`]: the `as_of` the pulse computed from every
+//!   shard's watermark, copied R times so a million count reads a second, each container
+//!   reading at most once a second, spread over R partition keys.
+//!
+//! And on the Reactions table, the pulse's probe rows: `user_id` `#probe#<n>`, `item_id`
+//! `#probe` (never a reaction: item ids cannot hold `#`), whose writes keep a quiet shard's
+//! watermark moving.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::Client;
+
+use crate::StoreError;
+
+/// Copies of the computed `as_of`; readers pick one by the clock.
+pub const AS_OF_REPLICAS: u32 = 16;
+/// The item id of every probe row: not a valid item id, so no reaction collides with it.
+pub const PROBE_ITEM: &str = "#probe";
+/// Probe rows' user ids start with this.
+pub const PROBE_USER_PREFIX: &str = "#probe#";
+/// A container re-reads `as_of` at most this often.
+const AS_OF_CACHE: Duration = Duration::from_secs(1);
+/// BatchGetItem takes at most 100 keys, BatchWriteItem 25 items.
+const BATCH_GET_KEYS: usize = 100;
+const BATCH_WRITE_ITEMS: usize = 25;
+/// What a batch call left unprocessed (throttling) is asked for again, up to this many times
+/// in all.
+const BATCH_ATTEMPTS: u32 = 5;
+
+type Item = HashMap<String, AttributeValue>;
+/// When `as_of` was last read, and what it was.
+type AsOfCache = Arc<Mutex<Option<(Instant, Option<i64>)>>>;
+
+/// What the aggregator last recorded for one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watermark {
+    /// Stream time (epoch millis) of the last record applied on the shard.
+    pub stream_time_ms: i64,
+    /// The last probe row seen on the shard: the pulse keeps writing it.
+    pub probe_key: Option<String>,
+}
+
+fn watermark_key(shard_id: &str) -> AttributeValue {
+    AttributeValue::S(format!("#wm#{shard_id}"))
+}
+
+fn as_of_key(replica: u32) -> AttributeValue {
+    AttributeValue::S(format!("#asof#{replica}"))
+}
+
+/// Reads and writes the freshness rows. Cheap to clone; clones share the `as_of` cache.
+#[derive(Debug, Clone)]
+pub struct FreshnessStore {
+    client: Client,
+    counts_table: String,
+    cached: AsOfCache,
+}
+
+impl FreshnessStore {
+    pub fn new(client: Client, counts_table: impl Into<String>) -> Self {
+        Self {
+            client,
+            counts_table: counts_table.into(),
+            cached: Arc::default(),
+        }
+    }
+
+    /// Moves a shard's watermark forward to `stream_time_ms` (never back: a late duplicate
+    /// delivery of older records must not lower it), noting the last probe seen.
+    pub async fn advance(
+        &self,
+        shard_id: &str,
+        stream_time_ms: i64,
+        probe_key: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", watermark_key(shard_id))
+            .key("shard", AttributeValue::S("W".into()))
+            .condition_expression("attribute_not_exists(stream_time) OR stream_time <= :t")
+            .expression_attribute_values(":t", AttributeValue::N(stream_time_ms.to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
+        update = match probe_key {
+            Some(probe) => update
+                .update_expression("SET stream_time = :t, updated_at = :now, probe_key = :p")
+                .expression_attribute_values(":p", AttributeValue::S(probe.to_owned())),
+            None => update.update_expression("SET stream_time = :t, updated_at = :now"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(()),
+            // Another delivery already moved it further: nothing to do.
+            Err(err)
+                if matches!(
+                    err.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(StoreError::aws("UpdateItem", err)),
+        }
+    }
+
+    /// The watermarks of the given shards (shards with none are absent).
+    pub async fn watermarks(
+        &self,
+        shard_ids: &[String],
+    ) -> Result<BTreeMap<String, Watermark>, StoreError> {
+        let mut found = BTreeMap::new();
+        for ids in shard_ids.chunks(BATCH_GET_KEYS) {
+            let keys: Vec<Item> = ids
+                .iter()
+                .map(|id| {
+                    HashMap::from([
+                        ("item_id".to_owned(), watermark_key(id)),
+                        ("shard".to_owned(), AttributeValue::S("W".into())),
+                    ])
+                })
+                .collect();
+            for row in self.batch_get(keys).await? {
+                let Some(AttributeValue::S(pk)) = row.get("item_id") else {
+                    return Err(StoreError::Corrupt(format!("watermark row {row:?}")));
+                };
+                let shard_id = pk.trim_start_matches("#wm#").to_owned();
+                let probe_key = match row.get("probe_key") {
+                    Some(AttributeValue::S(p)) => Some(p.clone()),
+                    _ => None,
+                };
+                found.insert(
+                    shard_id,
+                    Watermark {
+                        stream_time_ms: number(&row, "stream_time")?,
+                        probe_key,
+                    },
+                );
+            }
+        }
+        Ok(found)
+    }
+
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut rows = Vec::new();
+        let mut pending = Some(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .build()
+                .map_err(|err| StoreError::Corrupt(err.to_string()))?,
+        );
+        for attempt in 0..BATCH_ATTEMPTS {
+            let Some(request) = pending.take() else {
+                break;
+            };
+            if attempt > 0 {
+                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
+            }
+            let output = self
+                .client
+                .batch_get_item()
+                .request_items(&self.counts_table, request)
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("BatchGetItem", err))?;
+            if let Some(mut responses) = output.responses {
+                rows.extend(responses.remove(&self.counts_table).unwrap_or_default());
+            }
+            pending = output
+                .unprocessed_keys
+                .and_then(|mut left| left.remove(&self.counts_table))
+                .filter(|left| !left.keys().is_empty());
+        }
+        if pending.is_some() {
+            return Err(StoreError::Throttled {
+                operation: "BatchGetItem",
+            });
+        }
+        Ok(rows)
+    }
+
+    /// Writes `as_of` to every replica, in one request. Unconditional: two pulses
+    /// overlapping for a moment may leave a replica a little older than the other, which is
+    /// still true (every flip before an older `as_of` is counted too).
+    pub async fn publish_as_of(&self, as_of_ms: i64, now_ms: i64) -> Result<(), StoreError> {
+        let rows = (0..AS_OF_REPLICAS)
+            .map(|replica| {
+                HashMap::from([
+                    ("item_id".to_owned(), as_of_key(replica)),
+                    ("shard".to_owned(), AttributeValue::S("A".into())),
+                    ("as_of".to_owned(), AttributeValue::N(as_of_ms.to_string())),
+                    (
+                        "computed_at".to_owned(),
+                        AttributeValue::N(now_ms.to_string()),
+                    ),
+                ])
+            })
+            .collect();
+        self.batch_put(&self.counts_table, rows).await
+    }
+
+    /// The last published `as_of`, read from one replica at most once a second per container.
+    /// Never fails a count read: when the read fails the answer is `None` ("unknown"),
+    /// reported as a metric, and tried again on the next request.
+    pub async fn as_of(&self) -> Option<i64> {
+        if let Some((read_at, as_of)) = *self.cached.lock().expect("cache lock") {
+            if read_at.elapsed() < AS_OF_CACHE {
+                return as_of;
+            }
+        }
+        let replica =
+            (likes_core::clock::now_ms().unsigned_abs() % u64::from(AS_OF_REPLICAS)) as u32;
+        let read = self
+            .client
+            .get_item()
+            .table_name(&self.counts_table)
+            .key("item_id", as_of_key(replica))
+            .key("shard", AttributeValue::S("A".into()))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem", err))
+            .and_then(|out| out.item.map(|row| number(&row, "as_of")).transpose());
+        match read {
+            Ok(as_of) => {
+                *self.cached.lock().expect("cache lock") = Some((Instant::now(), as_of));
+                as_of
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "could not read as_of; answering counts without it");
+                crate::metrics::Report::new("Likes/Counts")
+                    .value("FreshnessReadFailures", "Count", 1.0)
+                    .emit();
+                None
+            }
+        }
+    }
+
+    /// Writes probe rows (`#probe#<n>`, `#probe`) on the Reactions table: one stream record
+    /// on whichever shard owns each key.
+    pub async fn probe(
+        &self,
+        reactions_table: &str,
+        probe_keys: &[String],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let rows = probe_keys
+            .iter()
+            .map(|key| {
+                HashMap::from([
+                    ("user_id".to_owned(), AttributeValue::S(key.clone())),
+                    (
+                        "item_id".to_owned(),
+                        AttributeValue::S(PROBE_ITEM.to_owned()),
+                    ),
+                    (
+                        "probed_at".to_owned(),
+                        AttributeValue::N(now_ms.to_string()),
+                    ),
+                ])
+            })
+            .collect();
+        self.batch_put(reactions_table, rows).await
+    }
+
+    /// Puts `rows` with BatchWriteItem (25 a request), asking again for what DynamoDB left
+    /// unprocessed, within the bounded backoff.
+    async fn batch_put(&self, table: &str, rows: Vec<Item>) -> Result<(), StoreError> {
+        let requests: Vec<WriteRequest> = rows
+            .into_iter()
+            .map(|item| {
+                PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map(|put| WriteRequest::builder().put_request(put).build())
+                    .map_err(|err| StoreError::Corrupt(err.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        for page in requests.chunks(BATCH_WRITE_ITEMS) {
+            let mut pending = page.to_vec();
+            for attempt in 1..=BATCH_ATTEMPTS {
+                let output = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, pending)
+                    .send()
+                    .await
+                    .map_err(|err| StoreError::aws("BatchWriteItem", err))?;
+                pending = output
+                    .unprocessed_items
+                    .and_then(|mut left| left.remove(table))
+                    .unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt == BATCH_ATTEMPTS {
+                    return Err(StoreError::Throttled {
+                        operation: "BatchWriteItem",
+                    });
+                }
+                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn number(row: &Item, name: &str) -> Result<i64, StoreError> {
+    match row.get(name) {
+        Some(AttributeValue::N(n)) => n
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("{name} = {n:?}"))),
+        other => Err(StoreError::Corrupt(format!("{name} is {other:?}"))),
+    }
+}

@@ -1,0 +1,83 @@
+//! `as_of` never lies: every flip accepted before it is counted, even while the shard that
+//! holds a flip keeps failing; and a stream with nothing to count still moves it forward,
+//! thanks to the pulse's probes.
+
+use std::time::{Duration, Instant};
+
+use likes_core::ReactionState::Like;
+use likes_tests::{epoch_ms, now_millis, TestStack};
+
+/// One count read: the like count and `as_of` (epoch millis) it answered together.
+async fn read(stack: &TestStack, item: &str) -> (u64, Option<i64>) {
+    let body = stack.like_count(item).await.json();
+    (
+        body["like_count"].as_u64().expect("a like count"),
+        body["as_of"].as_str().map(epoch_ms),
+    )
+}
+
+#[tokio::test]
+async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
+    let stack = TestStack::start_with_schedules().await;
+    let item = "game:fresh";
+    stack.react("first", item, Like).await;
+    let first = now_millis();
+    stack.settle().await;
+    stack.wait_for_as_of(first, Duration::from_secs(30)).await;
+
+    // The shard's next invocations fail, so Lambda retries the batch holding the like.
+    let faults = stack.pipeline().faults();
+    faults.fail_next_invocations(6);
+    stack.react("second", item, Like).await;
+    let accepted = now_millis();
+    let mut held_back = 0;
+    let watch_until = Instant::now() + Duration::from_secs(3);
+    while faults.armed() && Instant::now() < watch_until {
+        let (likes, as_of) = read(&stack, item).await;
+        if let Some(as_of) = as_of {
+            assert!(
+                as_of <= accepted || likes == 2,
+                "as_of {as_of} is past the like accepted at {accepted}, but the count is {likes}"
+            );
+            if as_of < accepted && likes == 1 {
+                held_back += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        held_back > 0,
+        "as_of was seen held back while the shard failed"
+    );
+    let counters = stack.settle().await;
+    assert!(
+        counters.function_errors >= 1,
+        "the fault fired: {counters:?}"
+    );
+    stack
+        .wait_for_as_of(accepted, Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        read(&stack, item).await.0,
+        2,
+        "counted once the retry succeeded"
+    );
+}
+
+#[tokio::test]
+async fn a_quiet_stream_keeps_as_of_moving() {
+    let stack = TestStack::start_with_schedules().await;
+    // Nothing is written: only the pulse's probes reach the stream.
+    let first = stack
+        .wait_for_as_of(now_millis() - 60_000, Duration::from_secs(30))
+        .await;
+    let later = stack
+        .wait_for_as_of(first + 2_000, Duration::from_secs(30))
+        .await;
+    assert!(later > first, "as_of moved from {first} to {later}");
+    assert_eq!(
+        stack.recount().await.len(),
+        0,
+        "probe rows are no reactions"
+    );
+}
