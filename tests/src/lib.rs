@@ -606,6 +606,23 @@ impl TestStack {
         keys
     }
 
+    /// Waits, if need be, for the aggregator's next tumbling window, so that at least `room`
+    /// is left in the current one: Lambda never puts records of two windows in one batch,
+    /// and a test that needs one batch must write it within a window.
+    pub async fn wait_for_window_room(&self, room: std::time::Duration) {
+        let Some(window) = self.pipeline().config().tumbling_window else {
+            return;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970");
+        let into = std::time::Duration::from_nanos((now.as_nanos() % window.as_nanos()) as u64);
+        if window.saturating_sub(into) < room {
+            // A little past the boundary: the stream stamps records with its own clock.
+            tokio::time::sleep(window - into + std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// `count` user ids `<tag>-u<i>` whose records land on virtual shard `shard` of the
     /// aggregator's mapping (one shard's records make one batch, as on AWS).
     pub fn users_on_shard(&self, tag: &str, shard: usize, count: usize) -> Vec<String> {

@@ -48,6 +48,8 @@ async fn history(stack: &TestStack, tag: &str, users: usize) {
 async fn history_in_one_batch(stack: &TestStack, tag: &str, records: usize) -> String {
     const ROUND: usize = 10;
     let pipeline = stack.pipeline();
+    // A batch holds the records of one tumbling window only.
+    stack.wait_for_window_room(Duration::from_secs(25)).await;
     pipeline.pause();
     let mut users = Vec::new();
     while stack.stream_records_of(&users).await < records {
@@ -188,7 +190,10 @@ async fn throttled_count_writes_count_once() {
 async fn refused_event_puts_never_hold_back_the_counts() {
     let stack = TestStack::start().await;
     let events = stack.publisher().faults();
-    events.fail_kinesis_puts(60);
+    // Every virtual shard's publisher retries at once: the refusals last as long as 60 do
+    // on one shard.
+    let refusals = 60 * stack.publisher().virtual_shards() as u64;
+    events.fail_kinesis_puts(refusals as u32);
     history(&stack, "a", 30).await;
     let counters = stack.settle().await;
     assert_eq!(
@@ -206,7 +211,7 @@ async fn refused_event_puts_never_hold_back_the_counts() {
         "the counts were complete while the event log was still refused"
     );
     let published = stack.settle_events().await;
-    assert_eq!(published.refused_kinesis_puts, 60, "{published:?}");
+    assert_eq!(published.refused_kinesis_puts, refusals, "{published:?}");
     assert!(published.partial_failures >= 2, "{published:?}");
     let flips = stack
         .events()

@@ -24,6 +24,7 @@ mod invoke;
 mod mapping;
 mod reader;
 mod record;
+mod retry;
 mod shard;
 mod supervisor;
 mod window;
@@ -34,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_config::SdkConfig;
+use aws_lambda_events::event::dynamodb::TimeWindowEvent;
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::{CounterCells, Counters, Faults};
@@ -105,6 +107,18 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A time window event, read as the function reads it.
+    fn of_window(event: &TimeWindowEvent, bounds: Bounds) -> Self {
+        let properties = &event.time_window_properties;
+        Self {
+            shard_id: properties.shard_id.clone().unwrap_or_default(),
+            records: event.dynamo_db_event.records.len(),
+            window: Some(bounds),
+            is_final_invoke_for_window: properties.is_final_invoke_for_window,
+            state: properties.state.clone(),
+        }
+    }
+
     fn plain(shard_id: &str, records: usize) -> Self {
         Self {
             shard_id: shard_id.to_owned(),

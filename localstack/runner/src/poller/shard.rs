@@ -4,69 +4,66 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::destination::{self, GiveUp};
+use super::destination::GiveUp;
 use super::invoke::{Answer, FunctionInstance, Outcome};
 use super::mapping::MappingConfig;
 use super::record::{BufferedRecord, SequenceNumber};
 use super::window::{Bounds, OpenWindow};
 use super::{epoch_now, Delivery, Shared, POLL_INTERVAL};
-use crate::faults::{CounterCells, Recut};
+use crate::faults::CounterCells;
 
 /// Lambda's synchronous invocation payload limit.
 const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
-/// Backoff before retry n: 100 ms, doubling, at most this.
-const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// A failed batch waiting for its retry.
 #[derive(Debug, Clone)]
-struct Retry {
+pub(super) struct Retry {
     /// The batch's first record (none for a window's final invocation): the count of
     /// attempts starts again when it moves on.
-    head: Option<SequenceNumber>,
-    failed_attempts: u32,
-    len: usize,
+    pub head: Option<SequenceNumber>,
+    pub failed_attempts: u32,
+    pub len: usize,
+}
+
+/// Where a virtual shard sits: its index n (as fault switches name it), its id
+/// (`<stream shard>-v<n>`) and the stream shard it is split from.
+pub struct ShardPlace {
+    pub index: usize,
+    pub id: String,
+    pub stream_shard: String,
 }
 
 pub struct VirtualShard {
-    shared: Arc<Shared>,
-    /// n, of the mapping's virtual shards: the index fault switches name.
-    index: usize,
-    id: String,
-    stream_shard: String,
-    function: FunctionInstance,
-    sqs: aws_sdk_sqs::Client,
-    inbox: UnboundedReceiver<BufferedRecord>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) place: ShardPlace,
+    pub(super) function: FunctionInstance,
+    pub(super) sqs: aws_sdk_sqs::Client,
+    pub(super) inbox: UnboundedReceiver<BufferedRecord>,
     /// The stream shard was read to its end: nothing more will arrive.
-    drained: bool,
-    buffer: VecDeque<BufferedRecord>,
-    retry: Option<Retry>,
+    pub(super) drained: bool,
+    pub(super) buffer: VecDeque<BufferedRecord>,
+    pub(super) retry: Option<Retry>,
     /// A batch that succeeded and will be delivered again (a duplicate-delivery fault).
-    duplicate: Option<usize>,
-    window: Option<OpenWindow>,
+    pub(super) duplicate: Option<usize>,
+    pub(super) window: Option<OpenWindow>,
 }
 
 impl VirtualShard {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         shared: Arc<Shared>,
-        index: usize,
-        id: String,
-        stream_shard: String,
+        place: ShardPlace,
         function: FunctionInstance,
         sqs: aws_sdk_sqs::Client,
         inbox: UnboundedReceiver<BufferedRecord>,
     ) -> Self {
         Self {
             shared,
-            index,
-            id,
-            stream_shard,
+            place,
             function,
             sqs,
             inbox,
@@ -78,11 +75,11 @@ impl VirtualShard {
         }
     }
 
-    fn config(&self) -> &MappingConfig {
+    pub(super) fn config(&self) -> &MappingConfig {
         &self.shared.config
     }
 
-    fn counters(&self) -> &CounterCells {
+    pub(super) fn counters(&self) -> &CounterCells {
         &self.shared.counters
     }
 
@@ -90,11 +87,12 @@ impl VirtualShard {
         loop {
             self.take_arrivals();
             if self.drained && self.buffer.is_empty() && self.window.is_none() {
-                self.shared.shard_progress(&self.id, |p| p.finished = true);
+                self.shared
+                    .shard_progress(&self.place.id, |p| p.finished = true);
                 return;
             }
             let faults = &self.shared.faults;
-            if self.shared.is_enabled() && !faults.is_stalled(self.index) {
+            if self.shared.is_enabled() && !faults.is_stalled(self.place.index) {
                 if let Some(expired) = self.expired_records() {
                     self.give_up(expired, GiveUp::RecordAgeExceeded).await;
                     continue;
@@ -112,7 +110,7 @@ impl VirtualShard {
         }
     }
 
-    fn take_arrivals(&mut self) {
+    pub(super) fn take_arrivals(&mut self) {
         loop {
             match self.inbox.try_recv() {
                 Ok(record) => self.buffer.push_back(record),
@@ -151,7 +149,10 @@ impl VirtualShard {
             return false;
         }
         let head = self.buffer.front().and_then(|r| self.bounds_of(r));
-        open.final_due(self.shared.read_through_secs(&self.stream_shard), head)
+        open.final_due(
+            self.shared.read_through_secs(&self.place.stream_shard),
+            head,
+        )
     }
 
     /// How many records the next invocation holds, if one is due.
@@ -166,7 +167,7 @@ impl VirtualShard {
             .count();
         let window_over = head_bounds.is_some_and(|b| {
             in_window < self.buffer.len()
-                || self.shared.read_through_secs(&self.stream_shard) >= b.end as f64
+                || self.shared.read_through_secs(&self.place.stream_shard) >= b.end as f64
         });
         let due = if let Some(retry) = &self.retry {
             Some(retry.len)
@@ -230,25 +231,24 @@ impl VirtualShard {
         };
         let (payload, delivery) = match &open {
             Some(open) => {
-                let event = open.event(records, &self.id, &self.config().stream_arn, is_final);
-                let properties = &event.time_window_properties;
-                let delivery = Delivery {
-                    shard_id: properties.shard_id.clone().unwrap_or_default(),
-                    records: len,
-                    window: Some(open.bounds),
-                    is_final_invoke_for_window: properties.is_final_invoke_for_window,
-                    state: properties.state.clone(),
-                };
-                (serde_json::to_vec(&event), delivery)
+                let event =
+                    open.event(records, &self.place.id, &self.config().stream_arn, is_final);
+                (
+                    serde_json::to_vec(&event),
+                    Delivery::of_window(&event, open.bounds),
+                )
             }
             None => {
                 let mut event = Event::default();
                 event.records = records;
-                (serde_json::to_vec(&event), Delivery::plain(&self.id, len))
+                (
+                    serde_json::to_vec(&event),
+                    Delivery::plain(&self.place.id, len),
+                )
             }
         };
         self.shared.record_delivery(delivery);
-        self.shared.shard_progress(&self.id, |p| {
+        self.shared.shard_progress(&self.place.id, |p| {
             p.in_flight = true;
             p.invocations += 1;
             p.records_delivered += len as u64;
@@ -258,7 +258,7 @@ impl VirtualShard {
             Err(err) => Answer::failed(format!("the event does not serialize: {err}")),
         };
         self.shared
-            .shard_progress(&self.id, |p| p.in_flight = false);
+            .shard_progress(&self.place.id, |p| p.in_flight = false);
         if let (Some(open), Some(state)) = (open.as_mut(), answer.state) {
             open.carry(state);
         }
@@ -268,7 +268,7 @@ impl VirtualShard {
         self.window = open.filter(|_| !(is_final && succeeded));
         let window = self.window.as_ref().map(|w| (w.bounds.start, w.bounds.end));
         self.shared
-            .shard_progress(&self.id, |p| p.open_window = window);
+            .shard_progress(&self.place.id, |p| p.open_window = window);
         match answer.outcome {
             Outcome::Success => {
                 self.retry = None;
@@ -287,8 +287,8 @@ impl VirtualShard {
             Outcome::FunctionError(reason) => {
                 CounterCells::add(&self.counters().function_errors, 1);
                 self.shared
-                    .shard_progress(&self.id, |p| p.last_error = Some(reason.clone()));
-                tracing::debug!(shard = %self.id, %reason, "function error; the batch is retried");
+                    .shard_progress(&self.place.id, |p| p.last_error = Some(reason.clone()));
+                tracing::debug!(shard = %self.place.id, %reason, "function error; the batch is retried");
                 self.failed(len).await;
             }
         }
@@ -296,7 +296,7 @@ impl VirtualShard {
 
     async fn invoke(&self, payload: &[u8], len: usize) -> Answer {
         let faults = &self.shared.faults;
-        if faults.is_failing(self.index) || faults.take_invocation_failure() {
+        if faults.is_failing(self.place.index) || faults.take_invocation_failure() {
             return Answer::failed("the invocation failed (injected fault)");
         }
         match self
@@ -313,100 +313,17 @@ impl VirtualShard {
     }
 
     /// The checkpoint moves past the first `n` buffered records.
-    fn acknowledge(&mut self, n: usize) {
+    pub(super) fn acknowledge(&mut self, n: usize) {
         let mut last = None;
         for _ in 0..n {
             last = self.buffer.pop_front().map(|r| r.raw_sequence_number);
         }
         if let Some(last) = last {
             CounterCells::add(&self.counters().records_acknowledged, n as u64);
-            self.shared.shard_progress(&self.id, |p| {
+            self.shared.shard_progress(&self.place.id, |p| {
                 p.acknowledged += n as u64;
                 p.checkpoint = Some(last);
             });
         }
-    }
-
-    /// After a failed attempt of the first `len` buffered records (none: a final window
-    /// invocation): retry them (cut as a fault may ask), or give up once
-    /// `MaximumRetryAttempts` retries failed.
-    async fn failed(&mut self, len: usize) {
-        let head = (len > 0)
-            .then(|| self.buffer.front().map(|r| r.sequence_number.clone()))
-            .flatten();
-        let failed_attempts = match &self.retry {
-            Some(retry) if retry.head == head => retry.failed_attempts + 1,
-            _ => 1,
-        };
-        if self
-            .config()
-            .maximum_retry_attempts
-            .is_some_and(|max| failed_attempts > max)
-        {
-            if len == 0 {
-                tracing::warn!(shard = %self.id, "the window's final invocation kept failing; its state is dropped");
-                self.window = None;
-                self.retry = None;
-                self.shared
-                    .shard_progress(&self.id, |p| p.open_window = None);
-            } else {
-                self.give_up(len, GiveUp::RetryAttemptsExhausted(failed_attempts))
-                    .await;
-            }
-            return;
-        }
-        let len = match (len, self.shared.faults.take_recut()) {
-            (0, _) | (_, None) => len,
-            (_, Some(Recut::Shorter(fewer))) => len.saturating_sub(fewer).max(1),
-            (_, Some(Recut::Longer(more))) => {
-                let wanted = (len + more).min(self.config().batch_size);
-                self.fill_until(wanted).await;
-                wanted.min(self.buffer.len())
-            }
-        };
-        self.retry = Some(Retry {
-            head,
-            failed_attempts,
-            len,
-        });
-        let backoff = Duration::from_millis(100 << (failed_attempts - 1).min(8));
-        tokio::time::sleep(backoff.min(MAX_RETRY_BACKOFF)).await;
-    }
-
-    /// Waits until `len` records are buffered or the stream shard was read to its end as it
-    /// is now.
-    async fn fill_until(&mut self, len: usize) {
-        let since = epoch_now();
-        loop {
-            self.take_arrivals();
-            let read_through = self.shared.read_through_secs(&self.stream_shard);
-            if self.buffer.len() >= len || self.drained || read_through > since {
-                self.take_arrivals();
-                return;
-            }
-            tokio::time::sleep(POLL_INTERVAL / 4).await;
-        }
-    }
-
-    /// Sends the metadata of the first `len` buffered records to the on-failure destination
-    /// and moves past them.
-    async fn give_up(&mut self, len: usize, why: GiveUp) {
-        let batch: Vec<BufferedRecord> = self.buffer.iter().take(len).cloned().collect();
-        let Some(message) = destination::batch_info(self.config(), &self.id, &batch, why) else {
-            return;
-        };
-        tracing::warn!(
-            shard = %self.id,
-            ?why,
-            records = len,
-            "giving up on a batch; its metadata goes to the on-failure destination"
-        );
-        destination::send(&self.sqs, self.config(), &message).await;
-        CounterCells::add(&self.counters().dlq_batches, 1);
-        CounterCells::add(&self.counters().dlq_records, len as u64);
-        // Whatever was pending for these records (a retry, a duplicate) goes with them.
-        self.retry = None;
-        self.duplicate = None;
-        self.acknowledge(len);
     }
 }

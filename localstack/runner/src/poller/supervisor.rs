@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::invoke::StreamFunction;
 use super::reader::{virtual_shard_id, StreamReader};
-use super::shard::VirtualShard;
+use super::shard::{ShardPlace, VirtualShard};
 use super::Shared;
 
 /// How often the stream's shard list is read again (splits open child shards).
@@ -84,16 +84,18 @@ fn start_stream_shard(
     for n in 0..shared.virtual_shards {
         let (outlet, inbox) = mpsc::unbounded_channel();
         outlets.push(outlet);
-        let id = virtual_shard_id(shard, n);
-        shared.shard_progress(&id, |p| {
+        let place = ShardPlace {
+            index: n,
+            id: virtual_shard_id(shard, n),
+            stream_shard: shard.to_owned(),
+        };
+        shared.shard_progress(&place.id, |p| {
             p.index = n;
             p.stream_shard = shard.to_owned();
         });
         let virtual_shard = VirtualShard::new(
             shared.clone(),
-            n,
-            id,
-            shard.to_owned(),
+            place,
             function.instance(shared, sdk),
             sqs.clone(),
             inbox,
