@@ -40,7 +40,8 @@ pub struct AggregatorConfig {
     pub counts_table: String,
     pub claims_table: String,
     pub layout: CountLayout,
-    /// The reconciliation period: count rows keep subtotals per epoch of this length.
+    /// Count rows keep subtotals per epoch of this length, and count the changes near its
+    /// boundaries (reconciliation cuts).
     pub period: Period,
     /// At most this many records per chunk (one transaction, one claim); chunks also stop
     /// at 99 distinct items.
@@ -71,7 +72,8 @@ impl AggregatorConfig {
                 overflow_partitions: whole("OVERFLOW_PARTITIONS", 1000)? as u32,
             },
             period: Period {
-                length_ms: whole("RECONCILE_PERIOD_MINUTES", 7 * 24 * 60)? as i64 * 60_000,
+                length_ms: whole("RECONCILE_EPOCH_SECONDS", 24 * 3600)? as i64 * 1000,
+                uncertainty_ms: whole("EXPORT_UNCERTAINTY_SECONDS", 3600)? as i64 * 1000,
             },
             chunk_records: whole("CHUNK_RECORDS", MAX_CHUNK_RECORDS)?,
         })

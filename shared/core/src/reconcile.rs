@@ -4,10 +4,10 @@
 //! Counts keep moving while an export of the Reactions table at cut T is taken, so a recount
 //! at T can only be compared with what the pipeline applied for flips committed before T. The
 //! aggregator makes that exact: every count row keeps, besides its totals, a subtotal per
-//! **epoch** (the reconciliation period E: epoch j holds flips committed in [jE, (j+1)E)).
-//! For a cut T = kE, `applied(< T) = total − Σ subtotals of epochs ≥ k`. An export may be
-//! taken up to a minute away from the time asked for, so each row also counts the changes
-//! it took within that uncertainty of an epoch boundary; an item with any of them at the cut
+//! **epoch** (of length E: epoch j holds flips committed in [jE, (j+1)E)), and cuts fall on
+//! epoch boundaries. For a cut T = kE, `applied(< T) = total − Σ subtotals of epochs ≥ k`.
+//! An export may be taken up to a minute away from the time asked for, so each row also
+//! counts the changes it took within that uncertainty of an epoch boundary; an item with any of them at the cut
 //! is deferred to the next run instead of corrected. A correction goes to the item's
 //! correction row as a delta attributed to the epoch before the cut, so later runs see it
 //! inside their own `applied(< T')`.
@@ -17,13 +17,14 @@ use std::collections::BTreeMap;
 use crate::pipeline::Counts;
 use crate::Delta;
 
-/// How far from the requested time an export may really be taken.
+/// How far from the requested time an export may really be taken on AWS.
 pub const EXPORT_UNCERTAINTY_MS: i64 = 60_000;
 
-/// The reconciliation period E, which cuts fall on multiples of.
+/// The epoch length E, which cuts fall on multiples of, and the export's time uncertainty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Period {
     pub length_ms: i64,
+    pub uncertainty_ms: i64,
 }
 
 impl Period {
@@ -32,16 +33,21 @@ impl Period {
         t_ms.div_euclid(self.length_ms)
     }
 
-    /// The boundary (as the index k of cut kE) within [`EXPORT_UNCERTAINTY_MS`] of `t_ms`,
-    /// if any: a change there makes its item uncertain at that cut.
+    /// The boundary (as the index k of cut kE) within the export's uncertainty of `t_ms`, if
+    /// any: a change there makes its item uncertain at that cut.
     pub fn near_cut(self, t_ms: i64) -> Option<i64> {
         let k = (t_ms + self.length_ms / 2).div_euclid(self.length_ms);
-        ((t_ms - k * self.length_ms).abs() <= EXPORT_UNCERTAINTY_MS).then_some(k)
+        ((t_ms - k * self.length_ms).abs() <= self.uncertainty_ms).then_some(k)
+    }
+
+    /// The latest cut at or before `t_ms`.
+    pub fn cut_at(self, t_ms: i64) -> i64 {
+        self.epoch(t_ms) * self.length_ms
     }
 
     /// The latest cut whose whole uncertainty window has passed by `now_ms`.
     pub fn latest_cut(self, now_ms: i64) -> i64 {
-        (now_ms - EXPORT_UNCERTAINTY_MS).div_euclid(self.length_ms) * self.length_ms
+        self.cut_at(now_ms - self.uncertainty_ms)
     }
 }
 
@@ -123,6 +129,7 @@ mod tests {
 
     const HOUR: Period = Period {
         length_ms: 3_600_000,
+        uncertainty_ms: EXPORT_UNCERTAINTY_MS,
     };
 
     fn delta(like: i64, dislike: i64) -> Delta {
@@ -150,6 +157,7 @@ mod tests {
         assert_eq!(HOUR.epoch(-1), -1);
         assert_eq!(HOUR.latest_cut(3_600_000 * 5 + 59_999), 3_600_000 * 4);
         assert_eq!(HOUR.latest_cut(3_600_000 * 5 + 60_000), 3_600_000 * 5);
+        assert_eq!(HOUR.cut_at(3_600_000 * 5 + 1), 3_600_000 * 5);
         assert_eq!(HOUR.near_cut(3_600_000 * 5 - 60_000), Some(5));
         assert_eq!(HOUR.near_cut(3_600_000 * 5 + 30_000), Some(5));
         assert_eq!(HOUR.near_cut(3_600_000 * 5 + 60_001), None);

@@ -6,6 +6,7 @@ mod error;
 pub mod freshness;
 pub mod metrics;
 pub mod reactions;
+pub mod reconciliation;
 
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
 pub use error::StoreError;

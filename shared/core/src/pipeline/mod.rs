@@ -227,6 +227,7 @@ mod tests {
         };
         let period = crate::reconcile::Period {
             length_ms: 3_600_000,
+            uncertainty_ms: 60_000,
         };
         let deltas: Vec<(String, Delta)> = route_chunk(&records, "e0", &hot, layout, period)
             .into_iter()

@@ -171,6 +171,7 @@ mod tests {
     };
     const HOUR: Period = Period {
         length_ms: 3_600_000,
+        uncertainty_ms: 60_000,
     };
 
     fn like(n: usize, item: &str) -> ChangeRecord {

@@ -1,0 +1,503 @@
+//! What reconciliation keeps on the Counts table: its run state, the count rows it reads back
+//! per item, and the corrections it writes.
+//!
+//! - `#reconcile` / `S`: the one run in progress or last finished (cut, phase, export ARN,
+//!   a lease). Every step is a conditional write on it, so two overlapping invocations
+//!   never both start, or both compare, the same cut.
+//! - `<item>` / `D#C`: the item's correction row, a count row like the others (readers sum
+//!   it), whose `runs` set names every run that corrected it, so a correction is added once.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
+use likes_core::{Delta, ItemId};
+
+use crate::StoreError;
+
+const STATE_KEY: &str = "#reconcile";
+const STATE_SORT_KEY: &str = "S";
+/// The correction row's sort key: under the `D#` prefix, so every count read adds it.
+pub const CORRECTION_ROW: &str = "D#C";
+/// Scan segments read in parallel.
+const SCAN_SEGMENTS: i32 = 4;
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Where a run is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// The export was asked for (its ARN once DynamoDB answered).
+    Exporting {
+        export_arn: Option<String>,
+    },
+    /// The export is complete: compare and correct, under a lease.
+    Comparing {
+        export_arn: String,
+    },
+    Done,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunState {
+    /// The cut T (epoch millis, a multiple of the period).
+    pub cut_ms: i64,
+    pub phase: Phase,
+    pub started_at_ms: i64,
+    pub lease_until_ms: i64,
+}
+
+impl RunState {
+    /// `cut-<T>`: the id corrections are written under.
+    pub fn run_id(&self) -> String {
+        format!("cut-{}", self.cut_ms)
+    }
+}
+
+/// Where a count row is: its partition key (the item, or one of its overflow partitions) and
+/// sort key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowKey {
+    pub partition: String,
+    pub sort_key: String,
+}
+
+/// An item's count rows as reconciliation reads them.
+pub type ItemRows = BTreeMap<ItemId, Vec<(RowKey, CountRowState)>>;
+
+#[derive(Debug, Clone)]
+pub struct ReconciliationStore {
+    client: Client,
+    counts_table: String,
+}
+
+fn s(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_owned())
+}
+
+fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn is_condition_failure(err: &aws_sdk_dynamodb::error::SdkError<UpdateItemError>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+impl ReconciliationStore {
+    pub fn new(client: Client, counts_table: impl Into<String>) -> Self {
+        Self {
+            client,
+            counts_table: counts_table.into(),
+        }
+    }
+
+    /// The current run state (strongly consistent), `None` before the first run.
+    pub async fn state(&self) -> Result<Option<RunState>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(STATE_KEY))
+            .key("shard", s(STATE_SORT_KEY))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem", err))?;
+        output.item.map(|row| parse_state(&row)).transpose()
+    }
+
+    /// Starts the run for `cut`, unless a run for it (or a later cut) exists or one is still
+    /// going. `false` when another invocation got there first.
+    pub async fn begin(&self, cut_ms: i64, now_ms: i64) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(STATE_KEY))
+            .key("shard", s(STATE_SORT_KEY))
+            .update_expression(
+                "SET cut = :cut, phase = :exporting, started_at = :now, lease_until = :zero \
+                 REMOVE export_arn",
+            )
+            .condition_expression("attribute_not_exists(cut) OR (phase = :done AND cut < :cut)")
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":exporting", s("exporting"))
+            .expression_attribute_values(":done", s("done"))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        self.settle_condition(result.map(|_| ()))
+    }
+
+    /// Records the export DynamoDB started for the run's cut.
+    pub async fn exporting(&self, cut_ms: i64, export_arn: &str) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            "exporting",
+            "SET export_arn = :arn",
+            &[(":arn", s(export_arn))],
+        )
+        .await
+    }
+
+    /// The export completed: the run may compare.
+    pub async fn comparing(&self, cut_ms: i64) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            "exporting",
+            "SET phase = :next",
+            &[(":next", s("comparing"))],
+        )
+        .await
+    }
+
+    /// Takes the compare step's lease until `until_ms`, if no other invocation holds it.
+    pub async fn lease(&self, cut_ms: i64, now_ms: i64, until_ms: i64) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(STATE_KEY))
+            .key("shard", s(STATE_SORT_KEY))
+            .update_expression("SET lease_until = :until")
+            .condition_expression("cut = :cut AND phase = :comparing AND lease_until < :now")
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":comparing", s("comparing"))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":until", n(until_ms))
+            .send()
+            .await;
+        self.settle_condition(result.map(|_| ()))
+    }
+
+    /// The run is over; `report_key` is where its drift report went.
+    pub async fn done(&self, cut_ms: i64, report_key: &str) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            "comparing",
+            "SET phase = :next, report = :report",
+            &[(":next", s("done")), (":report", s(report_key))],
+        )
+        .await
+    }
+
+    async fn step(
+        &self,
+        cut_ms: i64,
+        from: &str,
+        update: &str,
+        values: &[(&str, AttributeValue)],
+    ) -> Result<bool, StoreError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(STATE_KEY))
+            .key("shard", s(STATE_SORT_KEY))
+            .update_expression(update)
+            .condition_expression("cut = :cut AND phase = :from")
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":from", s(from));
+        for (name, value) in values {
+            request = request.expression_attribute_values(*name, value.clone());
+        }
+        self.settle_condition(request.send().await.map(|_| ()))
+    }
+
+    fn settle_condition(
+        &self,
+        result: Result<(), aws_sdk_dynamodb::error::SdkError<UpdateItemError>>,
+    ) -> Result<bool, StoreError> {
+        match result {
+            Ok(()) => Ok(true),
+            Err(err) if is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(StoreError::aws("UpdateItem", err)),
+        }
+    }
+
+    /// Every item's count rows (base, overflow and correction rows), by item. A full Scan in
+    /// parallel segments.
+    pub async fn count_rows(&self) -> Result<ItemRows, StoreError> {
+        let mut segments = tokio::task::JoinSet::new();
+        for segment in 0..SCAN_SEGMENTS {
+            let store = self.clone();
+            segments.spawn(async move { store.scan_segment(segment).await });
+        }
+        let mut rows = ItemRows::new();
+        while let Some(joined) = segments.join_next().await {
+            let found =
+                joined.map_err(|err| StoreError::Corrupt(format!("scan task: {err}")))??;
+            for (item, key, row) in found {
+                rows.entry(item).or_default().push((key, row));
+            }
+        }
+        Ok(rows)
+    }
+
+    async fn scan_segment(
+        &self,
+        segment: i32,
+    ) -> Result<Vec<(ItemId, RowKey, CountRowState)>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.counts_table)
+                .segment(segment)
+                .total_segments(SCAN_SEGMENTS)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("Scan", err))?;
+            for row in page.items() {
+                if let Some(parsed) = parse_count_row(row)? {
+                    found.push(parsed);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// Adds `delta` to the item's correction row, attributed to the epoch before the cut, once
+    /// per run: `false` when this run already corrected the item (a rerun writes nothing).
+    pub async fn correct(
+        &self,
+        item: &ItemId,
+        delta: Delta,
+        cut_epoch: i64,
+        run_id: &str,
+    ) -> Result<bool, StoreError> {
+        let (like, dislike) = subtotal_attributes(cut_epoch - 1);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(item.as_str()))
+            .key("shard", s(CORRECTION_ROW))
+            .update_expression(
+                "ADD like_count :like, dislike_count :dislike, #el :like, #ed :dislike, runs :run",
+            )
+            .condition_expression("attribute_not_exists(runs) OR NOT contains(runs, :id)")
+            .expression_attribute_names("#el", like)
+            .expression_attribute_names("#ed", dislike)
+            .expression_attribute_values(":like", n(delta.like))
+            .expression_attribute_values(":dislike", n(delta.dislike))
+            .expression_attribute_values(":run", AttributeValue::Ss(vec![run_id.to_owned()]))
+            .expression_attribute_values(":id", s(run_id))
+            .send()
+            .await;
+        self.settle_condition(result.map(|_| ()))
+    }
+
+    /// Drops subtotals of epochs before the cut, and near-cut counts up to it, from one row:
+    /// no later cut needs them, and rows stay small.
+    pub async fn drop_reconciled(
+        &self,
+        key: &RowKey,
+        attributes: &[String],
+    ) -> Result<(), StoreError> {
+        if attributes.is_empty() {
+            return Ok(());
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key("item_id", s(&key.partition))
+            .key("shard", s(&key.sort_key));
+        let mut names = Vec::new();
+        for (i, attribute) in attributes.iter().enumerate() {
+            names.push(format!("#r{i}"));
+            request = request.expression_attribute_names(format!("#r{i}"), attribute);
+        }
+        request
+            .update_expression(format!("REMOVE {}", names.join(", ")))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("UpdateItem", err))?;
+        Ok(())
+    }
+}
+
+/// The attributes of a row that no cut after `cut` needs.
+pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
+    let mut names = Vec::new();
+    for epoch in row.subtotals.keys().filter(|e| **e < cut) {
+        let (like, dislike) = subtotal_attributes(*epoch);
+        names.push(like);
+        names.push(dislike);
+    }
+    for k in row.near_cuts.keys().filter(|k| **k <= cut) {
+        names.push(near_cut_attribute(*k));
+    }
+    names
+}
+
+fn parse_state(row: &Item) -> Result<RunState, StoreError> {
+    let text = |name: &str| match row.get(name) {
+        Some(AttributeValue::S(v)) => Some(v.clone()),
+        _ => None,
+    };
+    let number = |name: &str| -> Result<i64, StoreError> {
+        match row.get(name) {
+            Some(AttributeValue::N(v)) => v
+                .parse()
+                .map_err(|_| StoreError::Corrupt(format!("reconcile state {name} = {v:?}"))),
+            _ => Ok(0),
+        }
+    };
+    let phase = match text("phase").as_deref() {
+        Some("exporting") => Phase::Exporting {
+            export_arn: text("export_arn"),
+        },
+        Some("comparing") => Phase::Comparing {
+            export_arn: text("export_arn")
+                .ok_or_else(|| StoreError::Corrupt("comparing without an export".into()))?,
+        },
+        Some("done") => Phase::Done,
+        other => return Err(StoreError::Corrupt(format!("reconcile phase {other:?}"))),
+    };
+    Ok(RunState {
+        cut_ms: number("cut")?,
+        phase,
+        started_at_ms: number("started_at")?,
+        lease_until_ms: number("lease_until")?,
+    })
+}
+
+/// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
+/// count rows (freshness rows, the run state, overflow markers).
+fn parse_count_row(row: &Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
+    let (Some(AttributeValue::S(partition)), Some(AttributeValue::S(sort_key))) =
+        (row.get("item_id"), row.get("shard"))
+    else {
+        return Err(StoreError::Corrupt(format!(
+            "count row without keys: {row:?}"
+        )));
+    };
+    if partition.starts_with('#') || !sort_key.starts_with("D#") {
+        return Ok(None);
+    }
+    // An overflow partition is `<item>#<h>`; `#` never appears in an item id.
+    let item = partition.split('#').next().unwrap_or_default();
+    let item = ItemId::parse(item)
+        .map_err(|err| StoreError::Corrupt(format!("count row {partition}: {err}")))?;
+    let mut state = CountRowState::default();
+    for (name, value) in row {
+        let AttributeValue::N(number) = value else {
+            continue;
+        };
+        let number: i64 = number
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("{partition} {name} = {number:?}")))?;
+        match name.as_str() {
+            "like_count" => state.total.like = number,
+            "dislike_count" => state.total.dislike = number,
+            _ => {
+                let (kind, index) = name.split_at(1);
+                let parse_tail = |tail: &str| tail.parse::<i64>().ok();
+                match kind {
+                    "e" if name.ends_with('l') => {
+                        if let Some(epoch) = parse_tail(&index[..index.len() - 1]) {
+                            state.subtotals.entry(epoch).or_default().like = number;
+                        }
+                    }
+                    "e" if name.ends_with('d') => {
+                        if let Some(epoch) = parse_tail(&index[..index.len() - 1]) {
+                            state.subtotals.entry(epoch).or_default().dislike = number;
+                        }
+                    }
+                    "n" => {
+                        if let Some(cut) = parse_tail(index) {
+                            state.near_cuts.insert(cut, number.max(0) as u64);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let key = RowKey {
+        partition: partition.clone(),
+        sort_key: sort_key.clone(),
+    };
+    Ok(Some((item, key, state)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_rows_are_read_with_their_subtotals_and_near_cut_counts() {
+        let row: Item = [
+            ("item_id", s("game:1#3")),
+            ("shard", s("D#4")),
+            ("like_count", n(7)),
+            ("dislike_count", n(-1)),
+            ("e12l", n(5)),
+            ("e12d", n(-1)),
+            ("e13l", n(2)),
+            ("n13", n(1)),
+            ("updated_at", n(99)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let (item, key, state) = parse_count_row(&row).unwrap().unwrap();
+        assert_eq!(
+            (key.partition.as_str(), key.sort_key.as_str()),
+            ("game:1#3", "D#4")
+        );
+        assert_eq!(
+            item.as_str(),
+            "game:1",
+            "an overflow partition belongs to its item"
+        );
+        assert_eq!(
+            state.total,
+            Delta {
+                like: 7,
+                dislike: -1
+            }
+        );
+        assert_eq!(
+            state.subtotals[&12],
+            Delta {
+                like: 5,
+                dislike: -1
+            }
+        );
+        assert_eq!(
+            state.subtotals[&13],
+            Delta {
+                like: 2,
+                dislike: 0
+            }
+        );
+        assert_eq!(state.near_cuts[&13], 1);
+        assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d", "n13"]);
+    }
+
+    #[test]
+    fn rows_that_are_not_count_rows_are_skipped() {
+        for (pk, sk) in [("#wm#s1", "W"), ("#reconcile", "S"), ("game:1", "H")] {
+            let row: Item = [("item_id", s(pk)), ("shard", s(sk))]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            assert_eq!(parse_count_row(&row).unwrap(), None, "{pk} {sk}");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The figures, side by side: a column per design, each row a per-second worst or a
+//! distribution over the run, with the limit it is measured against.
+
+use crate::kinesis::RECORDS_PER_SHARD_SECOND;
+use crate::mapping::MappingRun;
+use crate::meter::{percentile, Histogram, PerSecondWorst};
+
+/// DynamoDB accepts at most this many write units a second on one partition.
+pub const WCU_PER_PARTITION_SECOND: u64 = 1000;
+
+/// One design's run, reduced to what the table shows.
+pub struct Column {
+    pub name: &'static str,
+    pub counts_wcu: PerSecondWorst<String>,
+    pub kinesis: PerSecondWorst<usize>,
+    /// Per second; `None` where nothing can conflict (no transactions).
+    pub conflicts: Option<Vec<u64>>,
+    /// Chunks committed, failed after every attempt, and met as an earlier delivery's claim.
+    pub chunks: Option<(u64, u64, u64)>,
+    pub staleness: Histogram,
+    pub as_of_lag: Option<Histogram>,
+    /// Event time to on the Kinesis log.
+    pub event_lag: Histogram,
+    pub count_row_writes: u64,
+    /// Overflow markers and watermarks, beside the count rows.
+    pub other_counts_writes: Option<u64>,
+    pub claims_wcu: Option<PerSecondWorst<String>>,
+    pub mapping: MappingRun,
+}
+
+impl Column {
+    /// The run's worst second on one count partition key and on one Kinesis shard.
+    pub fn worst(&self) -> (u64, u64) {
+        (self.counts_wcu.peak().0, self.kinesis.peak().0)
+    }
+}
+
+fn over(value: u64, limit: u64) -> &'static str {
+    if value > limit {
+        " OVER"
+    } else {
+        ""
+    }
+}
+
+fn ms(h: &Histogram, p: f64) -> String {
+    h.percentile(p).map_or("-".into(), |v| format!("{v} ms"))
+}
+
+fn mean(values: &[u64]) -> f64 {
+    values.iter().sum::<u64>() as f64 / values.len().max(1) as f64
+}
+
+/// Prints the table. `offered_seconds` bounds the p50s and means to the seconds traffic was
+/// offered in (the drain after it would pull them down).
+pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
+    let row = |label: &str, cell: &dyn Fn(&Column) -> String| {
+        print!("  {label:<46}");
+        for column in columns {
+            print!(" {:>28}", cell(column));
+        }
+        println!();
+    };
+    let offered = |values: &[u64]| values[..offered_seconds.min(values.len())].to_vec();
+    row("", &|c| c.name.to_owned());
+    row("worst count partition key, WCU/s: max", &|c| {
+        let (wcu, _, _) = c.counts_wcu.peak();
+        format!("{wcu}{}", over(wcu, WCU_PER_PARTITION_SECOND))
+    });
+    row("  that key (second)", &|c| {
+        let (_, key, second) = c.counts_wcu.peak();
+        format!("{} (s {second})", key.map_or("-", String::as_str))
+    });
+    row("  p50 over the offered seconds", &|c| {
+        percentile(&offered(&c.counts_wcu.worst_units()), 50.0).to_string()
+    });
+    row("worst Kinesis shard, records/s: max", &|c| {
+        let (records, _, _) = c.kinesis.peak();
+        format!("{records}{}", over(records, RECORDS_PER_SHARD_SECOND))
+    });
+    row("  p50 over the offered seconds", &|c| {
+        percentile(&offered(&c.kinesis.worst_units()), 50.0).to_string()
+    });
+    row("transaction conflicts/s: max / mean", &|c| {
+        c.conflicts
+            .as_ref()
+            .map_or("- (no transactions)".into(), |per| {
+                let max = per.iter().max().copied().unwrap_or(0);
+                format!("{max} / {:.1}", mean(&offered(per)))
+            })
+    });
+    row("chunks committed / failed after 5 attempts", &|c| {
+        c.chunks.map_or("-".into(), |(committed, failed, _)| {
+            format!("{committed} / {failed}")
+        })
+    });
+    row("  batches resent from a failed chunk; claims met", &|c| {
+        c.chunks.map_or("-".into(), |(_, _, claimed)| {
+            format!("{}; {claimed}", c.mapping.retried_batches)
+        })
+    });
+    row("staleness, event -> committed: p50 / p99", &|c| {
+        format!("{} / {}", ms(&c.staleness, 50.0), ms(&c.staleness, 99.0))
+    });
+    row("count as_of lag (sampled each 100 ms): p50 / p99", &|c| {
+        c.as_of_lag
+            .as_ref()
+            .map_or("-".into(), |h| format!("{} / {}", ms(h, 50.0), ms(h, 99.0)))
+    });
+    row("event on the log: p50 / p99", &|c| {
+        format!("{} / {}", ms(&c.event_lag, 50.0), ms(&c.event_lag, 99.0))
+    });
+    row("count-row writes per flip", &|c| {
+        format!("{:.3}", c.count_row_writes as f64 / flips.max(1) as f64)
+    });
+    row("marker + watermark writes/s (mean)", &|c| {
+        c.other_counts_writes.map_or("-".into(), |n| {
+            format!("{:.0}", n as f64 / offered_seconds.max(1) as f64)
+        })
+    });
+    row("Counts table WCU/s, all keys (mean)", &|c| {
+        format!("{:.0}", mean(&offered(&c.counts_wcu.total)))
+    });
+    row("Claims table WCU/s: worst key; all keys (mean)", &|c| {
+        c.claims_wcu.as_ref().map_or("-".into(), |claims| {
+            let (worst, _, _) = claims.peak();
+            format!("{worst}; {:.0}", mean(&offered(&claims.total)))
+        })
+    });
+    row("invocations; worst iterator age", &|c| {
+        format!(
+            "{}; {} ms",
+            c.mapping.invocations, c.mapping.max_iterator_age_ms
+        )
+    });
+}
