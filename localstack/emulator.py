@@ -7,6 +7,10 @@ Prints exactly one line on stdout once the socket listens, then nothing more:
 
     LIKES_EMULATOR_READY http://127.0.0.1:<port>
 
+Everything is moto's except ExportTableToPointInTime, DescribeExport and ListExports,
+which export a table as of the requested time in DynamoDB's layout (table_exports.py,
+from the write log of pitr_history.py).
+
 Errors go to stderr, tersely; there is no per-request access log. SIGTERM and SIGINT
 stop it cleanly, and with --parent-pid it also stops when that process is gone, so a
 test run that crashes never leaves an emulator behind.
@@ -14,8 +18,10 @@ test run that crashes never leaves an emulator behind.
 
 import argparse
 import io
+import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -28,8 +34,60 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+from pitr_history import PitrHistory
+from table_exports import OPERATIONS as EXPORT_OPERATIONS, ExportError, TableExports
+
 READY = "LIKES_EMULATOR_READY"
 PARENT_POLL_SECONDS = 0.5
+DYNAMODB_TARGET = "DynamoDB_20120810."
+DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+# moto's own rules for whose backend a request reaches (moto.core.responses.BaseResponse).
+ACCESS_KEY = re.compile(r"AWS.*(?P<access_key>(?<![A-Z0-9])[A-Z0-9]{20}(?![A-Z0-9]))[:/]")
+DEFAULT_REGION = "us-east-1"
+
+
+class DynamoRequest:
+    """A DynamoDB JSON request: its operation, body, and the account and region whose
+    backend moto serves it from."""
+
+    def __init__(self, environ, operation):
+        self.operation = operation
+        raw = environ["wsgi.input"].getvalue()
+        self.body = json.loads(raw) if raw else {}
+        authorization = environ.get("HTTP_AUTHORIZATION", "")
+        scope = authorization.split(",")[0].split("/")
+        self.region = scope[2] if "AWS4" in authorization and len(scope) > 2 else DEFAULT_REGION
+        self.account = os.environ.get("MOTO_ACCOUNT_ID") or environ.get("HTTP_X_MOTO_ACCOUNT_ID")
+        if not self.account:
+            from moto.iam.models import get_account_id_from
+
+            match = ACCESS_KEY.search(authorization)
+            self.account = get_account_id_from(match.group("access_key") if match else "AKIAEXAMPLE")
+
+    @classmethod
+    def parse(cls, environ):
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if not target.startswith(DYNAMODB_TARGET):
+            return None
+        try:
+            return cls(environ, target[len(DYNAMODB_TARGET):])
+        except ValueError:
+            return None  # not JSON: moto answers it with its own error
+
+    def backend(self):
+        from moto.dynamodb.models import dynamodb_backends
+
+        return dynamodb_backends[self.account][self.region]
+
+
+def json_answer(start_response, status, document):
+    body = json.dumps(document).encode()
+    start_response(status, [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("Content-Length", str(len(body))),
+        ("x-amzn-RequestId", os.urandom(16).hex()),
+    ])
+    return [body]
 
 
 class SerializedApp:
@@ -50,17 +108,30 @@ class SerializedApp:
     The request body is read before taking the lock, so a slow or stalled client
     cannot block everyone else; the response body is iterated and closed under it,
     since a WSGI app may still be doing work while its body is consumed.
+
+    The lock also makes point-in-time exports possible: after each DynamoDB request, the
+    rows it touched are logged (pitr_history), and the export operations are answered
+    from that log in DynamoDB's layout (table_exports) instead of by moto.
     """
 
     def __init__(self, app):
         self._app = app
         self._lock = threading.Lock()
+        self._history = PitrHistory()
+        self._exports = TableExports(self._lock, self._history)
 
     def __call__(self, environ, start_response):
         length = environ.get("CONTENT_LENGTH")
         if length and not environ.get("wsgi.input_terminated"):
             environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(length)))
+        elif environ.get("wsgi.input_terminated"):
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read())
+        else:
+            environ["wsgi.input"] = io.BytesIO(b"")
         with self._lock:
+            dynamo = DynamoRequest.parse(environ)
+            if dynamo is not None and dynamo.operation in EXPORT_OPERATIONS:
+                return self._answer_export(dynamo, start_response)
             body = self._app(environ, start_response)
             try:
                 return [b"".join(body)]
@@ -68,6 +139,27 @@ class SerializedApp:
                 close = getattr(body, "close", None)
                 if close is not None:
                     close()
+                if dynamo is not None:
+                    self._observe(dynamo)
+
+    def _observe(self, dynamo):
+        # Still under the lock: what this request changed is all that changed since the last.
+        try:
+            self._history.observe(dynamo, dynamo.backend())
+        except Exception:
+            # The write stands; only exports as of this moment may now be wrong. Say so loudly.
+            logging.getLogger("emulator.pitr").exception("point-in-time log missed %s", dynamo.operation)
+
+    def _answer_export(self, dynamo, start_response):
+        """Exports as of a past time, in DynamoDB's layout (table_exports), not moto's."""
+        try:
+            answer = self._exports.answer(dynamo, dynamo.backend())
+        except ExportError as err:
+            return json_answer(start_response, "400 Bad Request", {
+                "__type": DYNAMODB_ERROR_PREFIX + err.kind,
+                "message": err.message,
+            })
+        return json_answer(start_response, "200 OK", answer)
 
 
 class QuietRequestHandler(MotoRequestHandler):

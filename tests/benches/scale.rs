@@ -48,6 +48,7 @@ mod traffic;
 use std::time::Instant;
 
 use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_ITEMS};
+use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
 use likes_tests::{env_count, AGGREGATOR_FUNCTION, PUBLISHER_FUNCTION};
 
@@ -122,13 +123,23 @@ fn main() {
             parameter(&template, "OverflowPartitions") as usize,
         ) as u32,
     };
-    let chunk_records = template.environment(AGGREGATOR_FUNCTION)["CHUNK_RECORDS"]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .expect("CHUNK_RECORDS is a number");
+    let aggregator_number = |name: &str| -> i64 {
+        template.environment(AGGREGATOR_FUNCTION)[name]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} is a number"))
+    };
+    let chunk_records = aggregator_number("CHUNK_RECORDS") as usize;
+    // Epoch subtotals and near-cut counts ride in the same row update: they change no write
+    // count, but the real routing needs them.
+    let period = Period {
+        length_ms: aggregator_number("RECONCILE_EPOCH_SECONDS") * 1000,
+        uncertainty_ms: aggregator_number("EXPORT_UNCERTAINTY_SECONDS") * 1000,
+    };
     let design_config = DesignConfig {
         chunk_records,
         layout,
+        period,
         stream_shards: shards,
         seed: traffic.seed + 1,
     };

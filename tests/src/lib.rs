@@ -15,6 +15,8 @@ use tokio::net::TcpStream;
 
 pub use likes_local::stack;
 
+pub mod exports;
+
 /// A running stack for one test.
 pub struct TestStack {
     pub stack: Stack,

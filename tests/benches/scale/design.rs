@@ -14,8 +14,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use likes_core::pipeline::{
     counts_as_of, hot_items, match_claim, next_chunk_len, route_chunk, ChangeRecord, ClaimMatch,
-    CountLayout, CountTarget, Lane, StreamShard,
+    CountLayout, CountTarget, Lane, RowDelta, StreamShard,
 };
+use likes_core::reconcile::Period;
 use likes_core::{backoff, Delta, ItemId};
 
 use crate::latency::{self, Latency};
@@ -38,6 +39,7 @@ const CLAIMS_KEPT: Micros = 30 * SECOND;
 pub struct DesignConfig {
     pub chunk_records: usize,
     pub layout: CountLayout,
+    pub period: Period,
     pub stream_shards: u32,
     pub seed: u64,
 }
@@ -61,7 +63,7 @@ enum Step {
 struct Chunk {
     len: usize,
     claim_id: String,
-    rows: BTreeMap<CountTarget, Delta>,
+    rows: BTreeMap<CountTarget, RowDelta>,
 }
 
 struct Invocation {
@@ -172,7 +174,13 @@ impl Design {
         }
         let len = next_chunk_len(rest, self.config.chunk_records);
         let claim_id = rest[0].event_id.clone();
-        let rows = route_chunk(&rest[..len], &claim_id, &inv.hot, self.config.layout);
+        let rows = route_chunk(
+            &rest[..len],
+            &claim_id,
+            &inv.hot,
+            self.config.layout,
+            self.config.period,
+        );
         let marked = &self.marked[shard];
         let unmarked: Vec<ItemId> = rows
             .keys()
@@ -273,15 +281,15 @@ impl Design {
         self.tally
             .claims_wcu
             .charge(now, chunk.claim_id.as_str(), claim_units);
-        for (target, delta) in &chunk.rows {
+        for (target, written) in &chunk.rows {
             let key = target.partition_key();
             self.tally
                 .counts_wcu
                 .charge(now, key.as_str(), self.count_update_units);
             self.tally.count_row_writes += 1;
-            self.tally.counted_total += *delta;
+            self.tally.counted_total += written.total;
             if target.item == self.viral {
-                self.tally.counted_viral += *delta;
+                self.tally.counted_viral += written.total;
             }
         }
         for change in records.iter().filter_map(|r| r.change.as_ref()) {

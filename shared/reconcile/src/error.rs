@@ -1,0 +1,85 @@
+/// Why a run could not go on. Reading errors fail the whole read: a recount of part of an
+/// export would turn every row it missed into a false correction.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("environment variable {0} is required")]
+    MissingVariable(&'static str),
+    #[error("{name} must be a whole number from 1 to {max}, not {value:?}")]
+    Range {
+        name: &'static str,
+        max: i64,
+        value: String,
+    },
+    /// The Counts table (run state, count rows, corrections) failed.
+    #[error(transparent)]
+    Store(#[from] likes_store::StoreError),
+    /// A DynamoDB or S3 call of the run itself failed.
+    #[error("{operation} failed: {message}")]
+    Aws {
+        operation: &'static str,
+        message: String,
+    },
+    /// DynamoDB gave up on the export.
+    #[error("export {arn} ended {status}: {message}")]
+    ExportFailed {
+        arn: String,
+        status: String,
+        message: String,
+    },
+    /// An object the export's manifests lead to is not there: the export is not complete
+    /// (DynamoDB writes `manifest-summary.json` last), was partly deleted or expired, or the
+    /// key given is not an export's.
+    #[error("s3://{bucket}/{key} does not exist")]
+    Missing { bucket: String, key: String },
+    /// S3 refused or failed a request (access, throttling, network): retrying may help.
+    #[error("reading s3://{bucket}/{key}: {detail}")]
+    S3 {
+        bucket: String,
+        key: String,
+        detail: String,
+    },
+    /// A manifest that does not parse, or whose figures do not add up.
+    #[error("manifest {key}: {reason}")]
+    Manifest { key: String, reason: String },
+    /// The export is in a format this reader does not read (ION).
+    #[error("export {key} is in {format}; only DYNAMODB_JSON is read")]
+    Format { key: String, format: String },
+    /// An object's bytes are not the ones its manifest (or checksum file) vouches for.
+    #[error("{key}: MD5 is {actual}, the manifest says {expected}")]
+    Checksum {
+        key: String,
+        expected: String,
+        actual: String,
+    },
+    /// A data file is not a whole gzip stream (corrupt, or cut short).
+    #[error("{key}: not a whole gzip stream: {source}")]
+    Gzip {
+        key: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a data file that is not a DynamoDB JSON item of the Reactions table.
+    #[error("{key} line {line}: {reason}")]
+    Row {
+        key: String,
+        line: u64,
+        reason: String,
+    },
+    /// A reaction row in a state the service never writes.
+    #[error("{key} line {line}: row ({user_id}, {item_id}) has state {state:?}, not LIKE, DISLIKE or NONE")]
+    UnknownState {
+        key: String,
+        line: u64,
+        user_id: String,
+        item_id: String,
+        /// `None` when the row has no `state` attribute at all.
+        state: Option<String>,
+    },
+    /// A data file holds another number of items than its manifest line says.
+    #[error("{key}: read {read} items, the manifest says {expected}")]
+    ItemCount {
+        key: String,
+        expected: u64,
+        read: u64,
+    },
+}

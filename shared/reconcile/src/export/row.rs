@@ -1,0 +1,227 @@
+//! One line of a data file: parsed into a row, classified, and added to the recount.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use likes_core::pipeline::Counts;
+use likes_core::{ItemId, ReactionState};
+use likes_store::freshness::PROBE_ITEM;
+use serde::Deserialize;
+
+use crate::ReconcileError;
+
+/// Foreign rows reported with their keys; beyond this they are only counted, so a wrong table
+/// cannot fill memory with its keys.
+pub const FOREIGN_REPORTED: usize = 100;
+
+/// A line of a DYNAMODB_JSON data file.
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "Item")]
+    item: serde_dynamo::Item,
+}
+
+/// The attributes of a Reactions row the recount reads; the others are ignored.
+#[derive(Deserialize)]
+struct Row {
+    user_id: String,
+    item_id: String,
+    state: Option<String>,
+}
+
+/// The keys of a row.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowKey {
+    pub user_id: String,
+    pub item_id: String,
+}
+
+/// The Reactions table recounted from an export.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recount {
+    /// Every item with at least one reaction row, in any state.
+    pub per_item: BTreeMap<ItemId, Counts>,
+    /// Every row of the export, of every kind.
+    pub rows_read: u64,
+    pub reactions: u64,
+    /// The pulse's probe rows (`item_id` `#probe`).
+    pub probes: u64,
+    /// Rows that are neither reactions nor probes.
+    pub foreign_rows: u64,
+    /// The first [`FOREIGN_REPORTED`] of them.
+    pub foreign: Vec<RowKey>,
+}
+
+impl Recount {
+    /// Parses line `line` of data file `key` and adds it.
+    pub(crate) fn add_line(
+        &mut self,
+        key: &str,
+        line: u64,
+        bytes: &[u8],
+    ) -> Result<(), ReconcileError> {
+        let invalid = |reason: String| ReconcileError::Row {
+            key: key.to_owned(),
+            line,
+            reason,
+        };
+        let Line { item } = serde_json::from_slice(bytes)
+            .map_err(|e| invalid(format!("not a DynamoDB JSON item: {e}")))?;
+        let row: Row = serde_dynamo::from_item(item)
+            .map_err(|e| invalid(format!("not a Reactions row: {e}")))?;
+        self.rows_read += 1;
+        if row.item_id == PROBE_ITEM {
+            self.probes += 1;
+            return Ok(());
+        }
+        let Ok(item_id) = ItemId::parse(&row.item_id) else {
+            self.foreign_rows += 1;
+            if self.foreign.len() < FOREIGN_REPORTED {
+                self.foreign.push(RowKey {
+                    user_id: row.user_id,
+                    item_id: row.item_id,
+                });
+            }
+            return Ok(());
+        };
+        let state = row
+            .state
+            .as_deref()
+            .and_then(|s| ReactionState::from_str(s).ok())
+            .ok_or_else(|| ReconcileError::UnknownState {
+                key: key.to_owned(),
+                line,
+                user_id: row.user_id.clone(),
+                item_id: row.item_id.clone(),
+                state: row.state.clone(),
+            })?;
+        self.reactions += 1;
+        let counts = self.per_item.entry(item_id).or_default();
+        match state {
+            ReactionState::Like => counts.like_count += 1,
+            ReactionState::Dislike => counts.dislike_count += 1,
+            ReactionState::None => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(user: &str, item: &str, state: Option<&str>) -> Vec<u8> {
+        let mut attrs = serde_json::json!({
+            "user_id": {"S": user},
+            "item_id": {"S": item},
+            "op_id": {"N": "3"},
+        });
+        if let Some(state) = state {
+            attrs["state"] = serde_json::json!({ "S": state });
+        }
+        serde_json::to_vec(&serde_json::json!({ "Item": attrs })).unwrap()
+    }
+
+    fn counts(like_count: u64, dislike_count: u64) -> Counts {
+        Counts {
+            like_count,
+            dislike_count,
+        }
+    }
+
+    #[test]
+    fn reactions_count_per_item_and_none_rows_still_list_their_item() {
+        let mut recount = Recount::default();
+        for (n, (user, item, state)) in [
+            ("a", "game:1", "LIKE"),
+            ("b", "game:1", "LIKE"),
+            ("c", "game:1", "DISLIKE"),
+            ("a", "game:2", "NONE"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            recount
+                .add_line("f", n as u64 + 1, &line(user, item, Some(state)))
+                .unwrap();
+        }
+        let game = |id| ItemId::parse(id).unwrap();
+        assert_eq!(
+            recount.per_item,
+            BTreeMap::from([
+                (game("game:1"), counts(2, 1)),
+                (game("game:2"), counts(0, 0))
+            ])
+        );
+        assert_eq!((recount.rows_read, recount.reactions), (4, 4));
+    }
+
+    #[test]
+    fn probes_are_counted_apart_and_foreign_rows_reported_with_their_keys() {
+        let mut recount = Recount::default();
+        recount
+            .add_line("f", 1, &line("#probe#3", "#probe", None))
+            .unwrap();
+        recount
+            .add_line("f", 2, &line("x", "not an item", Some("LIKE")))
+            .unwrap();
+        assert_eq!(
+            (recount.rows_read, recount.probes, recount.foreign_rows),
+            (2, 1, 1)
+        );
+        assert_eq!(
+            recount.foreign,
+            [RowKey {
+                user_id: "x".into(),
+                item_id: "not an item".into()
+            }]
+        );
+        assert!(recount.per_item.is_empty());
+    }
+
+    #[test]
+    fn foreign_keys_reported_are_capped() {
+        let mut recount = Recount::default();
+        for n in 0..FOREIGN_REPORTED as u64 + 5 {
+            recount
+                .add_line("f", n + 1, &line("x", "a/b", None))
+                .unwrap();
+        }
+        assert_eq!(recount.foreign.len(), FOREIGN_REPORTED);
+        assert_eq!(recount.foreign_rows, FOREIGN_REPORTED as u64 + 5);
+    }
+
+    #[test]
+    fn a_reaction_in_an_unknown_or_missing_state_fails_naming_the_row() {
+        let mut recount = Recount::default();
+        let err = recount
+            .add_line("data/f.json.gz", 7, &line("u", "game:1", Some("LOVE")))
+            .unwrap_err();
+        assert!(matches!(
+            &err,
+            ReconcileError::UnknownState { line: 7, user_id, state: Some(s), .. }
+                if user_id == "u" && s == "LOVE"
+        ));
+        assert!(err.to_string().contains("data/f.json.gz line 7"), "{err}");
+        assert!(matches!(
+            recount.add_line("f", 8, &line("u", "game:1", None)),
+            Err(ReconcileError::UnknownState { state: None, .. })
+        ));
+    }
+
+    #[test]
+    fn lines_that_are_not_reactions_rows_fail() {
+        let mut recount = Recount::default();
+        for bad in [
+            &b"{\"Item\": {"[..],
+            b"{\"item_id\": {\"S\": \"x\"}}",
+            br#"{"Item": {"item_id": {"S": "game:1"}}}"#,
+        ] {
+            assert!(matches!(
+                recount.add_line("f", 1, bad),
+                Err(ReconcileError::Row { line: 1, .. })
+            ));
+        }
+        assert_eq!(recount.rows_read, 0);
+    }
+}

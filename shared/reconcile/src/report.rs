@@ -1,0 +1,192 @@
+//! The drift report of one run: what was checked and what was done, as JSON in the export
+//! bucket and as metrics.
+
+use likes_core::reconcile::Verdict;
+use likes_core::{Delta, ItemId};
+use likes_store::metrics::Report;
+use serde::Serialize;
+
+/// How many of the largest drifts a report lists.
+const LARGEST: usize = 10;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Drift {
+    pub item_id: String,
+    pub like_drift: i64,
+    pub dislike_drift: i64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct DriftReport {
+    pub run_id: String,
+    /// The cut, epoch millis and RFC 3339.
+    pub cut_ms: i64,
+    pub cut: String,
+    pub export_arn: String,
+    pub rows_read: u64,
+    pub probe_rows: u64,
+    pub foreign_rows: u64,
+    pub items_checked: u64,
+    pub items_in_sync: u64,
+    pub items_drifted: u64,
+    pub items_corrected: u64,
+    /// Drifted items an earlier attempt of this run already corrected (a rerun).
+    pub items_already_corrected: u64,
+    pub items_deferred: u64,
+    pub items_clamped: u64,
+    /// Σ |like drift| + |dislike drift| over the corrections written.
+    pub correction_abs_sum: u64,
+    pub largest_drifts: Vec<Drift>,
+    pub duration_ms: i64,
+}
+
+impl DriftReport {
+    /// Tallies one item's verdict; `written` says whether its correction was added now.
+    pub fn record(&mut self, item: &ItemId, verdict: Verdict, written: bool) {
+        self.items_checked += 1;
+        let correction = match verdict {
+            Verdict::InSync => {
+                self.items_in_sync += 1;
+                return;
+            }
+            Verdict::Deferred => {
+                self.items_deferred += 1;
+                return;
+            }
+            Verdict::Correct(delta) => delta,
+            Verdict::Clamped(delta) => {
+                self.items_clamped += 1;
+                delta
+            }
+        };
+        self.items_drifted += 1;
+        if written {
+            self.items_corrected += 1;
+            self.correction_abs_sum += abs(correction);
+        } else {
+            self.items_already_corrected += 1;
+        }
+        self.largest_drifts.push(Drift {
+            item_id: item.as_str().to_owned(),
+            like_drift: correction.like,
+            dislike_drift: correction.dislike,
+        });
+        self.largest_drifts.sort_by(|a, b| {
+            let size = |d: &Drift| d.like_drift.unsigned_abs() + d.dislike_drift.unsigned_abs();
+            size(b)
+                .cmp(&size(a))
+                .then_with(|| a.item_id.cmp(&b.item_id))
+        });
+        self.largest_drifts.truncate(LARGEST);
+    }
+
+    /// The report's metrics, for the drift alarm and the dashboards.
+    pub fn emit(&self) {
+        Report::new("Likes/Reconcile")
+            .value("RowsRead", "Count", self.rows_read as f64)
+            .value("ItemsChecked", "Count", self.items_checked as f64)
+            .value("ItemsDrifted", "Count", self.items_drifted as f64)
+            .value("ItemsCorrected", "Count", self.items_corrected as f64)
+            .value("ItemsDeferred", "Count", self.items_deferred as f64)
+            .value("ItemsClamped", "Count", self.items_clamped as f64)
+            .value("CorrectionAbsSum", "Count", self.correction_abs_sum as f64)
+            .value(
+                "ReconcileDurationMs",
+                "Milliseconds",
+                self.duration_ms as f64,
+            )
+            .property("run_id", self.run_id.clone())
+            .emit();
+    }
+
+    /// A one-screen summary for an operator.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "run {} (cut {}): {} rows read, {} items checked: {} in sync, {} drifted \
+             ({} corrected now, {} already corrected, {} clamped), {} deferred; \
+             correction |sum| {}; {} ms",
+            self.run_id,
+            self.cut,
+            self.rows_read,
+            self.items_checked,
+            self.items_in_sync,
+            self.items_drifted,
+            self.items_corrected,
+            self.items_already_corrected,
+            self.items_clamped,
+            self.items_deferred,
+            self.correction_abs_sum,
+            self.duration_ms,
+        );
+        for drift in &self.largest_drifts {
+            text.push_str(&format!(
+                "\n  {}: likes {:+}, dislikes {:+}",
+                drift.item_id, drift.like_drift, drift.dislike_drift
+            ));
+        }
+        text
+    }
+}
+
+fn abs(delta: Delta) -> u64 {
+    delta.like.unsigned_abs() + delta.dislike.unsigned_abs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: &str) -> ItemId {
+        ItemId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn verdicts_are_tallied_and_the_largest_drifts_kept_in_order() {
+        let mut report = DriftReport::default();
+        report.record(&item("a"), Verdict::InSync, false);
+        report.record(&item("b"), Verdict::Deferred, false);
+        report.record(
+            &item("c"),
+            Verdict::Correct(Delta {
+                like: 2,
+                dislike: 0,
+            }),
+            true,
+        );
+        report.record(
+            &item("d"),
+            Verdict::Clamped(Delta {
+                like: -5,
+                dislike: 1,
+            }),
+            true,
+        );
+        report.record(
+            &item("e"),
+            Verdict::Correct(Delta {
+                like: 1,
+                dislike: 0,
+            }),
+            false,
+        );
+        assert_eq!(
+            (
+                report.items_checked,
+                report.items_in_sync,
+                report.items_deferred,
+                report.items_drifted,
+                report.items_corrected,
+                report.items_already_corrected,
+                report.items_clamped,
+                report.correction_abs_sum
+            ),
+            (5, 1, 1, 3, 2, 1, 1, 8)
+        );
+        let order: Vec<&str> = report
+            .largest_drifts
+            .iter()
+            .map(|d| d.item_id.as_str())
+            .collect();
+        assert_eq!(order, ["d", "c", "e"]);
+    }
+}
