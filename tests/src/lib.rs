@@ -48,18 +48,35 @@ fn test_overrides() -> BTreeMap<String, String> {
     [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())].into()
 }
 
+fn stream_shards() -> usize {
+    stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
+}
+
 impl TestStack {
-    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks.
+    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks, its streams split
+    /// into `LIKES_STREAM_SHARDS` virtual shards (4 unless set).
     /// The template's schedules are not fired: the stream holds only what the test wrote,
     /// and `as_of` stays unknown.
     pub async fn start() -> Self {
-        Self::start_with(test_overrides(), Schedules::None).await
+        Self::start_with(
+            test_overrides(),
+            Schedules::None,
+            BTreeMap::new(),
+            stream_shards(),
+        )
+        .await
     }
 
     /// [`TestStack::start`] with the template's schedules fired, as `make run` does: the
     /// pulse publishes `as_of` and writes probe rows.
     pub async fn start_with_schedules() -> Self {
-        Self::start_with(test_overrides(), Schedules::All).await
+        Self::start_with(
+            test_overrides(),
+            Schedules::All,
+            BTreeMap::new(),
+            stream_shards(),
+        )
+        .await
     }
 
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
@@ -73,17 +90,41 @@ impl TestStack {
             TEST_EPOCH_SECONDS.to_string(),
         );
         overrides.insert("EXPORT_UNCERTAINTY_SECONDS".into(), "1".into());
-        Self::start_with(overrides, Schedules::Only(vec!["PulseFunction".into()])).await
+        Self::start_with(
+            overrides,
+            Schedules::Only(vec!["PulseFunction".into()]),
+            BTreeMap::new(),
+            stream_shards(),
+        )
+        .await
     }
 
     /// A stack exactly as template.yaml declares it.
     pub async fn start_as_deployed() -> Self {
-        Self::start_with(BTreeMap::new(), Schedules::All).await
+        Self::start_with(
+            BTreeMap::new(),
+            Schedules::All,
+            BTreeMap::new(),
+            stream_shards(),
+        )
+        .await
+    }
+
+    /// As [`TestStack::start`] with `shards` virtual shards per stream shard and
+    /// `properties` set over every stream mapping's (`MaximumRetryAttempts`, say).
+    pub async fn start_with_mappings(shards: usize, properties: &[(&str, i64)]) -> Self {
+        let properties = properties
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value)))
+            .collect();
+        Self::start_with(test_overrides(), Schedules::None, properties, shards).await
     }
 
     async fn start_with(
         environment_overrides: BTreeMap<String, String>,
         schedules: Schedules,
+        mapping_overrides: BTreeMap<String, serde_yaml::Value>,
+        stream_shards: usize,
     ) -> Self {
         let aws = AwsTarget::connect()
             .await
@@ -93,6 +134,8 @@ impl TestStack {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
             schedules,
+            mapping_overrides,
+            stream_shards,
         };
         let stack = Stack::start(aws, options)
             .await
@@ -575,7 +618,24 @@ impl TestStack {
     /// How many records the Reactions stream holds now (every shard, from TRIM_HORIZON),
     /// read independently of the pipeline.
     pub async fn stream_records(&self) -> usize {
-        use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+        self.stream_partition_keys().await.len()
+    }
+
+    /// How many records the Reactions stream holds now for each of `users`: what a test
+    /// expects of the pipeline, whatever the emulator emits per write (moto two INSERTs for
+    /// a new row and a MODIFY for a no-op write, AWS one and none).
+    pub async fn stream_records_of(&self, users: &[String]) -> usize {
+        let users: std::collections::BTreeSet<&String> = users.iter().collect();
+        self.stream_partition_keys()
+            .await
+            .iter()
+            .filter(|user| users.contains(user))
+            .count()
+    }
+
+    /// The `user_id` of every record in the Reactions stream, in each shard's order.
+    async fn stream_partition_keys(&self) -> Vec<String> {
+        use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
         let streams = aws_sdk_dynamodbstreams::Client::new(&self.stack.aws.sdk);
         let arn = self.pipeline().config().stream_arn.clone();
         let description = streams
@@ -586,7 +646,7 @@ impl TestStack {
             .expect("DescribeStream")
             .stream_description
             .expect("a stream description");
-        let mut total = 0;
+        let mut keys = Vec::new();
         for shard in description.shards() {
             let mut iterator = streams
                 .get_shard_iterator()
@@ -607,10 +667,46 @@ impl TestStack {
                 if page.records().is_empty() {
                     break;
                 }
-                total += page.records().len();
+                for record in page.records() {
+                    let user = record
+                        .dynamodb()
+                        .and_then(|change| change.keys())
+                        .and_then(|keys| keys.get("user_id"));
+                    if let Some(AttributeValue::S(user)) = user {
+                        keys.push(user.clone());
+                    }
+                }
                 iterator = page.next_shard_iterator;
             }
         }
-        total
+        keys
+    }
+
+    /// Waits, if need be, for the aggregator's next tumbling window, so that at least `room`
+    /// is left in the current one: Lambda never puts records of two windows in one batch,
+    /// and a test that needs one batch must write it within a window.
+    pub async fn wait_for_window_room(&self, room: std::time::Duration) {
+        let Some(window) = self.pipeline().config().tumbling_window else {
+            return;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970");
+        let into = std::time::Duration::from_nanos((now.as_nanos() % window.as_nanos()) as u64);
+        if window.saturating_sub(into) < room {
+            // A little past the boundary: the stream stamps records with its own clock.
+            tokio::time::sleep(window - into + std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `count` user ids `<tag>-u<i>` whose records land on virtual shard `shard` of the
+    /// aggregator's mapping (one shard's records make one batch, as on AWS).
+    pub fn users_on_shard(&self, tag: &str, shard: usize, count: usize) -> Vec<String> {
+        let pipeline = self.pipeline();
+        (0..)
+            .map(|i| format!("{tag}-u{i}"))
+            .filter(|user| pipeline.shard_index(user) == shard)
+            .take(count)
+            .collect()
     }
 }

@@ -15,41 +15,64 @@ use serde_json::Value;
 
 const ITEMS: [&str; 3] = ["game:1", "avatar:2", "exp:3"];
 
-/// A history of `users` users over [`ITEMS`]: each likes one item; every third then
-/// switches to dislike, every fifth unlikes, every seventh also dislikes another item.
-/// About 2.8 stream records per user (moto emits two INSERTs for a new row).
-async fn history(stack: &TestStack, tag: &str, users: usize) {
-    for u in 0..users {
-        let user = format!("{tag}-u{u}");
+/// A history of `users` over [`ITEMS`]: each likes one item; every third then switches to
+/// dislike, every fifth unlikes, every seventh also dislikes another item.
+async fn history_of(stack: &TestStack, users: &[String]) {
+    for (u, user) in users.iter().enumerate() {
         let item = ITEMS[u % ITEMS.len()];
-        stack.react(&user, item, Like).await;
+        stack.react(user, item, Like).await;
         if u % 3 == 0 {
-            stack.react(&user, item, Dislike).await;
+            stack.react(user, item, Dislike).await;
         }
         if u % 5 == 0 {
-            stack.react(&user, item, Neutral).await;
+            stack.react(user, item, Neutral).await;
         }
         if u % 7 == 0 {
             stack
-                .react(&user, ITEMS[(u + 1) % ITEMS.len()], Dislike)
+                .react(user, ITEMS[(u + 1) % ITEMS.len()], Dislike)
                 .await;
         }
     }
 }
 
-/// Writes the history while the mapping is paused, so it reaches the function as one batch
-/// of several chunks (chunks are 100 records) when the mapping resumes.
-async fn history_in_one_batch(stack: &TestStack, tag: &str, users: usize) {
-    stack.pipeline().pause();
-    history(stack, tag, users).await;
-    stack.pipeline().resume();
+/// The history of `users` users `<tag>-u<i>`, spread over every virtual shard.
+async fn history(stack: &TestStack, tag: &str, users: usize) {
+    let users: Vec<String> = (0..users).map(|u| format!("{tag}-u{u}")).collect();
+    history_of(stack, &users).await;
+}
+
+/// Writes histories of users whose records all land on one virtual shard until the stream
+/// holds at least `records` of theirs (however many records a write makes), while the
+/// mapping is paused, so they reach the function as one batch of several chunks (chunks are
+/// 100 records) when the mapping resumes. Returns that shard's id.
+async fn history_in_one_batch(stack: &TestStack, tag: &str, records: usize) -> String {
+    const ROUND: usize = 10;
+    let pipeline = stack.pipeline();
+    // A batch holds the records of one tumbling window only.
+    stack.wait_for_window_room(Duration::from_secs(25)).await;
+    pipeline.pause();
+    let mut users = Vec::new();
+    while stack.stream_records_of(&users).await < records {
+        let round = stack.users_on_shard(tag, 0, users.len() + ROUND);
+        history_of(stack, &round[users.len()..]).await;
+        users = round;
+    }
+    pipeline.resume();
+    pipeline
+        .shards()
+        .into_iter()
+        .find(|(_, progress)| progress.index == 0)
+        .map(|(id, _)| id)
+        .expect("the mapping lists its virtual shards")
 }
 
 #[tokio::test]
 async fn duplicate_deliveries_count_once() {
     let stack = TestStack::start().await;
     stack.pipeline().faults().duplicate_next_batches(3);
-    history_in_one_batch(&stack, "a", 90).await;
+    stack.pipeline().pause();
+    history(&stack, "a", 90).await;
+    stack.pipeline().resume();
     history(&stack, "b", 12).await;
     let counters = stack.settle().await;
     assert_eq!(counters.duplicate_deliveries, 3, "{counters:?}");
@@ -61,7 +84,7 @@ async fn duplicate_deliveries_count_once() {
 async fn a_crash_after_committed_chunks_counts_once() {
     let stack = TestStack::start().await;
     stack.pipeline().faults().crash_after_chunks(2);
-    history_in_one_batch(&stack, "a", 90).await;
+    history_in_one_batch(&stack, "a", 150).await;
     let counters = stack.settle().await;
     assert_eq!(counters.crashes, 1, "{counters:?}");
     assert!(
@@ -83,18 +106,19 @@ async fn a_retry_cut_shorter_inside_committed_work_then_the_next_batch_counts_on
     faults.cut_batches_at(Some(250));
     faults.crash_after_chunks(2);
     faults.recut_next_retries([Recut::Shorter(100)]);
-    history_in_one_batch(&stack, "a", 100).await;
+    let shard = history_in_one_batch(&stack, "a", 300).await;
     let counters = stack.settle().await;
+    let progress = &stack.pipeline().shards()[&shard];
     assert!(
-        counters.records_acknowledged > 250,
-        "the history must outgrow the first batch: {counters:?}"
+        progress.acknowledged > 250,
+        "the history must outgrow the first batch: {progress:?}"
     );
     assert_eq!((counters.crashes, counters.retries), (1, 1), "{counters:?}");
     // Delivered: 250 (crashed), 150 (the shorter retry), then the rest from record 150.
     assert_eq!(
-        counters.records_delivered,
-        250 + 150 + (counters.records_acknowledged - 150),
-        "{counters:?}"
+        progress.records_delivered,
+        250 + 150 + (progress.acknowledged - 150),
+        "{progress:?}"
     );
     stack.assert_counts_match_recount(&ITEMS).await;
 }
@@ -108,7 +132,7 @@ async fn a_retry_cut_longer_counts_once() {
     faults.cut_batches_at(Some(60));
     faults.crash_after_chunks(1);
     faults.recut_next_retries([Recut::Longer(60)]);
-    history_in_one_batch(&stack, "a", 60).await;
+    history_in_one_batch(&stack, "a", 130).await;
     let counters = stack.settle().await;
     assert_eq!((counters.crashes, counters.retries), (1, 1), "{counters:?}");
     assert!(
@@ -126,15 +150,16 @@ async fn a_retry_cut_longer_counts_once() {
 async fn a_partial_batch_failure_from_a_throttled_count_write_counts_once() {
     let stack = TestStack::start().await;
     stack.pipeline().faults().throttle_count_writes_after(1, 3);
-    history_in_one_batch(&stack, "a", 90).await;
+    let shard = history_in_one_batch(&stack, "a", 150).await;
     let counters = stack.settle().await;
     assert_eq!(counters.throttled_count_writes, 3, "{counters:?}");
     assert_eq!(counters.partial_failures, 1, "{counters:?}");
     assert_eq!(counters.function_errors, 0, "{counters:?}");
+    let progress = &stack.pipeline().shards()[&shard];
     assert_eq!(
-        counters.records_delivered - counters.records_acknowledged,
-        counters.records_acknowledged - 100,
-        "the retry starts at record 100, after the committed chunk: {counters:?}"
+        progress.records_delivered - progress.acknowledged,
+        progress.acknowledged - 100,
+        "the retry starts at record 100, after the committed chunk: {progress:?}"
     );
     stack.assert_counts_match_recount(&ITEMS).await;
 }
@@ -149,8 +174,9 @@ async fn throttled_count_writes_count_once() {
     history(&stack, "a", 20).await;
     let first = stack.settle().await;
     assert_eq!(first.throttled_count_writes, 2, "{first:?}");
+    // One shard, so the five cancellations meet one writer in a row.
     faults.cancel_count_writes_throttled(5);
-    history(&stack, "b", 20).await;
+    history_of(&stack, &stack.users_on_shard("b", 1, 20)).await;
     let counters = stack.settle().await;
     assert_eq!(counters.throttled_count_writes, 7, "{counters:?}");
     assert!(counters.partial_failures >= 1, "{counters:?}");
@@ -164,7 +190,10 @@ async fn throttled_count_writes_count_once() {
 async fn refused_event_puts_never_hold_back_the_counts() {
     let stack = TestStack::start().await;
     let events = stack.publisher().faults();
-    events.fail_kinesis_puts(60);
+    // Every virtual shard's publisher retries at once: the refusals last as long as 60 do
+    // on one shard.
+    let refusals = 60 * stack.publisher().virtual_shards() as u64;
+    events.fail_kinesis_puts(refusals as u32);
     history(&stack, "a", 30).await;
     let counters = stack.settle().await;
     assert_eq!(
@@ -182,7 +211,7 @@ async fn refused_event_puts_never_hold_back_the_counts() {
         "the counts were complete while the event log was still refused"
     );
     let published = stack.settle_events().await;
-    assert_eq!(published.refused_kinesis_puts, 60, "{published:?}");
+    assert_eq!(published.refused_kinesis_puts, refusals, "{published:?}");
     assert!(published.partial_failures >= 2, "{published:?}");
     let flips = stack
         .events()
@@ -207,11 +236,13 @@ async fn mixed_faults_count_once() {
     faults.recut_next_retries([Recut::Shorter(25), Recut::Longer(80), Recut::Shorter(3)]);
     faults.throttle_count_writes(3);
     stack.publisher().faults().fail_kinesis_puts(4);
-    history_in_one_batch(&stack, "a", 60).await;
-    history(&stack, "b", 30).await;
+    // One virtual shard throughout: faults played in a row (three throttles) must meet one
+    // writer, not be shared out among shards.
+    history_in_one_batch(&stack, "a", 170).await;
+    history_of(&stack, &stack.users_on_shard("b", 0, 30)).await;
     faults.crash_after_chunks(1);
     faults.duplicate_next_batches(1);
-    history(&stack, "c", 20).await;
+    history_of(&stack, &stack.users_on_shard("c", 0, 20)).await;
     let counters = stack.settle().await;
     assert!(!faults.armed(), "every fault was played: {counters:?}");
     assert_eq!(counters.crashes, 2, "{counters:?}");
@@ -248,8 +279,18 @@ async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
     assert_eq!(message["requestContext"]["approximateInvokeCount"], 11);
     let info = &message["DDBStreamBatchInfo"];
     assert_eq!(info["streamArn"], mapping.stream_arn.as_str());
-    assert_eq!(info["batchSize"], 2, "moto's two INSERTs of the new row");
-    assert!(info["shardId"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(
+        info["batchSize"],
+        stack.stream_records_of(&["lost".to_owned()]).await,
+        "the batch holds every record of the new row"
+    );
+    let shard = stack.pipeline().shard_index("lost");
+    let shards = stack.pipeline().shards();
+    let named = info["shardId"].as_str().unwrap();
+    assert_eq!(
+        shards[named].index, shard,
+        "the virtual shard of the user: {named}"
+    );
     let (start, end) = (
         info["startSequenceNumber"].as_str().unwrap(),
         info["endSequenceNumber"].as_str().unwrap(),

@@ -88,6 +88,9 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
         .await
         .unwrap();
 
+    // The cut is in whole milliseconds; the emulator times writes finer, so a write in the
+    // same millisecond as the cut may fall after it.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let finished = stack
         .export_reactions(&bucket, "reconcile/athena", now_millis())
         .await;

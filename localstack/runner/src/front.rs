@@ -7,6 +7,14 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use aws_lambda_events::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
+    ApiGatewayV2httpRequest, ApiGatewayV2httpRequestContext,
+    ApiGatewayV2httpRequestContextHttpDescription, ApiGatewayV2httpResponse,
+};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::header::HeaderName;
+use aws_lambda_events::http::{HeaderMap, Method};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use bytes::Bytes;
@@ -118,8 +126,8 @@ impl Front {
             request_id: format!("local-{now_ms}-{}", peer.port()),
             now_ms,
         }
-        .event();
-        match invoke(target, event).await {
+        .request();
+        match invoke(target, &event).await {
             Ok(response) => response,
             Err(message) => {
                 tracing::error!(function = %target.route.function, %message, "invocation failed");
@@ -187,93 +195,126 @@ pub struct GatewayRequest<'a> {
 }
 
 impl GatewayRequest<'_> {
+    /// The v2 event as JSON, the bytes Lambda hands the function.
     pub fn event(&self) -> Value {
-        let mut headers = Map::new();
+        serde_json::to_value(self.request()).expect("an API Gateway v2 event serializes")
+    }
+
+    /// The v2 event, typed.
+    #[allow(deprecated)] // `http_method` is no v2 field; set right, since the type sends it
+    pub fn request(&self) -> ApiGatewayV2httpRequest {
+        let mut joined: Vec<(String, String)> = Vec::new();
         let mut cookies = Vec::new();
         for (name, value) in &self.headers {
             if name == "cookie" {
-                cookies.extend(value.split(';').map(|c| Value::String(c.trim().to_owned())));
+                cookies.extend(value.split(';').map(|c| c.trim().to_owned()));
                 continue;
             }
-            match headers.get_mut(name) {
-                Some(Value::String(joined)) => {
-                    joined.push(',');
-                    joined.push_str(value);
-                }
-                _ => {
-                    headers.insert(name.clone(), Value::String(value.clone()));
-                }
+            join_repeats(&mut joined, name.clone(), value.clone());
+        }
+        let header = |name: &str| {
+            joined
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mut headers = HeaderMap::new();
+        for (name, value) in &joined {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(name, value);
             }
         }
-        let header = |name: &str| headers.get(name).and_then(Value::as_str).map(str::to_owned);
-        let mut query = Map::new();
+        let mut query = Vec::new();
         for pair in self.raw_query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let (name, value) = (form_decode(name), form_decode(value));
-            match query.get_mut(&name) {
-                Some(Value::String(joined)) => {
-                    joined.push(',');
-                    joined.push_str(&value);
-                }
-                _ => {
-                    query.insert(name, Value::String(value));
-                }
-            }
+            join_repeats(&mut query, form_decode(name), form_decode(value));
         }
+        let method = Method::from_bytes(self.method.as_bytes()).unwrap_or_default();
         let route_key = format!("{} {}", self.method, self.route_path);
-        let mut event = json!({
-            "version": "2.0",
-            "routeKey": route_key,
-            "rawPath": self.path,
-            "rawQueryString": self.raw_query,
-            "requestContext": {
-                "accountId": "000000000000",
-                "apiId": "local",
-                "domainName": header("host").unwrap_or_else(|| "127.0.0.1".to_owned()),
-                "domainPrefix": "local",
-                "http": {
-                    "method": self.method,
-                    "path": self.path,
-                    "protocol": "HTTP/1.1",
-                    "sourceIp": self.source_ip,
-                    "userAgent": header("user-agent").unwrap_or_default(),
-                },
-                "requestId": self.request_id,
-                "routeKey": route_key,
-                "stage": "$default",
-                "time": "",
-                "timeEpoch": self.now_ms,
-                "authorizer": { "jwt": { "claims": self.claims, "scopes": null } },
-            },
-            "isBase64Encoded": false,
-        });
-        event["headers"] = Value::Object(headers);
-        if !cookies.is_empty() {
-            event["cookies"] = Value::Array(cookies);
-        }
-        if !query.is_empty() {
-            event["queryStringParameters"] = Value::Object(query);
-        }
-        if !self.path_parameters.is_empty() {
-            event["pathParameters"] = Value::Object(self.path_parameters.clone());
-        }
+
+        let mut http = ApiGatewayV2httpRequestContextHttpDescription::default();
+        http.method = method.clone();
+        http.path = Some(self.path.to_owned());
+        http.protocol = Some("HTTP/1.1".to_owned());
+        http.source_ip = Some(self.source_ip.clone());
+        http.user_agent = Some(header("user-agent").unwrap_or_default());
+        let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+        jwt.claims = self.claims.clone();
+        let mut authorizer = ApiGatewayRequestAuthorizer::default();
+        authorizer.jwt = Some(jwt);
+        let mut context = ApiGatewayV2httpRequestContext::default();
+        context.account_id = Some("000000000000".to_owned());
+        context.apiid = Some("local".to_owned());
+        context.domain_name = Some(header("host").unwrap_or_else(|| "127.0.0.1".to_owned()));
+        context.domain_prefix = Some("local".to_owned());
+        context.http = http;
+        context.request_id = Some(self.request_id.clone());
+        context.route_key = Some(route_key.clone());
+        context.stage = Some("$default".to_owned());
+        context.time = Some(String::new());
+        context.time_epoch = self.now_ms;
+        context.authorizer = Some(authorizer);
+
+        let mut request = ApiGatewayV2httpRequest::default();
+        request.version = Some("2.0".to_owned());
+        request.http_method = method;
+        request.route_key = Some(route_key);
+        request.raw_path = Some(self.path.to_owned());
+        request.raw_query_string = Some(self.raw_query.to_owned());
+        request.headers = headers;
+        request.cookies = (!cookies.is_empty()).then_some(cookies);
+        request.query_string_parameters = query
+            .into_iter()
+            .map(|(name, value)| (name, vec![value]))
+            .collect::<HashMap<_, _>>()
+            .into();
+        request.path_parameters = self
+            .path_parameters
+            .iter()
+            .map(|(name, value)| {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (name.clone(), text)
+            })
+            .collect();
+        request.request_context = context;
         if !self.body.is_empty() {
             match std::str::from_utf8(self.body) {
-                Ok(text) => event["body"] = Value::String(text.to_owned()),
+                Ok(text) => request.body = Some(text.to_owned()),
                 Err(_) => {
-                    event["body"] = Value::String(STANDARD.encode(self.body));
-                    event["isBase64Encoded"] = Value::Bool(true);
+                    request.body = Some(STANDARD.encode(self.body));
+                    request.is_base64_encoded = true;
                 }
             }
         }
-        event
+        request
+    }
+}
+
+/// API Gateway passes repeated headers and query parameters as one value, comma joined.
+fn join_repeats(pairs: &mut Vec<(String, String)>, name: String, value: String) {
+    match pairs.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, joined)) => {
+            joined.push(',');
+            joined.push_str(&value);
+        }
+        None => pairs.push((name, value)),
     }
 }
 
 /// Invokes the handler exactly as the Lambda runtime does: deserialize the event, adapt,
 /// call, serialize the response; then turns the v2 response back into HTTP.
-async fn invoke(target: &RouteTarget, event: Value) -> Result<HttpResponse, String> {
-    let payload: LambdaRequest = serde_json::from_value(event).map_err(|e| e.to_string())?;
+async fn invoke(
+    target: &RouteTarget,
+    event: &ApiGatewayV2httpRequest,
+) -> Result<HttpResponse, String> {
+    let payload = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+    let payload: LambdaRequest = serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
     let app = target.app.clone();
     let endpoint = target.endpoint;
     let mut adapter = Adapter::from(service_fn(move |request: Request| {
@@ -283,29 +324,30 @@ async fn invoke(target: &RouteTarget, event: Value) -> Result<HttpResponse, Stri
     let Ok(response) = adapter
         .call(LambdaEvent::new(payload, Context::default()))
         .await;
-    let response = serde_json::to_value(&response).map_err(|e| e.to_string())?;
-    v2_response(&response)
+    let response = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
+    let response: ApiGatewayV2httpResponse =
+        serde_json::from_slice(&response).map_err(|e| e.to_string())?;
+    v2_response(response)
 }
 
-fn v2_response(response: &Value) -> Result<HttpResponse, String> {
-    let status = response["statusCode"].as_u64().unwrap_or(200) as u16;
+fn v2_response(response: ApiGatewayV2httpResponse) -> Result<HttpResponse, String> {
+    let status = u16::try_from(response.status_code).map_err(|e| e.to_string())?;
     let mut builder = hyper::Response::builder().status(status);
-    if let Some(headers) = response["headers"].as_object() {
-        for (name, value) in headers {
-            builder = builder.header(name, value.as_str().unwrap_or_default());
-        }
+    for (name, value) in &response.headers {
+        builder = builder.header(name, value);
     }
-    if let Some(cookies) = response["cookies"].as_array() {
-        for cookie in cookies.iter().filter_map(Value::as_str) {
-            builder = builder.header(hyper::header::SET_COOKIE, cookie);
-        }
+    for cookie in &response.cookies {
+        builder = builder.header(hyper::header::SET_COOKIE, cookie);
     }
-    let body = match response["body"].as_str() {
-        None => Bytes::new(),
-        Some(text) if response["isBase64Encoded"] == true => {
+    let body = match response.body {
+        None | Some(Body::Empty) => Bytes::new(),
+        Some(Body::Text(text)) if response.is_base64_encoded => {
             Bytes::from(STANDARD.decode(text).map_err(|e| e.to_string())?)
         }
-        Some(text) => Bytes::from(text.to_owned()),
+        Some(Body::Text(text)) => Bytes::from(text),
+        Some(Body::Binary(bytes)) => Bytes::from(bytes),
+        // A body kind newer than this crate: refuse it rather than send a wrong one.
+        Some(_) => return Err("the response body is of an unknown kind".to_owned()),
     };
     builder.body(Full::new(body)).map_err(|e| e.to_string())
 }

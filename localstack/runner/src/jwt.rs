@@ -2,13 +2,13 @@
 //! `LIKES_LOCAL_JWT_SECRET` (default `local-dev-secret`), `sub` and `exp` required.
 //! In AWS the authorizer checks the issuer's keys instead; the handlers see the same claims.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
-use serde_json::Value;
-use sha2::Sha256;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::{Map, Value};
 
 /// The documented local development default. Never used outside the local stack.
 pub const DEFAULT_LOCAL_SECRET: &str = "local-dev-secret";
@@ -33,13 +33,24 @@ pub enum JwtError {
 
 #[derive(Clone)]
 pub struct JwtAuthorizer {
-    secret: Vec<u8>,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
 }
 
 impl JwtAuthorizer {
     pub fn new(secret: impl AsRef<[u8]>) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        // The claims are checked against the caller's clock below, as API Gateway checks
+        // them; the library verifies the signature and the algorithm only.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        validation.required_spec_claims = HashSet::new();
         Self {
-            secret: secret.as_ref().to_vec(),
+            encoding: EncodingKey::from_secret(secret.as_ref()),
+            decoding: DecodingKey::from_secret(secret.as_ref()),
+            validation,
         }
     }
 
@@ -50,20 +61,11 @@ impl JwtAuthorizer {
         )
     }
 
-    fn mac(&self) -> Hmac<Sha256> {
-        Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC accepts any key length")
-    }
-
     /// A token for `sub`, valid for `ttl_seconds` from `now` (for tests and `likes-local token`).
     pub fn mint(&self, sub: &str, now: i64, ttl_seconds: i64) -> String {
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
         let claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now + ttl_seconds });
-        let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
-        let signing_input = format!("{header}.{payload}");
-        let mut mac = self.mac();
-        mac.update(signing_input.as_bytes());
-        let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        format!("{signing_input}.{signature}")
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .expect("HS256 signs any claims")
     }
 
     /// Checks an `Authorization` header value and returns the claims as API Gateway passes
@@ -79,31 +81,17 @@ impl JwtAuthorizer {
             .or_else(|| raw.strip_prefix("bearer "))
             .unwrap_or(raw)
             .trim();
-        let mut parts = token.split('.');
-        let (Some(header), Some(payload), Some(signature), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(JwtError::Malformed);
-        };
-        let decode = |part: &str| -> Result<Value, JwtError> {
-            let bytes = URL_SAFE_NO_PAD
-                .decode(part)
-                .map_err(|_| JwtError::Malformed)?;
-            serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed)
-        };
-        if decode(header)?["alg"] != "HS256" {
-            return Err(JwtError::Algorithm);
-        }
-        let signature = URL_SAFE_NO_PAD
-            .decode(signature)
-            .map_err(|_| JwtError::Malformed)?;
-        let mut mac = self.mac();
-        mac.update(format!("{header}.{payload}").as_bytes());
-        mac.verify_slice(&signature)
-            .map_err(|_| JwtError::Signature)?;
-        let Value::Object(claims) = decode(payload)? else {
-            return Err(JwtError::Malformed);
-        };
+        let claims =
+            jsonwebtoken::decode::<Map<String, Value>>(token, &self.decoding, &self.validation)
+                .map_err(|err| match err.kind() {
+                    ErrorKind::InvalidSignature => JwtError::Signature,
+                    ErrorKind::InvalidAlgorithm => JwtError::Algorithm,
+                    // An algorithm the library does not know at all (`none`) is still an
+                    // algorithm refused, not a malformed token.
+                    _ if names_another_algorithm(token) => JwtError::Algorithm,
+                    _ => JwtError::Malformed,
+                })?
+                .claims;
         match claims.get("exp").and_then(Value::as_i64) {
             Some(exp) if exp > now => {}
             _ => return Err(JwtError::Expired),
@@ -130,6 +118,17 @@ impl JwtAuthorizer {
             })
             .collect())
     }
+}
+
+/// True when the token's header is JSON naming an `alg` other than HS256.
+fn names_another_algorithm(token: &str) -> bool {
+    let header = token.split('.').next().unwrap_or_default();
+    URL_SAFE_NO_PAD
+        .decode(header)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|header| header.get("alg").and_then(Value::as_str).map(str::to_owned))
+        .is_some_and(|alg| alg != "HS256")
 }
 
 #[cfg(test)]
@@ -182,5 +181,13 @@ mod tests {
         let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"a","exp":{}}}"#, NOW + 60));
         let token = format!("{header}.{payload}.");
         assert_eq!(auth.authorize(Some(&token), NOW), Err(JwtError::Algorithm));
+        let claims = serde_json::json!({ "sub": "a", "exp": NOW + 60 });
+        let hs512 = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS512),
+            &claims,
+            &EncodingKey::from_secret(b"s3cret"),
+        )
+        .unwrap();
+        assert_eq!(auth.authorize(Some(&hs512), NOW), Err(JwtError::Algorithm));
     }
 }

@@ -147,7 +147,7 @@ impl Schedule {
 
     fn context(&self) -> Context {
         let mut context = Context::default();
-        context.request_id = crate::poller::request_id();
+        context.request_id = uuid::Uuid::new_v4().to_string();
         context.deadline = (likes_core::clock::now_ms() as u64) + self.timeout.as_millis() as u64;
         context.invoked_function_arn = format!("local:{}", self.function);
         context

@@ -37,6 +37,8 @@ pub enum StackError {
     Mapping(#[from] MappingError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    #[error("LIKES_STREAM_SHARDS={0:?} is not a whole number of at least 1")]
+    StreamShards(String),
     #[error("function {function}: {message}")]
     Function { function: String, message: String },
     #[error("cannot listen on {addr}: {source}")]
@@ -116,6 +118,11 @@ pub struct StackOptions {
     /// probes, scheduled reconciliation). Tests of the count pipeline alone fire none, so the
     /// stream holds only what they wrote.
     pub schedules: Schedules,
+    /// Properties set over every stream mapping's (a test trying an option the template
+    /// does not declare yet); empty runs the template as is.
+    pub mapping_overrides: BTreeMap<String, serde_yaml::Value>,
+    /// Virtual shards per stream shard (see [`stream_shards_from_env`]).
+    pub stream_shards: usize,
 }
 
 /// The template's `ScheduleV2` events a stack fires.
@@ -134,6 +141,23 @@ impl Schedules {
             Self::All => true,
             Self::Only(functions) => functions.iter().any(|f| f == function),
         }
+    }
+}
+
+/// Virtual shards per stream shard when `LIKES_STREAM_SHARDS` is not set: several, so every
+/// run meets AWS's topology (records of different keys in flight at once, out of order
+/// with each other).
+pub const DEFAULT_STREAM_SHARDS: usize = 4;
+
+/// `LIKES_STREAM_SHARDS` (at least 1), or [`DEFAULT_STREAM_SHARDS`].
+pub fn stream_shards_from_env() -> Result<usize, StackError> {
+    match std::env::var("LIKES_STREAM_SHARDS") {
+        Err(_) => Ok(DEFAULT_STREAM_SHARDS),
+        Ok(value) => value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or(StackError::StreamShards(value)),
     }
 }
 
@@ -198,15 +222,16 @@ impl Stack {
             &resources,
             &options.prefix,
             &options.environment_overrides,
+            &options.mapping_overrides,
         )?
         .into_iter()
-        .map(|mapping| Pipeline::start(mapping, &aws.sdk))
+        .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let mut tasks = vec![tokio::spawn(front.serve(listener))];
         for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
             if options.schedules.fires(&schedule.function) {
-                tasks.push(schedule.start(&aws.sdk, 1)?);
+                tasks.push(schedule.start(&aws.sdk, options.stream_shards as u32)?);
             }
         }
         Ok(Self {
@@ -242,7 +267,7 @@ impl Stack {
             })
     }
 
-    /// The mapping that invokes `function` (a logical id), if the template has one.
+    /// The first mapping that invokes `function` (a logical id), if the template has one.
     pub fn pipeline(&self, function: &str) -> Option<&Pipeline> {
         self.pipelines
             .iter()

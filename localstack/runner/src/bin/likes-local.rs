@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use likes_local::jwt::JwtAuthorizer;
-use likes_local::stack::{AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
+use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
 const USAGE: &str = "usage: likes-local run [--addr HOST:PORT] [--prefix NAME]
        likes-local exec -- CMD [ARGS...]
@@ -59,6 +59,8 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         prefix,
         http_addr,
         environment_overrides: Default::default(),
+        mapping_overrides: Default::default(),
+        stream_shards: stack::stream_shards_from_env().map_err(|e| e.to_string())?,
         schedules: Schedules::All,
     };
     let stack = Stack::start(aws, options)
@@ -77,12 +79,16 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
     for pipeline in stack.pipelines() {
         let mapping = pipeline.config();
         println!(
-            "  Stream poller {}.{} -> {}: batch size {}, window {:?}, {} retries, on failure {}",
+            "  Stream poller {}.{} -> {}: {} virtual shards, batch size {}, window {:?}, tumbling window {}, {} retries, on failure {}",
             mapping.function,
             mapping.event,
             mapping.binary,
+            pipeline.virtual_shards(),
             mapping.batch_size,
             mapping.batching_window,
+            mapping
+                .tumbling_window
+                .map_or("none".to_owned(), |w| format!("{w:?}")),
             mapping
                 .maximum_retry_attempts
                 .map_or("unlimited".to_owned(), |n| n.to_string()),

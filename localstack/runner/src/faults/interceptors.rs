@@ -1,0 +1,337 @@
+//! The AWS-side faults: smithy interceptors on the SDK clients the poller builds for a
+//! function instance, and the invocation they watch.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextMut, FinalizerInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::orchestrator::{HttpResponse, Metadata};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
+use tokio::sync::Notify;
+
+use super::{CounterCells, Faults, Throttle};
+
+/// The invocation running in one function instance (one per stream shard), as far as the
+/// interceptors need it: how many chunks it committed, and whether it died.
+#[derive(Debug, Default)]
+pub(crate) struct InvocationSlot {
+    current: Mutex<Option<Arc<LiveInvocation>>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LiveInvocation {
+    chunks_committed: AtomicUsize,
+    dead: AtomicBool,
+    died: Notify,
+}
+
+impl LiveInvocation {
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the invocation died.
+    pub async fn died(&self) {
+        while !self.is_dead() {
+            self.died.notified().await;
+        }
+    }
+}
+
+impl InvocationSlot {
+    pub fn begin(&self) -> Arc<LiveInvocation> {
+        let live = Arc::new(LiveInvocation::default());
+        *self.current.lock().expect("invocation slot") = Some(live.clone());
+        live
+    }
+
+    pub fn end(&self) {
+        *self.current.lock().expect("invocation slot") = None;
+    }
+
+    fn current(&self) -> Option<Arc<LiveInvocation>> {
+        self.current.lock().expect("invocation slot").clone()
+    }
+
+    fn is_dead(&self) -> bool {
+        self.current().is_some_and(|live| live.is_dead())
+    }
+}
+
+/// What an interceptor shares with its mapping.
+#[derive(Debug, Clone)]
+pub(crate) struct FaultContext {
+    pub faults: Arc<Faults>,
+    pub counters: Arc<CounterCells>,
+    pub invocation: Arc<InvocationSlot>,
+}
+
+/// The number of actions of the `TransactWriteItems` in flight (claim + count rows).
+#[derive(Debug, Clone, Copy)]
+struct TransactionSize(usize);
+
+impl Storable for TransactionSize {
+    type Storer = StoreReplace<Self>;
+}
+
+/// The number of entries of the `PutRecords` in flight.
+#[derive(Debug, Clone, Copy)]
+struct PutSize(usize);
+
+impl Storable for PutSize {
+    type Storer = StoreReplace<Self>;
+}
+
+/// The error response this attempt gets instead of the harmless read it was turned into.
+#[derive(Debug, Clone)]
+struct InjectedResponse {
+    status: u16,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Storable for InjectedResponse {
+    type Storer = StoreReplace<Self>;
+}
+
+fn operation(cfg: &ConfigBag) -> Option<&str> {
+    cfg.load::<Metadata>().map(Metadata::name)
+}
+
+/// Stops every call of an invocation that died: a dead process sends nothing more.
+fn refuse_if_dead(context: &FaultContext) -> Result<(), BoxError> {
+    if context.invocation.is_dead() {
+        return Err("the invocation crashed (injected fault): no more calls leave it".into());
+    }
+    Ok(())
+}
+
+/// Turns the attempt's request into a harmless read and arranges for `response` to replace
+/// that read's answer, so nothing the original request would have written is written.
+fn divert(
+    request: &mut aws_smithy_runtime_api::client::orchestrator::HttpRequest,
+    cfg: &mut ConfigBag,
+    target: &str,
+    response: InjectedResponse,
+) -> Result<(), BoxError> {
+    let body = r#"{"Limit":1}"#;
+    let headers = request.headers_mut();
+    headers.insert("x-amz-target", target.to_owned());
+    headers.insert("content-length", body.len().to_string());
+    *request.body_mut() = SdkBody::from(body);
+    cfg.interceptor_state().store_put(response);
+    Ok(())
+}
+
+fn replace_response(
+    context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+    cfg: &mut ConfigBag,
+) {
+    let Some(injected) = cfg.load::<InjectedResponse>().cloned() else {
+        return;
+    };
+    cfg.interceptor_state().unset::<InjectedResponse>();
+    let mut response = HttpResponse::new(
+        StatusCode::try_from(injected.status).expect("a valid status"),
+        SdkBody::from(injected.body),
+    );
+    response
+        .headers_mut()
+        .insert("content-type", injected.content_type);
+    *context.response_mut() = response;
+}
+
+/// Faults on the function's DynamoDB client: throttled count writes, and the crash after the
+/// k-th committed chunk. Also counts committed chunks and the count rows they wrote.
+#[derive(Debug)]
+pub(crate) struct CountWriteFaults(pub FaultContext);
+
+const TRANSACT_WRITE_ITEMS: &str = "TransactWriteItems";
+const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
+
+impl Intercept for CountWriteFaults {
+    fn name(&self) -> &'static str {
+        "LikesLocalCountWriteFaults"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        // Client interceptors run this hook before the operation's metadata is in `cfg`:
+        // the input's type tells the operation.
+        if let Some(input) = context
+            .input()
+            .downcast_ref::<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput>()
+        {
+            let size = input.transact_items().len();
+            cfg.interceptor_state().store_put(TransactionSize(size));
+        }
+        Ok(())
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        refuse_if_dead(&self.0)?;
+        if operation(cfg) != Some(TRANSACT_WRITE_ITEMS) {
+            return Ok(());
+        }
+        let chunks_committed = self
+            .0
+            .invocation
+            .current()
+            .map_or(0, |live| live.chunks_committed.load(Ordering::SeqCst));
+        let Some(throttle) = self.0.faults.take_count_write_throttle(chunks_committed) else {
+            return Ok(());
+        };
+        CounterCells::add(&self.0.counters.throttled_count_writes, 1);
+        let body = match throttle {
+            Throttle::Request => serde_json::json!({
+                "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                "message": "The level of configured provisioned throughput for the table was exceeded. (injected by likes-local)",
+            }),
+            Throttle::Cancellation => {
+                let size = cfg.load::<TransactionSize>().map_or(1, |s| s.0.max(1));
+                let mut reasons = vec![serde_json::json!({"Code": "None"}); size];
+                reasons[size - 1] = serde_json::json!({
+                    "Code": "ThrottlingError",
+                    "Message": "Throughput exceeds the current capacity for one or more global secondary indexes. (injected by likes-local)",
+                });
+                serde_json::json!({
+                    "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                    "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons [ThrottlingError] (injected by likes-local)",
+                    "CancellationReasons": reasons,
+                })
+            }
+        };
+        divert(
+            context.request_mut(),
+            cfg,
+            "DynamoDB_20120810.ListTables",
+            InjectedResponse {
+                status: 400,
+                content_type: DYNAMODB_JSON,
+                body: body.to_string(),
+            },
+        )
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        replace_response(context, cfg);
+        Ok(())
+    }
+
+    fn read_after_execution(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if operation(cfg) != Some(TRANSACT_WRITE_ITEMS)
+            || !matches!(context.output_or_error(), Some(Ok(_)))
+        {
+            return Ok(());
+        }
+        let size = cfg.load::<TransactionSize>().map_or(0, |s| s.0);
+        let counters = &self.0.counters;
+        CounterCells::add(&counters.transactions_committed, 1);
+        CounterCells::add(&counters.count_row_writes, size.saturating_sub(1) as u64);
+        if let Some(live) = self.0.invocation.current() {
+            let chunks = live.chunks_committed.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.0.faults.take_crash_at(chunks) {
+                live.dead.store(true, Ordering::SeqCst);
+                live.died.notify_waiters();
+                live.died.notify_one();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Faults on the function's Kinesis client: refused puts, and the silence of a dead
+/// invocation.
+#[derive(Debug)]
+pub(crate) struct EventLogFaults(pub FaultContext);
+
+const PUT_RECORDS: &str = "PutRecords";
+
+impl Intercept for EventLogFaults {
+    fn name(&self) -> &'static str {
+        "LikesLocalEventLogFaults"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(input) = context
+            .input()
+            .downcast_ref::<aws_sdk_kinesis::operation::put_records::PutRecordsInput>()
+        {
+            cfg.interceptor_state()
+                .store_put(PutSize(input.records().len()));
+        }
+        Ok(())
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        refuse_if_dead(&self.0)?;
+        if operation(cfg) != Some(PUT_RECORDS) || !self.0.faults.take_kinesis_failure() {
+            return Ok(());
+        }
+        CounterCells::add(&self.0.counters.refused_kinesis_puts, 1);
+        let size = cfg.load::<PutSize>().map_or(0, |s| s.0);
+        let refused = serde_json::json!({
+            "ErrorCode": "ProvisionedThroughputExceededException",
+            "ErrorMessage": "Rate exceeded for shard shardId-000000000000 in stream. (injected by likes-local)",
+        });
+        let body = serde_json::json!({
+            "FailedRecordCount": size,
+            "Records": vec![refused; size],
+        });
+        divert(
+            context.request_mut(),
+            cfg,
+            "Kinesis_20131202.ListStreams",
+            InjectedResponse {
+                status: 200,
+                content_type: "application/x-amz-json-1.1",
+                body: body.to_string(),
+            },
+        )
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        replace_response(context, cfg);
+        Ok(())
+    }
+}

@@ -1,0 +1,329 @@
+//! One virtual shard as Lambda's poller treats an AWS shard: its own buffer, batching window
+//! and batch size, checkpoint, retries, tumbling window state and function instance, with
+//! one batch in flight at a time (ParallelizationFactor 1), in stream order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::destination::GiveUp;
+use super::invoke::{Answer, FunctionInstance, Outcome};
+use super::mapping::MappingConfig;
+use super::record::{BufferedRecord, SequenceNumber};
+use super::window::{Bounds, OpenWindow};
+use super::{epoch_now, Delivery, Shared, POLL_INTERVAL};
+use crate::faults::CounterCells;
+
+/// Lambda's synchronous invocation payload limit.
+const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
+
+/// A failed batch waiting for its retry.
+#[derive(Debug, Clone)]
+pub(super) struct Retry {
+    /// The batch's first record (none for a window's final invocation): the count of
+    /// attempts starts again when it moves on.
+    pub head: Option<SequenceNumber>,
+    pub failed_attempts: u32,
+    pub len: usize,
+}
+
+/// Where a virtual shard sits: its index n (as fault switches name it), its id
+/// (`<stream shard>-v<n>`) and the stream shard it is split from.
+pub struct ShardPlace {
+    pub index: usize,
+    pub id: String,
+    pub stream_shard: String,
+}
+
+pub struct VirtualShard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) place: ShardPlace,
+    pub(super) function: FunctionInstance,
+    pub(super) sqs: aws_sdk_sqs::Client,
+    pub(super) inbox: UnboundedReceiver<BufferedRecord>,
+    /// The stream shard was read to its end: nothing more will arrive.
+    pub(super) drained: bool,
+    pub(super) buffer: VecDeque<BufferedRecord>,
+    pub(super) retry: Option<Retry>,
+    /// A batch that succeeded and will be delivered again (a duplicate-delivery fault).
+    pub(super) duplicate: Option<usize>,
+    pub(super) window: Option<OpenWindow>,
+}
+
+impl VirtualShard {
+    pub fn new(
+        shared: Arc<Shared>,
+        place: ShardPlace,
+        function: FunctionInstance,
+        sqs: aws_sdk_sqs::Client,
+        inbox: UnboundedReceiver<BufferedRecord>,
+    ) -> Self {
+        Self {
+            shared,
+            place,
+            function,
+            sqs,
+            inbox,
+            drained: false,
+            buffer: VecDeque::new(),
+            retry: None,
+            duplicate: None,
+            window: None,
+        }
+    }
+
+    pub(super) fn config(&self) -> &MappingConfig {
+        &self.shared.config
+    }
+
+    pub(super) fn counters(&self) -> &CounterCells {
+        &self.shared.counters
+    }
+
+    pub async fn run(mut self) {
+        loop {
+            self.take_arrivals();
+            if self.drained && self.buffer.is_empty() && self.window.is_none() {
+                self.shared
+                    .shard_progress(&self.place.id, |p| p.finished = true);
+                return;
+            }
+            let faults = &self.shared.faults;
+            if self.shared.is_enabled() && !faults.is_stalled(self.place.index) {
+                if let Some(expired) = self.expired_records() {
+                    self.give_up(expired, GiveUp::RecordAgeExceeded).await;
+                    continue;
+                }
+                if self.final_due() {
+                    self.deliver(0).await;
+                    continue;
+                }
+                if let Some(len) = self.next_batch_len() {
+                    self.deliver(len).await;
+                    continue;
+                }
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    pub(super) fn take_arrivals(&mut self) {
+        loop {
+            match self.inbox.try_recv() {
+                Ok(record) => self.buffer.push_back(record),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.drained = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The leading records older than `MaximumRecordAgeInSeconds`, if any.
+    fn expired_records(&self) -> Option<usize> {
+        let max_age = self.config().maximum_record_age?;
+        let now = epoch_now() + self.shared.faults.record_age_offset().as_secs_f64();
+        let expired = self
+            .buffer
+            .iter()
+            .take_while(|r| now - r.created_at_secs > max_age.as_secs_f64())
+            .count();
+        (expired > 0).then_some(expired)
+    }
+
+    fn bounds_of(&self, record: &BufferedRecord) -> Option<Bounds> {
+        let length = self.config().tumbling_window?;
+        Some(Bounds::holding(record.created_at_secs, length))
+    }
+
+    /// True when the open window's final invocation is the next one.
+    fn final_due(&self) -> bool {
+        let Some(open) = &self.window else {
+            return false;
+        };
+        if self.retry.as_ref().is_some_and(|r| r.head.is_some()) {
+            return false;
+        }
+        let head = self.buffer.front().and_then(|r| self.bounds_of(r));
+        open.final_due(
+            self.shared.read_through_secs(&self.place.stream_shard),
+            head,
+        )
+    }
+
+    /// How many records the next invocation holds, if one is due.
+    fn next_batch_len(&self) -> Option<usize> {
+        let head = self.buffer.front()?;
+        // A batch holds records of one window only.
+        let head_bounds = self.bounds_of(head);
+        let in_window = self
+            .buffer
+            .iter()
+            .take_while(|r| self.bounds_of(r) == head_bounds)
+            .count();
+        let window_over = head_bounds.is_some_and(|b| {
+            in_window < self.buffer.len()
+                || self.shared.read_through_secs(&self.place.stream_shard) >= b.end as f64
+        });
+        let due = if let Some(retry) = &self.retry {
+            Some(retry.len)
+        } else if let Some(len) = self.duplicate {
+            Some(len)
+        } else {
+            let cap = self
+                .shared
+                .faults
+                .batch_cap()
+                .map_or(self.config().batch_size, |cap| {
+                    cap.min(self.config().batch_size)
+                });
+            let due = in_window >= cap
+                || window_over
+                || head.arrived.elapsed() >= self.config().batching_window;
+            due.then_some(in_window.min(cap))
+        }?;
+        // Lambda cuts a batch early rather than exceed the invocation payload limit.
+        let mut bytes = 0;
+        let fits = self
+            .buffer
+            .iter()
+            .take(due)
+            .take_while(|r| {
+                bytes += r.json_bytes + 1;
+                bytes <= MAX_PAYLOAD_BYTES
+            })
+            .count();
+        Some(fits.clamp(1, due.min(self.buffer.len())))
+    }
+
+    /// Invokes the function with the first `len` buffered records (none: the open window's
+    /// final invocation) and acts on its answer.
+    async fn deliver(&mut self, len: usize) {
+        let is_final = len == 0;
+        let is_retry = self.retry.is_some();
+        let is_duplicate = self.duplicate.take().is_some();
+        let counters = self.counters();
+        CounterCells::add(&counters.invocations, 1);
+        CounterCells::add(&counters.records_delivered, len as u64);
+        if is_retry {
+            CounterCells::add(&counters.retries, 1);
+        }
+        if is_duplicate {
+            CounterCells::add(&counters.duplicate_deliveries, 1);
+        }
+        let records: Vec<EventRecord> = self
+            .buffer
+            .iter()
+            .take(len)
+            .map(|r| r.lambda.clone())
+            .collect();
+        let mut open = match (
+            self.window.take(),
+            self.buffer.front().and_then(|r| self.bounds_of(r)),
+        ) {
+            (Some(open), _) if is_final => Some(open),
+            (Some(open), Some(head)) if open.bounds == head => Some(open),
+            (_, head) => head.map(OpenWindow::new),
+        };
+        let (payload, delivery) = match &open {
+            Some(open) => {
+                let event =
+                    open.event(records, &self.place.id, &self.config().stream_arn, is_final);
+                (
+                    serde_json::to_vec(&event),
+                    Delivery::of_window(&event, open.bounds),
+                )
+            }
+            None => {
+                let mut event = Event::default();
+                event.records = records;
+                (
+                    serde_json::to_vec(&event),
+                    Delivery::plain(&self.place.id, len),
+                )
+            }
+        };
+        self.shared.record_delivery(delivery);
+        self.shared.shard_progress(&self.place.id, |p| {
+            p.in_flight = true;
+            p.invocations += 1;
+            p.records_delivered += len as u64;
+        });
+        let answer = match payload {
+            Ok(payload) => self.invoke(&payload, len).await,
+            Err(err) => Answer::failed(format!("the event does not serialize: {err}")),
+        };
+        self.shared
+            .shard_progress(&self.place.id, |p| p.in_flight = false);
+        if let (Some(open), Some(state)) = (open.as_mut(), answer.state) {
+            open.carry(state);
+        }
+        let succeeded = !matches!(answer.outcome, Outcome::FunctionError(_));
+        // A window's final invocation that succeeded closes it; the next records open a
+        // new one, with fresh state.
+        self.window = open.filter(|_| !(is_final && succeeded));
+        let window = self.window.as_ref().map(|w| (w.bounds.start, w.bounds.end));
+        self.shared
+            .shard_progress(&self.place.id, |p| p.open_window = window);
+        match answer.outcome {
+            Outcome::Success => {
+                self.retry = None;
+                if !is_final && self.shared.faults.take_duplicate() {
+                    // As if the checkpoint were lost: the same records go again.
+                    self.duplicate = Some(len);
+                } else {
+                    self.acknowledge(len);
+                }
+            }
+            Outcome::PartialFailure(at) => {
+                CounterCells::add(&self.counters().partial_failures, 1);
+                self.acknowledge(at);
+                self.failed(len - at).await;
+            }
+            Outcome::FunctionError(reason) => {
+                CounterCells::add(&self.counters().function_errors, 1);
+                self.shared
+                    .shard_progress(&self.place.id, |p| p.last_error = Some(reason.clone()));
+                tracing::debug!(shard = %self.place.id, %reason, "function error; the batch is retried");
+                self.failed(len).await;
+            }
+        }
+    }
+
+    async fn invoke(&self, payload: &[u8], len: usize) -> Answer {
+        let faults = &self.shared.faults;
+        if faults.is_failing(self.place.index) || faults.take_invocation_failure() {
+            return Answer::failed("the invocation failed (injected fault)");
+        }
+        match self
+            .function
+            .call(payload, self.config(), &self.shared.counters)
+            .await
+        {
+            Ok(response) => {
+                let batch: Vec<BufferedRecord> = self.buffer.iter().take(len).cloned().collect();
+                Answer::read(&response, &batch, self.config())
+            }
+            Err(reason) => Answer::failed(reason),
+        }
+    }
+
+    /// The checkpoint moves past the first `n` buffered records.
+    pub(super) fn acknowledge(&mut self, n: usize) {
+        let mut last = None;
+        for _ in 0..n {
+            last = self.buffer.pop_front().map(|r| r.raw_sequence_number);
+        }
+        if let Some(last) = last {
+            CounterCells::add(&self.counters().records_acknowledged, n as u64);
+            self.shared.shard_progress(&self.place.id, |p| {
+                p.acknowledged += n as u64;
+                p.checkpoint = Some(last);
+            });
+        }
+    }
+}

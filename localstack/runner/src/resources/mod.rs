@@ -1,0 +1,194 @@
+//! Creates the template's resources in the emulator (or LocalStack), named
+//! `<prefix>-<LogicalId>`, so several stacks (one per test) share one emulator: DynamoDB
+//! tables, Kinesis streams, SQS queues and S3 buckets, each from its own properties in the
+//! template.
+
+mod kinesis;
+mod sqs;
+mod table;
+
+use std::collections::BTreeMap;
+
+use aws_config::SdkConfig;
+use serde_yaml::Value;
+
+use crate::template::{get_att, ref_target, Template};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    #[error("{resource}: {message}")]
+    Template { resource: String, message: String },
+    #[error("creating {resource}: {source}")]
+    Aws {
+        resource: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl ResourceError {
+    fn aws(resource: &str, err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Aws {
+            resource: resource.to_owned(),
+            source: format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(err)).into(),
+        }
+    }
+}
+
+/// What was created: `!Ref` values (table and stream names, queue URLs) and attributes by
+/// logical id.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    pub names: BTreeMap<String, String>,
+    /// `<LogicalId>.<Attribute>` → value, for `!GetAtt` (`Arn`, `StreamArn`, `QueueName`…).
+    pub attributes: BTreeMap<String, String>,
+    /// Secret values by the secret's logical id (local development defaults).
+    pub secrets: BTreeMap<String, String>,
+}
+
+impl Resources {
+    pub fn name(&self, logical_id: &str) -> Option<&str> {
+        self.names.get(logical_id).map(String::as_str)
+    }
+
+    pub fn attribute(&self, logical_id: &str, attribute: &str) -> Option<&str> {
+        self.attributes
+            .get(&format!("{logical_id}.{attribute}"))
+            .map(String::as_str)
+    }
+
+    /// A function's environment as CloudFormation would resolve it against these resources,
+    /// then `overrides` (set by the caller for every function that declares the variable).
+    pub fn function_environment(
+        &self,
+        template: &Template,
+        function: &str,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        template
+            .environment(function)
+            .into_iter()
+            .map(|(name, value)| {
+                let resolved = match overrides.get(&name) {
+                    Some(value) => value.clone(),
+                    None => self.resolve(template, &value).ok_or_else(|| {
+                        format!("cannot resolve environment variable {name} locally")
+                    })?,
+                };
+                Ok((name, resolved))
+            })
+            .collect()
+    }
+
+    /// Resolves an environment variable's template value as CloudFormation would here.
+    pub fn resolve(&self, template: &Template, value: &Value) -> Option<String> {
+        if let Some(target) = ref_target(value) {
+            return self
+                .name(target)
+                .map(str::to_owned)
+                .or_else(|| template.parameter_default(target));
+        }
+        if let Some((resource, attribute)) = get_att(value) {
+            return self.attribute(&resource, &attribute).map(str::to_owned);
+        }
+        match value {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            // `!Sub '{{resolve:secretsmanager:${Secret}:SecretString}}'`: the local secret.
+            Value::Tagged(tagged) if tagged.tag == "!Sub" => {
+                let text = tagged.value.as_str()?;
+                let start = text.find("{{resolve:secretsmanager:${")? + 27;
+                let end = start + text[start..].find('}')?;
+                self.secrets.get(&text[start..end]).cloned()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Creates every resource the local stack emulates, from the template: DynamoDB tables,
+/// Kinesis streams, SQS queues. Everything else (functions and the HTTP API, which the stack
+/// runs itself; roles, log groups, secrets, alarms) has no local counterpart: it is left
+/// out, not faked.
+pub async fn create(
+    template: &Template,
+    sdk: &SdkConfig,
+    prefix: &str,
+    secrets: BTreeMap<String, String>,
+) -> Result<Resources, ResourceError> {
+    let mut resources = Resources {
+        secrets,
+        ..Resources::default()
+    };
+    let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+    for (logical_id, resource) in template.resources_of("AWS::DynamoDB::Table") {
+        let name = format!("{prefix}-{logical_id}");
+        let table =
+            table::create_table(&dynamodb, &logical_id, &name, &resource["Properties"]).await?;
+        resources
+            .attributes
+            .insert(format!("{logical_id}.Arn"), table.arn);
+        if let Some(stream_arn) = table.stream_arn {
+            resources
+                .attributes
+                .insert(format!("{logical_id}.StreamArn"), stream_arn);
+        }
+        resources.names.insert(logical_id, name);
+    }
+    let kinesis = aws_sdk_kinesis::Client::new(sdk);
+    for (logical_id, resource) in template.resources_of("AWS::Kinesis::Stream") {
+        let name = format!("{prefix}-{logical_id}");
+        let arn =
+            kinesis::create_kinesis_stream(&kinesis, &logical_id, &name, &resource["Properties"])
+                .await?;
+        resources
+            .attributes
+            .insert(format!("{logical_id}.Arn"), arn);
+        resources.names.insert(logical_id, name);
+    }
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    // Queues another queue names (a redrive target) come first, so its ARN resolves.
+    let mut queues: Vec<(String, &Value)> = template
+        .resources_of("AWS::SQS::Queue")
+        .into_iter()
+        .collect();
+    queues.sort_by_key(|(_, queue)| !queue["Properties"]["RedrivePolicy"].is_null());
+    for (logical_id, resource) in queues {
+        let queue = sqs::create_queue(
+            &sqs,
+            template,
+            &resources,
+            &logical_id,
+            &format!("{prefix}-{logical_id}"),
+            &resource["Properties"],
+        )
+        .await?;
+        for (attribute, value) in [
+            ("Arn", queue.arn),
+            ("QueueName", queue.name),
+            ("QueueUrl", queue.url.clone()),
+        ] {
+            resources
+                .attributes
+                .insert(format!("{logical_id}.{attribute}"), value);
+        }
+        // `!Ref` of a queue is its URL.
+        resources.names.insert(logical_id, queue.url);
+    }
+    let s3 = crate::stack::s3_client(sdk);
+    for logical_id in template.resources_of("AWS::S3::Bucket").into_keys() {
+        // Bucket names are lowercase and global; the prefix keeps stacks apart.
+        let name = format!("{prefix}-{logical_id}").to_lowercase();
+        s3.create_bucket()
+            .bucket(&name)
+            .send()
+            .await
+            .map_err(|e| ResourceError::aws(&logical_id, e))?;
+        resources
+            .attributes
+            .insert(format!("{logical_id}.Arn"), format!("arn:aws:s3:::{name}"));
+        resources.names.insert(logical_id, name);
+    }
+    Ok(resources)
+}
