@@ -64,6 +64,63 @@ async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
     );
 }
 
+/// On several shards, one stalled: the others' likes are counted and their watermarks move,
+/// but `as_of` stays behind the like the stalled shard holds until it resumes.
+#[tokio::test]
+async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
+    let stack = TestStack::start_with_schedules().await;
+    assert!(
+        stack.pipeline().virtual_shards() > 1,
+        "the stream runs on several shards"
+    );
+    let item = "game:stalled";
+    stack
+        .wait_for_as_of(now_millis() - 60_000, Duration::from_secs(30))
+        .await;
+    let faults = stack.pipeline().faults();
+    faults.stall_shard(0);
+    let held = stack.users_on_shard("held", 0, 1).remove(0);
+    stack.react(&held, item, Like).await;
+    let accepted = now_millis();
+    let others = stack.users_on_shard("free", 1, 3);
+    for user in &others {
+        stack.react(user, item, Like).await;
+    }
+    let others_written = now_millis();
+    // The other shards apply their likes: the count reaches 3 while as_of stays put.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut samples = 0;
+    loop {
+        let (likes, as_of) = read(&stack, item).await;
+        if let Some(as_of) = as_of {
+            assert!(
+                as_of <= accepted,
+                "as_of {as_of} passed the like the stalled shard holds (accepted {accepted})"
+            );
+        }
+        if likes == 3 {
+            samples += 1;
+            if samples >= 5 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the free shards' likes were counted: {likes}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    faults.resume_shard(0);
+    stack
+        .wait_for_as_of(others_written, Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        read(&stack, item).await.0,
+        4,
+        "the held like, counted once it resumed"
+    );
+}
+
 #[tokio::test]
 async fn a_quiet_stream_keeps_as_of_moving() {
     let stack = TestStack::start_with_schedules().await;
