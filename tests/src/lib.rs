@@ -48,7 +48,8 @@ fn test_overrides() -> BTreeMap<String, String> {
     [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())].into()
 }
 
-fn stream_shards() -> usize {
+/// Virtual shards per stream shard for test stacks: `LIKES_STREAM_SHARDS`, 4 unless set.
+pub fn stream_shards() -> usize {
     stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
 }
 

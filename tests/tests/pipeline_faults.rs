@@ -255,12 +255,17 @@ async fn mixed_faults_count_once() {
     assert!(published.partial_failures >= 1, "{published:?}");
 }
 
-/// After `MaximumRetryAttempts` (10) retries the batch's metadata goes to the DLQ and the
-/// mapping moves on: its records are not counted (drift that reconciliation corrects), the
-/// records after it are.
+/// With `MaximumRetryAttempts` bounded (10 here; the template retries until the record ages
+/// out), the batch's metadata goes to the DLQ after the last retry and the mapping moves on:
+/// its records are not counted (drift that reconciliation corrects), the records after it
+/// are.
 #[tokio::test]
 async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
-    let stack = TestStack::start().await;
+    let stack = TestStack::start_with_mappings(
+        likes_tests::stream_shards(),
+        &[("MaximumRetryAttempts", 10)],
+    )
+    .await;
     let mapping = stack.pipeline().config().clone();
     assert_eq!(mapping.maximum_retry_attempts, Some(10));
     stack
