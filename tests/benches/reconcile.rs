@@ -25,8 +25,13 @@
 #[allow(dead_code)]
 #[path = "dynamodb/capacity.rs"]
 mod capacity;
+// The EMF capture keeps the functions' metric lines out of the figures; its tallies are the
+// counts bench's.
 #[path = "reconcile/dataset.rs"]
 mod dataset;
+#[allow(dead_code)]
+#[path = "counts/emf.rs"]
+mod emf;
 #[path = "reconcile/figures.rs"]
 mod figures;
 #[path = "reconcile/load.rs"]
@@ -58,6 +63,8 @@ async fn main() {
         items: likes_tests::env_count("LIKES_BENCH_RECONCILE_ITEMS", 10_000),
     };
     let started = Instant::now();
+    // The pulse, the mapping and the run print a metrics line each from the stack's start.
+    let capture = emf::Capture::start();
     let stack = TestStack::start_for_reconciliation().await;
     stack.publisher().pause();
     let aggregator = stack.pipeline();
@@ -148,4 +155,6 @@ async fn main() {
         export,
     }
     .print(&stack, started.elapsed());
+    drop(stack);
+    capture.stop();
 }
