@@ -88,6 +88,7 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
     let mut show = |progress: Progress| {
         bar.set_message(match progress {
             Progress::Exporting { cut_ms } => format!("exporting the Reactions table at {cut_ms}"),
+            Progress::Recounting => "reading the export's manifests".to_owned(),
             Progress::Reading(read) => format!(
                 "reading the export: {}/{} data files, {} rows",
                 read.files_done, read.files_total, read.rows_read
@@ -96,6 +97,12 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
                 items_done,
                 items_total,
             } => format!("comparing: {items_done}/{items_total} items"),
+            Progress::ReadingCounts => "scanning the Counts table".to_owned(),
+            Progress::Cleaning {
+                rows_done,
+                rows_total,
+            } => format!("dropping reconciled subtotals: {rows_done}/{rows_total} count rows"),
+            Progress::Reporting => "writing the drift report".to_owned(),
         })
     };
     let deadline = likes_core::clock::now_ms() + RUN_TIMEOUT.as_millis() as i64;

@@ -22,6 +22,8 @@ use crate::ReconcileError;
 
 /// How often a waiting invocation asks again whether the export is complete.
 const EXPORT_POLL: Duration = Duration::from_secs(10);
+/// Items (and count rows) between two progress reports of the compare and cleanup steps.
+const PROGRESS_EVERY: usize = 100;
 /// A scheduled invocation stops waiting this long before its deadline.
 const DEADLINE_MARGIN_MS: i64 = 30_000;
 
@@ -86,12 +88,29 @@ pub enum Step {
     Reconciled(Box<DriftReport>),
 }
 
-/// What a run is doing, for a progress display.
+/// What a run is doing, for a progress display (and a bench's phase timings): each step
+/// reports once as it begins, the long ones again as they go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
-    Exporting { cut_ms: i64 },
+    Exporting {
+        cut_ms: i64,
+    },
+    /// The export is complete and the pipeline past the cut: its manifests are read next.
+    Recounting,
     Reading(ReadProgress),
-    Comparing { items_done: u64, items_total: u64 },
+    /// The recount is done; the Counts table is scanned next.
+    ReadingCounts,
+    Comparing {
+        items_done: u64,
+        items_total: u64,
+    },
+    /// Reconciled subtotals are dropped from the count rows read.
+    Cleaning {
+        rows_done: u64,
+        rows_total: u64,
+    },
+    /// The drift report is written.
+    Reporting,
 }
 
 #[derive(Debug, Clone)]
@@ -307,6 +326,7 @@ impl Reconciler {
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<DriftReport, ReconcileError> {
         let started = now_ms();
+        progress(Progress::Recounting);
         let description = self.describe_export(export_arn).await?;
         let manifest = description
             .export_manifest
@@ -322,6 +342,7 @@ impl Reconciler {
             .reader
             .recount(&export, |read| progress(Progress::Reading(read)))
             .await?;
+        progress(Progress::ReadingCounts);
         let rows = self.store.count_rows().await?;
         let cut = self.config.period.epoch(state.cut_ms);
         let run_id = state.run_id();
@@ -342,6 +363,10 @@ impl Reconciler {
             .cloned()
             .collect();
         let total = items.len() as u64;
+        progress(Progress::Comparing {
+            items_done: 0,
+            items_total: total,
+        });
         for (done, item) in items.iter().enumerate() {
             let states: Vec<_> = rows
                 .get(item)
@@ -360,18 +385,30 @@ impl Reconciler {
                 Verdict::InSync | Verdict::Deferred => false,
             };
             report.record(item, verdict, written);
-            if done % 100 == 0 || done as u64 + 1 == total {
+            if (done + 1) % PROGRESS_EVERY == 0 || done as u64 + 1 == total {
                 progress(Progress::Comparing {
                     items_done: done as u64 + 1,
                     items_total: total,
                 });
             }
         }
-        for (key, row) in rows.values().flatten() {
+        let rows_total = rows.values().map(|rows| rows.len() as u64).sum();
+        progress(Progress::Cleaning {
+            rows_done: 0,
+            rows_total,
+        });
+        for (done, (key, row)) in rows.values().flatten().enumerate() {
             self.store
                 .drop_reconciled(key, &reconciled_attributes(row, cut))
                 .await?;
+            if (done + 1) % PROGRESS_EVERY == 0 || done as u64 + 1 == rows_total {
+                progress(Progress::Cleaning {
+                    rows_done: done as u64 + 1,
+                    rows_total,
+                });
+            }
         }
+        progress(Progress::Reporting);
         report.duration_ms = now_ms() - started;
         let key = format!("{}{}.json", self.config.report_prefix, state.cut_ms);
         self.s3

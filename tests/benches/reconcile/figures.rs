@@ -1,0 +1,181 @@
+//! The figures the bench prints, from the run's report, its phase timings and the units
+//! worked out in [`crate::usage`].
+
+use std::time::Duration;
+
+use likes_reconcile::DriftReport;
+use likes_tests::TestStack;
+
+use crate::dataset::{Size, HOT_ITEMS};
+use crate::load::Loaded;
+use crate::phases::Phases;
+use crate::projection::{self, Measured};
+use crate::usage::{ExportObjects, Writes};
+
+/// Figures are given per this many reaction rows.
+const PER_ROWS: f64 = 100_000.0;
+
+pub struct Figures {
+    pub size: Size,
+    pub reactions: Loaded,
+    pub counts: Loaded,
+    /// Σ DynamoDB item sizes of the reaction rows written.
+    pub table_bytes: usize,
+    pub report: DriftReport,
+    /// Items given drift before the run.
+    pub drift_injected: u64,
+    pub phases: Phases,
+    pub writes: Writes,
+    /// A full Scan of the Counts table as the run read it.
+    pub scan_half_units: u64,
+    pub count_rows: usize,
+    pub export: ExportObjects,
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+impl Figures {
+    fn per_rows(&self, units: f64) -> f64 {
+        units * PER_ROWS / self.report.rows_read as f64
+    }
+
+    pub fn print(&self, stack: &TestStack, elapsed: Duration) {
+        let build = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        let rows = self.report.rows_read as f64;
+        let p = &self.phases;
+        let recount_rate = rows / p.recount.as_secs_f64();
+        println!("Likes reconciliation: figures, not a timed test");
+        println!(
+            "  {build} build, {} CPUs; AWS endpoint: {}; bench wall time {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            stack.stack.aws.endpoint_url,
+            seconds(elapsed)
+        );
+        println!(
+            "  table: {} reaction rows over {} items ({HOT_ITEMS} hot ones hold a fifth of them), {} count rows",
+            self.size.reactions, self.size.items, self.count_rows
+        );
+        println!(
+            "  load:  BatchWriteItem of 25 puts: reactions {} requests in {} ({:.0} requests/s, {:.0} rows/s),",
+            self.reactions.requests,
+            seconds(self.reactions.elapsed),
+            self.reactions.requests_per_second(),
+            self.reactions.rows_per_second()
+        );
+        println!(
+            "         count rows {} requests in {}",
+            self.counts.requests,
+            seconds(self.counts.elapsed)
+        );
+        println!("  honest about: the count rows are written directly in the aggregator's layout (totals, one epoch's");
+        println!("    subtotals, updated_at; hot items over 8 overflow partitions); the stream records of the bulk rows");
+        println!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
+        println!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
+        println!();
+
+        println!("1. One run, by phase (local emulator, one lock for every request)");
+        let phase = |name: &str, d: Duration| {
+            println!(
+                "   {name:<34} {:>9}   {:>9} per 100K rows",
+                seconds(d),
+                seconds(Duration::from_secs_f64(self.per_rows(d.as_secs_f64())))
+            );
+        };
+        phase("export wait (+ pipeline past cut)", p.export_wait);
+        phase("recount: S3 GET + gunzip + parse", p.recount);
+        phase("Counts Scan", p.counts_scan);
+        phase("compare + correct", p.compare);
+        phase("cleanup (REMOVE subtotals)", p.cleanup);
+        phase("report (S3 PUT, run done)", p.report);
+        phase("total", p.total());
+        phase("total after the export", p.after_export());
+        println!(
+            "   rows read {} ({} probe rows); {:.0} rows/s read and recounted; {:.0} rows/s over the whole run",
+            self.report.rows_read,
+            self.report.probe_rows,
+            recount_rate,
+            rows / p.total().as_secs_f64()
+        );
+        println!("   The export wait is the reconciler's 10 s poll of DescribeExport (the emulator completes in 2 s;");
+        println!("   AWS takes minutes). Cleanup and corrections are one UpdateItem each at the emulator's pace.");
+        println!();
+
+        let r = &self.report;
+        println!("2. Drift report");
+        println!(
+            "   items checked {}, in sync {}, drifted {} (injected {}), corrected {}, deferred {}, clamped {};",
+            r.items_checked,
+            r.items_in_sync,
+            r.items_drifted,
+            self.drift_injected,
+            r.items_corrected,
+            r.items_deferred,
+            r.items_clamped
+        );
+        println!(
+            "   correction |sum| {}; corrections written {} (D#C rows); count rows cleaned {}",
+            r.correction_abs_sum, self.writes.corrections, self.writes.cleaned_rows
+        );
+        println!();
+
+        let e = &self.export;
+        println!(
+            "3. Request units, this run and per 100K reaction rows ({} rows read)",
+            r.rows_read
+        );
+        let units = |name: &str, n: f64, how: &str| {
+            println!(
+                "   {name:<30} {n:>9.1}   {:>9.1} per 100K rows   {how}",
+                self.per_rows(n)
+            );
+        };
+        units(
+            "S3 GET",
+            e.gets as f64,
+            &format!("{} data files + 2 manifests + their .md5", e.data_files),
+        );
+        units("S3 PUT", 1.0, "the drift report");
+        units(
+            "Counts Scan RCU",
+            self.scan_half_units as f64 / 2.0,
+            "eventually consistent: 0.5 per started 4 KB of each page",
+        );
+        units(
+            "correction WCU",
+            self.writes.correction_units as f64,
+            "new D#C rows: ceil(size / 1 KB) each",
+        );
+        units(
+            "cleanup WCU",
+            self.writes.cleanup_units as f64,
+            "REMOVE updates: ceil(larger image / 1 KB) each",
+        );
+        println!("   Cleanup writes only rows with subtotals before the cut: here every row (all were written in one");
+        println!("   epoch); in service, the rows that changed since the last run.");
+        println!();
+
+        let export_bytes_per_row = e.data_bytes as f64 / rows;
+        println!("4. The export");
+        println!(
+            "   {} data files, {} bytes gzipped: {export_bytes_per_row:.1} B/row; table {:.1} B/row by DynamoDB's item sizes",
+            e.data_files,
+            e.data_bytes,
+            self.table_bytes as f64 / self.size.reactions as f64
+        );
+        println!();
+
+        projection::print(&Measured {
+            recount_rows_per_second: recount_rate,
+            export_bytes_per_row,
+            file_bytes: e.data_bytes as f64 / e.data_files as f64,
+            table_bytes_per_row: self.table_bytes as f64 / self.size.reactions as f64,
+            reaction_rows_per_item: self.size.reactions as f64 / self.size.items as f64,
+        });
+    }
+}
