@@ -214,3 +214,32 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
         (1, 1)
     );
 }
+
+/// A cut the table's recovery window does not reach (a stack younger than it) cannot be
+/// exported: the run is given up with a clear error, and the next cut runs as usual.
+#[tokio::test]
+async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let before = now_millis() - 60_000;
+    let err = stack
+        .reconciler()
+        .run_at(before, now_millis() + 60_000, &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            likes_reconcile::ReconcileError::CutNotExportable { .. }
+        ),
+        "{err}"
+    );
+    stack.react("after", "game:after", Like).await;
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(
+        (report.items_checked, report.items_drifted),
+        (1, 0),
+        "{report:?}"
+    );
+}

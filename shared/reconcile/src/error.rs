@@ -23,6 +23,11 @@ pub enum ReconcileError {
     /// gone.
     #[error("cut {asked} is before cut {reconciled}, which is already reconciled")]
     LaterCutReconciled { asked: i64, reconciled: i64 },
+    /// The cut is outside the table's point-in-time recovery window; the run was given up.
+    #[error(
+        "cut {cut_ms} cannot be exported (the run is given up; the next cut goes on): {reason}"
+    )]
+    CutNotExportable { cut_ms: i64, reason: String },
     /// DynamoDB gave up on the export.
     #[error("export {arn} ended {status}: {message}")]
     ExportFailed {

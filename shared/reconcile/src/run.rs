@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
 use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus};
 use likes_core::clock::now_ms;
 use likes_core::pipeline::Counts;
@@ -270,11 +271,31 @@ impl Reconciler {
             // Idempotent for 8 hours: an invocation that died after asking gets the same export.
             .client_token(export_token(&self.config.reactions_table_arn, state.cut_ms))
             .send()
-            .await
-            .map_err(|err| ReconcileError::Aws {
-                operation: "ExportTableToPointInTime",
-                message: DisplayErrorContext(err).to_string(),
-            })?;
+            .await;
+        let output = match output {
+            Ok(output) => output,
+            // A cut before the table's recovery window (a table younger than the cut, say)
+            // can never be exported: the run is given up, so the next cut is not blocked.
+            Err(err)
+                if matches!(
+                    err.as_service_error(),
+                    Some(ExportTableToPointInTimeError::InvalidExportTimeException(_))
+                ) =>
+            {
+                let reason = DisplayErrorContext(err).to_string();
+                self.store.abandon(state.cut_ms, &reason).await?;
+                return Err(ReconcileError::CutNotExportable {
+                    cut_ms: state.cut_ms,
+                    reason,
+                });
+            }
+            Err(err) => {
+                return Err(ReconcileError::Aws {
+                    operation: "ExportTableToPointInTime",
+                    message: DisplayErrorContext(err).to_string(),
+                })
+            }
+        };
         output
             .export_description
             .and_then(|d| d.export_arn)

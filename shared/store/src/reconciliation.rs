@@ -188,6 +188,18 @@ impl ReconciliationStore {
         .await
     }
 
+    /// Gives a run up before its export (the cut cannot be exported): the run is done, with
+    /// why, and no report.
+    pub async fn abandon(&self, cut_ms: i64, reason: &str) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            "exporting",
+            "SET phase = :next, abandoned = :reason",
+            &[(":next", s("done")), (":reason", s(reason))],
+        )
+        .await
+    }
+
     /// The run is over; `report_key` is where its drift report went.
     pub async fn done(&self, cut_ms: i64, report_key: &str) -> Result<bool, StoreError> {
         self.step(
