@@ -13,9 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -26,6 +24,7 @@ use likes_core::{Delta, ItemId};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::error::condition_held;
 use crate::freshness::FreshnessStore;
 use crate::StoreError;
 
@@ -279,18 +278,7 @@ impl CountsWriter {
             .condition_expression("attribute_not_exists(claim_id)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(PutItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(StoreError::aws("PutItem", err)),
-        }
+        condition_held("PutItem", result).map(drop)
     }
 
     /// Tells readers of `item` to add its overflow partitions `1..=partitions`. Written before
@@ -309,18 +297,8 @@ impl CountsWriter {
             .expression_attribute_values(":h", AttributeValue::N(partitions.to_string()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(StoreError::aws("UpdateItem", err)),
-        }
+        // Refused: the marker already names as many partitions or more.
+        condition_held("UpdateItem", result).map(drop)
     }
 
     fn claim_put(

@@ -31,6 +31,24 @@ const THROTTLE_CODES: [&str; 3] = [
     "RequestLimitExceeded",
 ];
 
+/// A conditional write's outcome: `Ok(true)` when it was applied, `Ok(false)` when DynamoDB
+/// refused it on its condition (what the condition guards is already there), the error
+/// otherwise. Matched on the modeled error code, which every operation's error shares.
+pub(crate) fn condition_held<O, E, R>(
+    operation: &'static str,
+    result: Result<O, SdkError<E, R>>,
+) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(false),
+        Err(err) => Err(StoreError::aws(operation, err)),
+    }
+}
+
 impl StoreError {
     pub(crate) fn aws<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
     where

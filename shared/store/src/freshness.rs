@@ -16,10 +16,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 
+use crate::error::condition_held;
 use crate::StoreError;
 
 /// Copies of the computed `as_of`; readers pick one by the clock.
@@ -99,19 +99,8 @@ impl FreshnessStore {
                 .expression_attribute_values(":p", AttributeValue::S(probe.to_owned())),
             None => update.update_expression("SET stream_time = :t, updated_at = :now"),
         };
-        match update.send().await {
-            Ok(_) => Ok(()),
-            // Another delivery already moved it further: nothing to do.
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(StoreError::aws("UpdateItem", err)),
-        }
+        // Refused: another delivery already moved it further.
+        condition_held("UpdateItem", update.send().await).map(drop)
     }
 
     /// The watermarks of the given shards (shards with none are absent).

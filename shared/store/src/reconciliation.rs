@@ -9,12 +9,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
 use likes_core::{Delta, ItemId};
 
+use crate::error::condition_held;
 use crate::StoreError;
 
 const STATE_KEY: &str = "#reconcile";
@@ -81,13 +81,6 @@ fn n(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-fn is_condition_failure(err: &aws_sdk_dynamodb::error::SdkError<UpdateItemError>) -> bool {
-    matches!(
-        err.as_service_error(),
-        Some(UpdateItemError::ConditionalCheckFailedException(_))
-    )
-}
-
 impl ReconciliationStore {
     pub fn new(client: Client, counts_table: impl Into<String>) -> Self {
         Self {
@@ -132,7 +125,7 @@ impl ReconciliationStore {
             .expression_attribute_values(":zero", n(0))
             .send()
             .await;
-        self.settle_condition(result.map(|_| ()))
+        condition_held("UpdateItem", result)
     }
 
     /// Records the export DynamoDB started for the run's cut.
@@ -173,7 +166,7 @@ impl ReconciliationStore {
             .expression_attribute_values(":until", n(until_ms))
             .send()
             .await;
-        self.settle_condition(result.map(|_| ()))
+        condition_held("UpdateItem", result)
     }
 
     /// Opens a finished run's compare step again (an operator's rerun): its corrections are
@@ -231,18 +224,7 @@ impl ReconciliationStore {
         for (name, value) in values {
             request = request.expression_attribute_values(*name, value.clone());
         }
-        self.settle_condition(request.send().await.map(|_| ()))
-    }
-
-    fn settle_condition(
-        &self,
-        result: Result<(), aws_sdk_dynamodb::error::SdkError<UpdateItemError>>,
-    ) -> Result<bool, StoreError> {
-        match result {
-            Ok(()) => Ok(true),
-            Err(err) if is_condition_failure(&err) => Ok(false),
-            Err(err) => Err(StoreError::aws("UpdateItem", err)),
-        }
+        condition_held("UpdateItem", request.send().await)
     }
 
     /// Every item's count rows (base, overflow and correction rows), by item. A full Scan in
@@ -321,7 +303,7 @@ impl ReconciliationStore {
             .expression_attribute_values(":id", s(run_id))
             .send()
             .await;
-        self.settle_condition(result.map(|_| ()))
+        condition_held("UpdateItem", result)
     }
 
     /// Drops subtotals of epochs before the cut, and near-cut counts up to it, from one row:
