@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use lambda_runtime::LambdaEvent;
@@ -26,6 +27,11 @@ use crate::ConfigError;
 /// New probe keys written per tick for each shard that has none, within these bounds.
 const NEW_PROBES_PER_UNCOVERED: usize = 4;
 const NEW_PROBES_MAX: usize = 64;
+/// The last shard list read, and when.
+type ShardListCache = Arc<Mutex<Option<(Instant, Vec<StreamShard>)>>>;
+
+/// How long a shard list is used before DescribeStream is asked again.
+const SHARD_LIST_TTL: Duration = Duration::from_secs(10);
 /// The pulse stops this long before the invocation's deadline.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
@@ -90,6 +96,9 @@ pub struct Pulse {
     config: PulseConfig,
     freshness: FreshnessStore,
     streams: aws_sdk_dynamodbstreams::Client,
+    /// The last shard list and when it was read: DescribeStream takes 10 calls a second per
+    /// account, and shards change rarely, so ticks share one read for a while.
+    listed: ShardListCache,
 }
 
 impl Pulse {
@@ -102,6 +111,7 @@ impl Pulse {
             freshness: FreshnessStore::new(dynamodb, config.counts_table.clone()),
             config,
             streams,
+            listed: Arc::default(),
         }
     }
 
@@ -145,7 +155,7 @@ impl Pulse {
 
     /// Lists shards, publishes `as_of`, writes probes.
     pub async fn tick(&self) -> Result<TickReport, PulseError> {
-        let shards = self.shards().await?;
+        let shards = self.listed_shards().await?;
         let ids: Vec<String> = shards.iter().map(|s| s.shard_id.clone()).collect();
         let watermarks = self.freshness.watermarks(&ids).await?;
         let times: BTreeMap<String, i64> = watermarks
@@ -185,6 +195,19 @@ impl Pulse {
             as_of_ms: as_of,
             probes_written: probes.len(),
         })
+    }
+
+    /// The shard list, read again once it is [`SHARD_LIST_TTL`] old. A list a few seconds
+    /// stale only errs old: a closed parent still counts until its child shows up.
+    async fn listed_shards(&self) -> Result<Vec<StreamShard>, PulseError> {
+        if let Some((read_at, shards)) = &*self.listed.lock().expect("shard list lock") {
+            if read_at.elapsed() < SHARD_LIST_TTL {
+                return Ok(shards.clone());
+            }
+        }
+        let shards = self.shards().await?;
+        *self.listed.lock().expect("shard list lock") = Some((Instant::now(), shards.clone()));
+        Ok(shards)
     }
 
     /// Every shard of the stream, paged, each expanded into its virtual shards.
