@@ -73,8 +73,9 @@ check-bootstraps:
 
 # The whole service on this machine: emulator, resources from template.yaml, the HTTP API on
 # 127.0.0.1:3000, stream pollers. Ctrl-C stops everything it started.
+# PARAMETERS="RecountEngine=athena ..." sets template parameters as a deploy would.
 run: .venv
-	cargo run -p likes-local --bin likes-local -- run
+	cargo run -p likes-local --bin likes-local -- run $(foreach p,$(PARAMETERS),--parameter $(p))
 
 # One whole reconciliation now against the stack `make run` started (or AWS_ENDPOINT_URL),
 # with progress and the drift report; AT=2026-12-01T10:00:00Z cuts at an earlier time.

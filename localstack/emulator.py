@@ -9,7 +9,8 @@ Prints exactly one line on stdout once the socket listens, then nothing more:
 
 Everything is moto's except ExportTableToPointInTime, DescribeExport and ListExports,
 which export a table as of the requested time in DynamoDB's layout (table_exports.py,
-from the write log of pitr_history.py).
+from the write log of pitr_history.py), and Athena's query operations, which run each
+query in DuckDB over the S3 objects of its tables (local_athena.py).
 
 Errors go to stderr, tersely; there is no per-request access log. SIGTERM and SIGINT
 stop it cleanly, and with --parent-pid it also stops when that process is gone, so a
@@ -34,6 +35,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+from local_athena import OPERATIONS as ATHENA_OPERATIONS, TARGET as ATHENA_TARGET, AthenaError, LocalAthena
 from pitr_history import PitrHistory
 from table_exports import OPERATIONS as EXPORT_OPERATIONS, ExportError, TableExports
 
@@ -46,9 +48,9 @@ ACCESS_KEY = re.compile(r"AWS.*(?P<access_key>(?<![A-Z0-9])[A-Z0-9]{20}(?![A-Z0-
 DEFAULT_REGION = "us-east-1"
 
 
-class DynamoRequest:
-    """A DynamoDB JSON request: its operation, body, and the account and region whose
-    backend moto serves it from."""
+class JsonRequest:
+    """An AWS JSON-protocol request (X-Amz-Target): its operation, body, and the account and
+    region whose backend moto serves it from."""
 
     def __init__(self, environ, operation):
         self.operation = operation
@@ -65,12 +67,12 @@ class DynamoRequest:
             self.account = get_account_id_from(match.group("access_key") if match else "AKIAEXAMPLE")
 
     @classmethod
-    def parse(cls, environ):
+    def parse(cls, environ, prefix):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if not target.startswith(DYNAMODB_TARGET):
+        if not target.startswith(prefix):
             return None
         try:
-            return cls(environ, target[len(DYNAMODB_TARGET):])
+            return cls(environ, target[len(prefix):])
         except ValueError:
             return None  # not JSON: moto answers it with its own error
 
@@ -80,10 +82,10 @@ class DynamoRequest:
         return dynamodb_backends[self.account][self.region]
 
 
-def json_answer(start_response, status, document):
+def json_answer(start_response, status, document, content_type="application/x-amz-json-1.0"):
     body = json.dumps(document).encode()
     start_response(status, [
-        ("Content-Type", "application/x-amz-json-1.0"),
+        ("Content-Type", content_type),
         ("Content-Length", str(len(body))),
         ("x-amzn-RequestId", os.urandom(16).hex()),
     ])
@@ -119,6 +121,7 @@ class SerializedApp:
         self._lock = threading.Lock()
         self._history = PitrHistory()
         self._exports = TableExports(self._lock, self._history)
+        self._athena = LocalAthena(self._lock)
 
     def __call__(self, environ, start_response):
         length = environ.get("CONTENT_LENGTH")
@@ -129,9 +132,12 @@ class SerializedApp:
         else:
             environ["wsgi.input"] = io.BytesIO(b"")
         with self._lock:
-            dynamo = DynamoRequest.parse(environ)
+            dynamo = JsonRequest.parse(environ, DYNAMODB_TARGET)
             if dynamo is not None and dynamo.operation in EXPORT_OPERATIONS:
                 return self._answer_export(dynamo, start_response)
+            athena = JsonRequest.parse(environ, ATHENA_TARGET)
+            if athena is not None and athena.operation in ATHENA_OPERATIONS:
+                return self._answer_athena(athena, start_response)
             body = self._app(environ, start_response)
             try:
                 return [b"".join(body)]
@@ -160,6 +166,19 @@ class SerializedApp:
                 "message": err.message,
             })
         return json_answer(start_response, "200 OK", answer)
+
+
+    def _answer_athena(self, request, start_response):
+        """Queries run for real (local_athena), not moto's empty successes."""
+        content_type = "application/x-amz-json-1.1"
+        try:
+            answer = self._athena.answer(request)
+        except AthenaError as err:
+            return json_answer(start_response, "400 Bad Request", {
+                "__type": err.kind,
+                "Message": err.message,
+            }, content_type)
+        return json_answer(start_response, "200 OK", answer, content_type)
 
 
 class QuietRequestHandler(MotoRequestHandler):

@@ -92,7 +92,7 @@ fn stream_mapping(template: &Template, function: &str, shards: u32, seed: u64) -
 
 fn parameter(template: &Template, name: &str) -> u32 {
     template
-        .parameter_default(name)
+        .parameter(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("template parameter {name} has a numeric default"))
 }

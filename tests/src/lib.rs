@@ -64,6 +64,7 @@ impl TestStack {
             Schedules::None,
             BTreeMap::new(),
             stream_shards(),
+            BTreeMap::new(),
         )
         .await
     }
@@ -76,6 +77,7 @@ impl TestStack {
             Schedules::All,
             BTreeMap::new(),
             stream_shards(),
+            BTreeMap::new(),
         )
         .await
     }
@@ -85,6 +87,12 @@ impl TestStack {
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
     /// reaches a cut in seconds.
     pub async fn start_for_reconciliation() -> Self {
+        Self::start_for_reconciliation_in("function").await
+    }
+
+    /// [`TestStack::start_for_reconciliation`] with `RecountEngine` `engine`: `function` or
+    /// `athena` (the emulator's Athena runs the recount query in DuckDB).
+    pub async fn start_for_reconciliation_in(engine: &str) -> Self {
         let mut overrides = test_overrides();
         overrides.insert(
             "RECONCILE_EPOCH_SECONDS".into(),
@@ -96,6 +104,7 @@ impl TestStack {
             Schedules::Only(vec!["PulseFunction".into()]),
             BTreeMap::new(),
             stream_shards(),
+            BTreeMap::from([("RecountEngine".to_owned(), engine.to_owned())]),
         )
         .await
     }
@@ -107,6 +116,7 @@ impl TestStack {
             Schedules::All,
             BTreeMap::new(),
             stream_shards(),
+            BTreeMap::new(),
         )
         .await
     }
@@ -118,7 +128,14 @@ impl TestStack {
             .iter()
             .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value)))
             .collect();
-        Self::start_with(test_overrides(), Schedules::None, properties, shards).await
+        Self::start_with(
+            test_overrides(),
+            Schedules::None,
+            properties,
+            shards,
+            BTreeMap::new(),
+        )
+        .await
     }
 
     async fn start_with(
@@ -126,6 +143,7 @@ impl TestStack {
         schedules: Schedules,
         mapping_overrides: BTreeMap<String, serde_yaml::Value>,
         stream_shards: usize,
+        parameters: BTreeMap<String, String>,
     ) -> Self {
         let aws = AwsTarget::connect()
             .await
@@ -137,6 +155,7 @@ impl TestStack {
             schedules,
             mapping_overrides,
             stream_shards,
+            parameters,
         };
         let stack = Stack::start(aws, options)
             .await
@@ -376,7 +395,12 @@ impl TestStack {
             config,
             self.dynamodb(),
             likes_local::stack::s3_client(&self.stack.aws.sdk),
+            self.athena(),
         )
+    }
+
+    pub fn athena(&self) -> aws_sdk_athena::Client {
+        aws_sdk_athena::Client::new(&self.stack.aws.sdk)
     }
 
     /// The epochs and export uncertainty the stack's aggregator and reconciliation use.

@@ -1,58 +1,52 @@
-//! The recount SQL that Athena runs at platform scale (infra/athena/recount.sql), run by
-//! DuckDB over the data files of a real local export, gives the reconcile function's own
-//! recount of that export row for row.
+//! The Athena recount (infra/athena/*.sql, as the reconcile function sends it), run by the
+//! emulator's Athena in DuckDB over the data files of a real local export: it gives the
+//! function's own recount row for row, fails rather than half-reads a corrupt export, and
+//! carries a whole reconciliation run when the template selects it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
-use likes_reconcile::{Export, ExportReader};
-use likes_tests::exports::{create_bucket, get};
+use likes_reconcile::{
+    AthenaConfig, AthenaRecount, Export, ExportReader, ReconcileError, Recount, Step, ATTEMPTS,
+};
+use likes_tests::exports::create_bucket;
 use likes_tests::{now_millis, unique_prefix, TestStack};
 
-/// One CSV line of recount_duckdb.py: item, likes, dislikes, unknown states.
-type SqlRow = (String, u64, u64, u64);
+/// An Athena recount as the stack's reconcile function is configured for it.
+fn athena_recount(stack: &TestStack) -> AthenaRecount {
+    let environment = stack
+        .stack
+        .function_environment("ReconcileFunction")
+        .unwrap();
+    AthenaRecount::new(
+        stack.athena(),
+        stack.s3(),
+        AthenaConfig {
+            workgroup: environment["ATHENA_WORKGROUP"].clone(),
+            database: environment["GLUE_DATABASE"].clone(),
+        },
+    )
+}
 
-/// Downloads the export's data files into `folder`, as an operator would to check the SQL.
-async fn download(s3: &aws_sdk_s3::Client, export: &Export, folder: &Path) {
-    std::fs::create_dir_all(folder).unwrap();
-    for file in &export.files {
-        let key = &file.data_file_s3_key;
-        let name = key.rsplit('/').next().unwrap();
-        std::fs::write(folder.join(name), get(s3, &export.bucket, key).await).unwrap();
+/// Polls the recount to its end (at most 30 s).
+async fn athena_result(
+    athena: &AthenaRecount,
+    run_id: &str,
+    export: &Export,
+) -> Result<Recount, ReconcileError> {
+    for _ in 0..300 {
+        if let Some(recount) = athena.poll(run_id, export).await? {
+            return Ok(recount);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    panic!("Athena's recount did not finish in 30 s");
 }
 
-fn duckdb_recount(folder: &Path) -> Vec<SqlRow> {
-    let root = likes_local::repo_root();
-    let output = std::process::Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("infra/athena/recount_duckdb.py"))
-        .arg(folder)
-        .output()
-        .expect("run .venv/bin/python (make .venv)");
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    assert!(
-        output.status.success(),
-        "recount_duckdb.py failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut lines = stdout.lines();
-    assert_eq!(lines.next(), Some("item_id,likes,dislikes,unknown_states"));
-    lines
-        .map(|line| {
-            let fields: Vec<&str> = line.split(',').collect();
-            let number = |i: usize| fields[i].parse::<u64>().unwrap();
-            (fields[0].to_owned(), number(1), number(2), number(3))
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
-    let stack = TestStack::start().await;
-    let s3 = stack.s3();
-    let bucket = create_bucket(&s3).await;
+/// Reactions in every state, a probe row and a foreign row, exported now.
+async fn exported(stack: &TestStack) -> Export {
     for (user, item, state) in [
         ("alice", "game:1", Like),
         ("bob", "game:1", Like),
@@ -76,7 +70,7 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
         )
         .await
         .unwrap();
-    // A row no writer of the service makes: skipped by both.
+    // A row no writer of the service makes: skipped by both, and counted.
     stack
         .dynamodb()
         .put_item()
@@ -87,36 +81,49 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
         .send()
         .await
         .unwrap();
-
     // The cut is in whole milliseconds; the emulator times writes finer, so a write in the
     // same millisecond as the cut may fall after it.
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let bucket = create_bucket(&stack.s3()).await;
     let finished = stack
         .export_reactions(&bucket, "reconcile/athena", now_millis())
         .await;
-    let reader = ExportReader::new(s3.clone());
-    let export = reader
+    ExportReader::new(stack.s3())
         .open(&bucket, finished.description.export_manifest().unwrap())
         .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn athena_recounts_an_export_to_the_readers_result_row_for_row() {
+    let stack = TestStack::start_for_reconciliation_in("athena").await;
+    let export = exported(&stack).await;
+    let reader = ExportReader::new(stack.s3())
+        .recount(&export, |_| {})
+        .await
         .unwrap();
-    let recount = reader.recount(&export, |_| {}).await.unwrap();
-    assert_eq!((recount.probes, recount.foreign_rows), (1, 1));
+    let athena = athena_result(&athena_recount(&stack), &unique_prefix(), &export)
+        .await
+        .unwrap();
 
-    let folder = std::env::temp_dir().join(format!("likes-export-{}", unique_prefix()));
-    download(&s3, &export, &folder).await;
-    let sql = duckdb_recount(&folder);
-    std::fs::remove_dir_all(&folder).unwrap();
-
-    let expected: Vec<SqlRow> = recount
-        .per_item
-        .iter()
-        .map(|(item, c)| (item.to_string(), c.like_count, c.dislike_count, 0))
-        .collect();
-    assert_eq!(sql, expected);
-    // And the export is the one the writes made.
+    // Athena counts foreign rows; only the reader lists their keys.
+    assert_eq!(reader.foreign.len(), 1);
     assert_eq!(
-        sql.iter()
-            .map(|(item, likes, dislikes, _)| (item.as_str(), (*likes, *dislikes)))
+        athena,
+        Recount {
+            foreign: Vec::new(),
+            ..reader.clone()
+        }
+    );
+    // And the export is the one the writes made (the pulse writes probe rows of its own).
+    assert_eq!(athena.rows_read, export.summary.item_count);
+    assert_eq!(athena.foreign_rows, 1);
+    assert!(athena.probes >= 1, "{athena:?}");
+    assert_eq!(
+        athena
+            .per_item
+            .iter()
+            .map(|(item, c)| (item.as_str(), (c.like_count, c.dislike_count)))
             .collect::<BTreeMap<_, _>>(),
         BTreeMap::from([
             ("avatar:9", (0, 2)),
@@ -125,4 +132,90 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
             ("place:2", (0, 0)),
         ])
     );
+}
+
+#[tokio::test]
+async fn a_corrupt_data_file_fails_the_athena_recount_after_its_retries() {
+    let stack = TestStack::start_for_reconciliation_in("athena").await;
+    let export = exported(&stack).await;
+    let file = export
+        .files
+        .iter()
+        .find(|f| f.item_count > 0)
+        .expect("a data file with rows");
+    stack
+        .s3()
+        .put_object()
+        .bucket(&export.bucket)
+        .key(&file.data_file_s3_key)
+        .body(b"\x1f\x8b\x08\x00 not a gzip stream".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+
+    match athena_result(&athena_recount(&stack), &unique_prefix(), &export).await {
+        Err(ReconcileError::Query { step, failures }) => {
+            assert_eq!(step, "recount");
+            assert_eq!(failures.len(), ATTEMPTS, "{failures:?}");
+        }
+        other => panic!("a corrupt export was recounted: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_run_recounted_by_athena_corrects_drift_once() {
+    let stack = TestStack::start_for_reconciliation_in("athena").await;
+    let items = ["game:a1", "game:a2"];
+    for u in 0..6 {
+        stack.react(&format!("u{u}"), items[u % 2], Like).await;
+    }
+    stack.settle().await;
+    // Three likes nobody gave, on one count row.
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("CountsTable"))
+        .key("item_id", AttributeValue::S(items[0].into()))
+        .key("shard", AttributeValue::S("D#0".into()))
+        .update_expression("ADD like_count :three")
+        .expression_attribute_values(":three", AttributeValue::N("3".into()))
+        .send()
+        .await
+        .unwrap();
+    let period = stack.reconcile_period();
+    let cut = period.cut_at(now_millis() + period.uncertainty_ms) + period.length_ms;
+    let run = |at: i64| {
+        let reconciler = stack.reconciler();
+        async move {
+            match reconciler
+                .run_at(at, now_millis() + 60_000, &mut |_| {})
+                .await
+                .expect("the run finishes")
+            {
+                Step::Reconciled(report) => *report,
+                other => panic!("the run stopped at {other:?}"),
+            }
+        }
+    };
+    let wait = cut + period.uncertainty_ms + 1_200 - now_millis();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+
+    let report = run(cut).await;
+    assert_eq!(report.recounted_by, "athena");
+    assert_eq!(report.items_checked, 2, "{report:?}");
+    assert_eq!(
+        (report.items_drifted, report.items_corrected),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.largest_drifts[0].like_drift, -3, "{report:?}");
+    stack.assert_counts_match_recount(&items).await;
+
+    let rerun = run(cut).await;
+    assert_eq!(
+        (rerun.items_drifted, rerun.items_corrected),
+        (0, 0),
+        "the correction is part of what was applied before the cut now: {rerun:?}"
+    );
+    stack.assert_counts_match_recount(&items).await;
 }

@@ -78,7 +78,12 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
     };
     let config = ReconcileConfig::from_lookup(|name| environment.get(name).cloned())
         .map_err(|e| e.to_string())?;
-    let reconciler = Reconciler::new(config, aws_sdk_dynamodb::Client::new(&sdk), s3_client(&sdk));
+    let reconciler = Reconciler::new(
+        config,
+        aws_sdk_dynamodb::Client::new(&sdk),
+        s3_client(&sdk),
+        aws_sdk_athena::Client::new(&sdk),
+    );
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
@@ -88,7 +93,7 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
     let mut show = |progress: Progress| {
         bar.set_message(match progress {
             Progress::Exporting { cut_ms } => format!("exporting the Reactions table at {cut_ms}"),
-            Progress::Recounting => "reading the export's manifests".to_owned(),
+            Progress::Recounting => "recounting the export".to_owned(),
             Progress::Reading(read) => format!(
                 "reading the export: {}/{} data files, {} rows",
                 read.files_done, read.files_total, read.rows_read
@@ -120,6 +125,9 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
         Step::WaitingForPipeline { cut_ms, as_of_ms } => Err(format!(
             "as_of ({as_of_ms:?}) did not pass the cut {cut_ms} within {RUN_TIMEOUT:?}: is a \
              stream shard stalled, or the pulse not running?"
+        )),
+        Step::WaitingForRecount { cut_ms } => Err(format!(
+            "Athena's recount of the export at {cut_ms} did not finish within {RUN_TIMEOUT:?}"
         )),
     }
 }

@@ -59,10 +59,11 @@ impl Schedule {
                     event: event.clone(),
                     message,
                 };
-                let expression = substituted(template, &spec["Properties"]["ScheduleExpression"])
+                let expression = resources
+                    .resolve(template, &spec["Properties"]["ScheduleExpression"])
                     .ok_or_else(|| {
-                    failed("no ScheduleExpression the local stack can resolve".into())
-                })?;
+                        failed("no ScheduleExpression the local stack can resolve".into())
+                    })?;
                 schedules.push(Self {
                     every: rate(&expression).map_err(failed)?,
                     timeout: Duration::from_secs(
@@ -113,6 +114,7 @@ impl Schedule {
                 ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
                 aws_sdk_dynamodb::Client::new(sdk),
                 crate::stack::s3_client(sdk),
+                aws_sdk_athena::Client::new(sdk),
             )),
             other => {
                 return Err(failed(format!(
@@ -159,22 +161,6 @@ impl Schedule {
 enum Target {
     Pulse(Pulse),
     Reconcile(Reconciler),
-}
-
-/// A string (or `!Sub` of one) with `${Parameter}`s replaced by the parameters' defaults,
-/// as CloudFormation resolves it.
-fn substituted(template: &Template, value: &Value) -> Option<String> {
-    let text = match value {
-        Value::Tagged(tagged) if tagged.tag == "Sub" => tagged.value.as_str()?,
-        other => other.as_str()?,
-    };
-    let mut text = text.to_owned();
-    while let Some(start) = text.find("${") {
-        let end = start + text[start..].find('}')?;
-        let value = template.parameter_default(&text[start + 2..end])?;
-        text.replace_range(start..=end, &value);
-    }
-    Some(text)
 }
 
 /// `rate(<n> minute|minutes|hour|hours|day|days)`, as EventBridge Scheduler takes it.

@@ -123,6 +123,9 @@ pub struct StackOptions {
     pub mapping_overrides: BTreeMap<String, serde_yaml::Value>,
     /// Virtual shards per stream shard (see [`stream_shards_from_env`]).
     pub stream_shards: usize,
+    /// Template parameters set over their defaults, as `sam deploy --parameter-overrides`
+    /// sets them; empty deploys the defaults.
+    pub parameters: BTreeMap<String, String>,
 }
 
 /// The template's `ScheduleV2` events a stack fires.
@@ -175,7 +178,8 @@ pub struct Stack {
 impl Stack {
     /// Creates the template's resources, serves its HTTP API and polls its streams.
     pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
-        let template = Template::load(&template::default_path())?;
+        let template =
+            Template::load(&template::default_path())?.with_parameters(options.parameters.clone());
         let secrets: BTreeMap<String, String> = template
             .resources_of("AWS::SecretsManager::Secret")
             .into_keys()

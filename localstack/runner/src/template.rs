@@ -29,6 +29,8 @@ pub fn default_path() -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct Template {
     root: Value,
+    /// Parameter values set over the defaults, as `sam deploy --parameter-overrides` does.
+    parameters: BTreeMap<String, String>,
 }
 
 /// One `Type: HttpApi` event of a function: a route of the HTTP API.
@@ -56,18 +58,77 @@ impl Template {
         if !root.get("Resources").is_some_and(Value::is_mapping) {
             return Err(TemplateError::Shape("no Resources section".into()));
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            parameters: BTreeMap::new(),
+        })
     }
 
-    /// Logical id → resource, for every resource of `resource_type`.
+    /// The template deployed with these parameter values over the defaults.
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// Logical id → resource, for every resource of `resource_type` the template creates
+    /// with its parameters (a resource whose `Condition` is false is not created).
     pub fn resources_of(&self, resource_type: &str) -> BTreeMap<String, &Value> {
         self.root["Resources"]
             .as_mapping()
             .into_iter()
             .flatten()
             .filter(|(_, r)| r["Type"].as_str() == Some(resource_type))
+            .filter(|(_, r)| {
+                r["Condition"]
+                    .as_str()
+                    .is_none_or(|c| self.condition(c) == Some(true))
+            })
             .filter_map(|(id, r)| Some((id.as_str()?.to_owned(), r)))
             .collect()
+    }
+
+    /// A condition of the `Conditions` section, evaluated against the parameters:
+    /// `!Equals`, `!Not`, `!And`, `!Or` and `{Condition: name}`; `None` when it uses
+    /// anything else.
+    pub fn condition(&self, name: &str) -> Option<bool> {
+        self.evaluate(&self.root["Conditions"][name])
+    }
+
+    fn evaluate(&self, condition: &Value) -> Option<bool> {
+        let (function, arguments) = intrinsic(condition)?;
+        let all = |values: &Value| -> Option<Vec<bool>> {
+            values
+                .as_sequence()?
+                .iter()
+                .map(|c| self.evaluate(c))
+                .collect()
+        };
+        match function.as_str() {
+            "Equals" => {
+                let [a, b] = arguments.as_sequence()?.as_slice() else {
+                    return None;
+                };
+                Some(self.scalar(a)? == self.scalar(b)?)
+            }
+            "Not" => Some(!*all(arguments)?.first()?),
+            "And" => Some(all(arguments)?.iter().all(|c| *c)),
+            "Or" => Some(all(arguments)?.iter().any(|c| *c)),
+            "Condition" => self.condition(arguments.as_str()?),
+            _ => None,
+        }
+    }
+
+    /// A literal, or `!Ref` of a parameter, as a condition compares it.
+    fn scalar(&self, value: &Value) -> Option<String> {
+        match ref_target(value) {
+            Some(parameter) => self.parameter(parameter),
+            None => match value {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            },
+        }
     }
 
     pub fn resource(&self, logical_id: &str) -> Option<&Value> {
@@ -135,13 +196,36 @@ impl Template {
             .or_else(|| self.root["Globals"]["Function"].get(property))
     }
 
-    /// A parameter's default value.
-    pub fn parameter_default(&self, name: &str) -> Option<String> {
+    /// A parameter's value: the one it was deployed with, else its default.
+    pub fn parameter(&self, name: &str) -> Option<String> {
+        if let Some(value) = self.parameters.get(name) {
+            return Some(value.clone());
+        }
         match &self.root["Parameters"][name]["Default"] {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         }
+    }
+}
+
+/// An intrinsic function's name (without `Fn::` or `!`) and its arguments, in the short
+/// (`!Equals [...]`) or long (`{Fn::Equals: [...]}`) form; `{Condition: name}` too.
+pub fn intrinsic(value: &Value) -> Option<(String, &Value)> {
+    match value {
+        Value::Tagged(tagged) => Some((
+            tagged.tag.to_string().trim_start_matches('!').to_owned(),
+            &tagged.value,
+        )),
+        Value::Mapping(map) if map.len() == 1 => {
+            let (key, arguments) = map.iter().next()?;
+            let key = key.as_str()?;
+            Some((
+                key.strip_prefix("Fn::").unwrap_or(key).to_owned(),
+                arguments,
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -233,11 +317,42 @@ Resources:
             get_att(&env["ARN"]),
             Some(("Table".to_owned(), "StreamArn".to_owned()))
         );
-        assert_eq!(
-            template.parameter_default("CountShards").as_deref(),
-            Some("16")
-        );
+        assert_eq!(template.parameter("CountShards").as_deref(), Some("16"));
         assert_eq!(template.resources_of("AWS::DynamoDB::Table").len(), 1);
+    }
+
+    const CONDITIONAL: &str = r#"
+Parameters:
+  Engine: { Type: String, Default: function }
+Conditions:
+  InAthena: !Equals [!Ref Engine, athena]
+  NotInAthena: !Not [!Condition InAthena]
+  Long: {"Fn::Or": [{"Condition": InAthena}, {"Fn::Equals": ["a", "b"]}]}
+Resources:
+  Group:
+    Type: AWS::Athena::WorkGroup
+    Condition: InAthena
+  Bucket:
+    Type: AWS::S3::Bucket
+"#;
+
+    #[test]
+    fn conditions_follow_the_parameters_and_decide_which_resources_exist() {
+        let default = Template::parse(CONDITIONAL).unwrap();
+        assert_eq!(default.condition("InAthena"), Some(false));
+        assert_eq!(default.condition("NotInAthena"), Some(true));
+        assert_eq!(default.condition("Long"), Some(false));
+        assert!(default.resources_of("AWS::Athena::WorkGroup").is_empty());
+        assert_eq!(default.resources_of("AWS::S3::Bucket").len(), 1);
+
+        let athena = Template::parse(CONDITIONAL)
+            .unwrap()
+            .with_parameters(BTreeMap::from([("Engine".into(), "athena".into())]));
+        assert_eq!(athena.parameter("Engine").as_deref(), Some("athena"));
+        assert_eq!(athena.condition("InAthena"), Some(true));
+        assert_eq!(athena.condition("Long"), Some(true));
+        assert_eq!(athena.resources_of("AWS::Athena::WorkGroup").len(), 1);
+        assert_eq!(athena.condition("Missing"), None);
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub enum ReconcileError {
         max: i64,
         value: String,
     },
+    #[error("RECOUNT_ENGINE must be function or athena, not {0:?}")]
+    Engine(String),
     /// The Counts table (run state, count rows, corrections) failed.
     #[error(transparent)]
     Store(#[from] likes_store::StoreError),
@@ -91,4 +93,13 @@ pub enum ReconcileError {
         expected: u64,
         read: u64,
     },
+    /// Athena could not run a statement of the recount, each time it was started.
+    #[error("Athena failed the {step} statement {} times: {}", failures.len(), failures.join("; "))]
+    Query { step: String, failures: Vec<String> },
+    /// Athena's result is not the recount's (columns, numbers, item ids).
+    #[error("Athena result {location}: {reason}")]
+    Result { location: String, reason: String },
+    /// Athena counted reaction rows in a state the service never writes.
+    #[error("{rows} reaction rows of item {item_id} are in no state LIKE, DISLIKE or NONE")]
+    UnknownStates { item_id: String, rows: u64 },
 }

@@ -31,15 +31,17 @@
 //!   any other row is foreign: skipped, counted, and the first [`FOREIGN_REPORTED`] reported
 //!   with their keys.
 
+mod athena;
 mod error;
 pub mod export;
 mod report;
 mod run;
 
+pub use athena::{AthenaConfig, AthenaRecount, ATTEMPTS};
 pub use error::ReconcileError;
 pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,
     FOREIGN_REPORTED,
 };
 pub use report::{Drift, DriftReport};
-pub use run::{run, Progress, ReconcileConfig, Reconciler, Step};
+pub use run::{run, Progress, ReconcileConfig, Reconciler, RecountEngine, Step};

@@ -23,6 +23,8 @@ pub struct DriftReport {
     pub cut_ms: i64,
     pub cut: String,
     pub export_arn: String,
+    /// Where the export was recounted: `function` or `athena`.
+    pub recounted_by: &'static str,
     pub rows_read: u64,
     pub probe_rows: u64,
     pub foreign_rows: u64,

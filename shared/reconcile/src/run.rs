@@ -17,12 +17,15 @@ use likes_core::reconcile::{judge, Period, Verdict};
 use likes_store::reconciliation::{reconciled_attributes, Phase, ReconciliationStore, RunState};
 use likes_store::FreshnessStore;
 
-use crate::export::{ExportReader, ReadProgress};
+use crate::athena::{AthenaConfig, AthenaRecount};
+use crate::export::{Export, ExportReader, ReadProgress, Recount};
 use crate::report::DriftReport;
 use crate::ReconcileError;
 
 /// How often a waiting invocation asks again whether the export is complete.
 const EXPORT_POLL: Duration = Duration::from_secs(10);
+/// How often a waiting invocation asks again whether Athena's recount is done.
+const QUERY_POLL: Duration = Duration::from_secs(2);
 /// Items (and count rows) between two progress reports of the compare and cleanup steps.
 const PROGRESS_EVERY: usize = 100;
 /// A scheduled invocation stops waiting this long before its deadline.
@@ -40,6 +43,15 @@ pub struct ReconcileConfig {
     pub period: Period,
     /// How long the compare step's lease lasts: the function's timeout.
     pub lease: Duration,
+    pub engine: RecountEngine,
+}
+
+/// Where the export is recounted: in the function, which reads every data file (up to some
+/// 10^9 rows in one run), or by Athena over the same files (platform size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecountEngine {
+    Function,
+    Athena(AthenaConfig),
 }
 
 impl ReconcileConfig {
@@ -68,6 +80,14 @@ impl ReconcileConfig {
                 uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS", 3600)? * 1000,
             },
             lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS", 3600)? as u64),
+            engine: match var("RECOUNT_ENGINE")?.as_str() {
+                "function" => RecountEngine::Function,
+                "athena" => RecountEngine::Athena(AthenaConfig {
+                    workgroup: var("ATHENA_WORKGROUP")?,
+                    database: var("GLUE_DATABASE")?,
+                }),
+                other => return Err(ReconcileError::Engine(other.to_owned())),
+            },
         })
     }
 }
@@ -86,6 +106,10 @@ pub enum Step {
         cut_ms: i64,
         as_of_ms: Option<i64>,
     },
+    /// Athena is still recounting the export.
+    WaitingForRecount {
+        cut_ms: i64,
+    },
     Reconciled(Box<DriftReport>),
 }
 
@@ -96,7 +120,8 @@ pub enum Progress {
     Exporting {
         cut_ms: i64,
     },
-    /// The export is complete and the pipeline past the cut: its manifests are read next.
+    /// The export is complete and the pipeline past the cut: it is recounted next, in the
+    /// function or by Athena.
     Recounting,
     Reading(ReadProgress),
     /// The recount is done; the Counts table is scanned next.
@@ -122,15 +147,26 @@ pub struct Reconciler {
     store: ReconciliationStore,
     freshness: FreshnessStore,
     reader: ExportReader,
+    athena: Option<AthenaRecount>,
 }
 
 impl Reconciler {
+    /// `athena` is used only when the config's engine is Athena.
     pub fn new(
         config: ReconcileConfig,
         dynamodb: aws_sdk_dynamodb::Client,
         s3: aws_sdk_s3::Client,
+        athena: aws_sdk_athena::Client,
     ) -> Self {
         Self {
+            athena: match &config.engine {
+                RecountEngine::Function => None,
+                RecountEngine::Athena(athena_config) => Some(AthenaRecount::new(
+                    athena,
+                    s3.clone(),
+                    athena_config.clone(),
+                )),
+            },
             store: ReconciliationStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
             reader: ExportReader::new(s3.clone()),
@@ -193,7 +229,9 @@ impl Reconciler {
             let finished_other = matches!(&step, Step::Reconciled(report) if report.cut_ms != cut);
             match step {
                 _ if finished_other => continue,
-                Step::WaitingForPipeline { .. } | Step::WaitingForExport { .. }
+                Step::WaitingForPipeline { .. }
+                | Step::WaitingForExport { .. }
+                | Step::WaitingForRecount { .. }
                     if now_ms() < deadline_ms =>
                 {
                     tokio::time::sleep(EXPORT_POLL / 10).await;
@@ -245,12 +283,40 @@ impl Reconciler {
                             as_of_ms: as_of,
                         });
                     }
+                    progress(Progress::Recounting);
+                    let export = self.open_export(export_arn).await?;
+                    let recounted = match &self.athena {
+                        None => None,
+                        Some(athena) => match athena.poll(&state.run_id(), &export).await? {
+                            Some(recount) => Some(recount),
+                            None if now_ms() + (QUERY_POLL.as_millis() as i64) < deadline_ms => {
+                                tokio::time::sleep(QUERY_POLL).await;
+                                continue;
+                            }
+                            None => {
+                                return Ok(Step::WaitingForRecount {
+                                    cut_ms: state.cut_ms,
+                                })
+                            }
+                        },
+                    };
                     let now = now_ms();
                     let lease_until = now + self.config.lease.as_millis() as i64;
                     if !self.store.lease(state.cut_ms, now, lease_until).await? {
                         return Ok(Step::Idle);
                     }
-                    let report = self.compare(&state, export_arn, progress).await?;
+                    let recount = match recounted {
+                        Some(recount) => recount,
+                        None => {
+                            self.reader
+                                .recount(&export, |read| progress(Progress::Reading(read)))
+                                .await?
+                        }
+                    };
+                    let report = self.compare(&state, export_arn, recount, progress).await?;
+                    if let Some(athena) = &self.athena {
+                        athena.drop_table(&state.run_id(), &export).await?;
+                    }
                     return Ok(Step::Reconciled(Box::new(report)));
                 }
             }
@@ -338,16 +404,8 @@ impl Reconciler {
             })
     }
 
-    /// Recounts the export, compares every item with what was applied before the cut,
-    /// corrects, cleans reconciled subtotals, reports.
-    async fn compare(
-        &self,
-        state: &RunState,
-        export_arn: &str,
-        progress: &mut (dyn FnMut(Progress) + Send),
-    ) -> Result<DriftReport, ReconcileError> {
-        let started = now_ms();
-        progress(Progress::Recounting);
+    /// A complete export's manifests, read and checked.
+    async fn open_export(&self, export_arn: &str) -> Result<Export, ReconcileError> {
         let description = self.describe_export(export_arn).await?;
         let manifest = description
             .export_manifest
@@ -355,14 +413,21 @@ impl Reconciler {
                 operation: "DescribeExport",
                 message: format!("{export_arn} names no manifest"),
             })?;
-        let export = self
-            .reader
+        self.reader
             .open(&self.config.export_bucket, &manifest)
-            .await?;
-        let recount = self
-            .reader
-            .recount(&export, |read| progress(Progress::Reading(read)))
-            .await?;
+            .await
+    }
+
+    /// Compares every item of the recount with what was applied before the cut, corrects,
+    /// cleans reconciled subtotals, reports.
+    async fn compare(
+        &self,
+        state: &RunState,
+        export_arn: &str,
+        recount: Recount,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<DriftReport, ReconcileError> {
+        let started = now_ms();
         progress(Progress::ReadingCounts);
         let rows = self.store.count_rows().await?;
         let cut = self.config.period.epoch(state.cut_ms);
@@ -372,6 +437,10 @@ impl Reconciler {
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
+            recounted_by: match self.config.engine {
+                RecountEngine::Function => "function",
+                RecountEngine::Athena(_) => "athena",
+            },
             rows_read: recount.rows_read,
             probe_rows: recount.probes,
             foreign_rows: recount.foreign_rows,
@@ -487,6 +556,9 @@ impl Reconciler {
             Step::WaitingForPipeline { cut_ms, as_of_ms } => serde_json::json!({
                 "step": "waiting_for_pipeline", "cut_ms": cut_ms, "as_of_ms": as_of_ms
             }),
+            Step::WaitingForRecount { cut_ms } => {
+                serde_json::json!({"step": "waiting_for_recount", "cut_ms": cut_ms})
+            }
             Step::Reconciled(report) => serde_json::json!({"step": "reconciled", "report": report}),
         })
     }
@@ -501,6 +573,7 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
         config,
         aws_sdk_dynamodb::Client::new(&sdk),
         aws_sdk_s3::Client::new(&sdk),
+        aws_sdk_athena::Client::new(&sdk),
     );
     let reconciler = &reconciler;
     lambda_runtime::run(lambda_runtime::service_fn(move |event| async move {

@@ -1,7 +1,8 @@
 //! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
 //!
-//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes]`: the whole service until Ctrl-C:
-//!   resources, the HTTP front and the stream pollers that feed the aggregator.
+//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes] [--parameter NAME=VALUE]…`: the
+//!   whole service until Ctrl-C: resources, the HTTP front and the stream pollers that feed
+//!   the aggregator, with template parameters set over their defaults as a deploy sets them.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
@@ -15,7 +16,8 @@ use std::process::ExitCode;
 use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
-const USAGE: &str = "usage: likes-local run [--addr HOST:PORT] [--prefix NAME]
+const USAGE: &str =
+    "usage: likes-local run [--addr HOST:PORT] [--prefix NAME] [--parameter NAME=VALUE]...
        likes-local exec -- CMD [ARGS...]
        likes-local token SUB [--ttl SECONDS]
        likes-local reconcile [--at RFC3339]";
@@ -54,6 +56,16 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         .parse()
         .map_err(|e| format!("--addr: {e}"))?;
     let prefix = option(args, "--prefix").unwrap_or("likes").to_owned();
+    let parameters = args
+        .windows(2)
+        .filter(|pair| pair[0] == "--parameter")
+        .map(|pair| {
+            pair[1]
+                .split_once('=')
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .ok_or_else(|| format!("--parameter {:?}: expected NAME=VALUE", pair[1]))
+        })
+        .collect::<Result<_, _>>()?;
     let aws = AwsTarget::connect().await.map_err(|e| e.to_string())?;
     let options = StackOptions {
         prefix,
@@ -62,6 +74,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         mapping_overrides: Default::default(),
         stream_shards: stack::stream_shards_from_env().map_err(|e| e.to_string())?,
         schedules: Schedules::All,
+        parameters,
     };
     let stack = Stack::start(aws, options)
         .await

@@ -1,8 +1,9 @@
 //! Creates the template's resources in the emulator (or LocalStack), named
 //! `<prefix>-<LogicalId>`, so several stacks (one per test) share one emulator: DynamoDB
-//! tables, Kinesis streams, SQS queues and S3 buckets, each from its own properties in the
-//! template.
+//! tables, Kinesis streams, SQS queues, S3 buckets, Athena work groups and Glue databases,
+//! each from its own properties in the template.
 
+mod athena;
 mod kinesis;
 mod sqs;
 mod table;
@@ -12,7 +13,10 @@ use std::collections::BTreeMap;
 use aws_config::SdkConfig;
 use serde_yaml::Value;
 
-use crate::template::{get_att, ref_target, Template};
+use crate::template::{get_att, intrinsic, ref_target, Template};
+
+/// The account moto serves requests without a recognised access key from.
+pub const LOCAL_ACCOUNT: &str = "123456789012";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
@@ -80,13 +84,24 @@ impl Resources {
             .collect()
     }
 
-    /// Resolves an environment variable's template value as CloudFormation would here.
+    /// Resolves a template value (an environment variable, a resource property) as
+    /// CloudFormation would here: `!Ref`, `!GetAtt`, `!Sub`, `!If` and plain scalars.
     pub fn resolve(&self, template: &Template, value: &Value) -> Option<String> {
+        if let Some((function, arguments)) = intrinsic(value) {
+            if function == "If" {
+                let [condition, then, otherwise] = arguments.as_sequence()?.as_slice() else {
+                    return None;
+                };
+                let chosen = if template.condition(condition.as_str()?)? {
+                    then
+                } else {
+                    otherwise
+                };
+                return self.resolve(template, chosen);
+            }
+        }
         if let Some(target) = ref_target(value) {
-            return self
-                .name(target)
-                .map(str::to_owned)
-                .or_else(|| template.parameter_default(target));
+            return self.reference(template, target);
         }
         if let Some((resource, attribute)) = get_att(value) {
             return self.attribute(&resource, &attribute).map(str::to_owned);
@@ -95,22 +110,55 @@ impl Resources {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             Value::Bool(b) => Some(b.to_string()),
-            // `!Sub '{{resolve:secretsmanager:${Secret}:SecretString}}'`: the local secret.
             Value::Tagged(tagged) if tagged.tag == "!Sub" => {
-                let text = tagged.value.as_str()?;
-                let start = text.find("{{resolve:secretsmanager:${")? + 27;
-                let end = start + text[start..].find('}')?;
-                self.secrets.get(&text[start..end]).cloned()
+                self.substitute(template, tagged.value.as_str()?)
             }
             _ => None,
         }
     }
+
+    /// What `!Ref <target>` (or `${target}` in a `!Sub`) stands for locally.
+    fn reference(&self, template: &Template, target: &str) -> Option<String> {
+        match target {
+            "AWS::Region" => Some(crate::stack::LOCAL_REGION.to_owned()),
+            "AWS::Partition" => Some("aws".to_owned()),
+            "AWS::AccountId" => Some(LOCAL_ACCOUNT.to_owned()),
+            _ => self
+                .name(target)
+                .map(str::to_owned)
+                .or_else(|| template.parameter(target)),
+        }
+    }
+
+    /// A `!Sub` string with its `${Name}` and `${Resource.Attribute}` replaced; a
+    /// `{{resolve:secretsmanager:${Secret}:SecretString}}` is the local secret's value.
+    fn substitute(&self, template: &Template, text: &str) -> Option<String> {
+        if let Some(start) = text.find("{{resolve:secretsmanager:${") {
+            let start = start + 27;
+            let end = start + text[start..].find('}')?;
+            return self.secrets.get(&text[start..end]).cloned();
+        }
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            let end = start + rest[start..].find('}')?;
+            let name = &rest[start + 2..end];
+            out.push_str(&rest[..start]);
+            out.push_str(&match name.split_once('.') {
+                Some((resource, attribute)) => self.attribute(resource, attribute)?.to_owned(),
+                None => self.reference(template, name)?,
+            });
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        Some(out)
+    }
 }
 
 /// Creates every resource the local stack emulates, from the template: DynamoDB tables,
-/// Kinesis streams, SQS queues. Everything else (functions and the HTTP API, which the stack
-/// runs itself; roles, log groups, secrets, alarms) has no local counterpart: it is left
-/// out, not faked.
+/// Kinesis streams, SQS queues, S3 buckets, Athena work groups and Glue databases.
+/// Everything else (functions and the HTTP API, which the stack runs itself; roles, log
+/// groups, secrets, alarms) has no local counterpart: it is left out, not faked.
 pub async fn create(
     template: &Template,
     sdk: &SdkConfig,
@@ -190,5 +238,6 @@ pub async fn create(
             .insert(format!("{logical_id}.Arn"), format!("arn:aws:s3:::{name}"));
         resources.names.insert(logical_id, name);
     }
+    athena::create(template, sdk, prefix, &mut resources).await?;
     Ok(resources)
 }

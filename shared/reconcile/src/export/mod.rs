@@ -127,7 +127,7 @@ impl ExportReader {
     }
 }
 
-fn s3_error(bucket: &str, key: &str, err: &dyn std::error::Error) -> ReconcileError {
+pub(crate) fn s3_error(bucket: &str, key: &str, err: &dyn std::error::Error) -> ReconcileError {
     ReconcileError::S3 {
         bucket: bucket.to_owned(),
         key: key.to_owned(),
