@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{Export, ExportReader};
 use likes_tests::exports::{create_bucket, get};
-use likes_tests::{now_millis, unique_prefix, TestStack};
+use likes_tests::{unique_prefix, TestStack};
 
 /// One CSV line of recount_duckdb.py: item, likes, dislikes, unknown states.
 type SqlRow = (String, u64, u64, u64);
@@ -72,7 +73,7 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
         .probe(
             &stack.name("ReactionsTable"),
             &["#probe#7".to_owned()],
-            now_millis(),
+            now_ms(),
         )
         .await
         .unwrap();
@@ -92,7 +93,7 @@ async fn duckdb_runs_the_athena_recount_to_the_readers_result_row_for_row() {
     // same millisecond as the cut may fall after it.
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let finished = stack
-        .export_reactions(&bucket, "reconcile/athena", now_millis())
+        .export_reactions(&bucket, "reconcile/athena", now_ms())
         .await;
     let reader = ExportReader::new(s3.clone());
     let export = reader
