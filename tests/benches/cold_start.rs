@@ -28,7 +28,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use likes_tests::{now_millis, TestStack};
+use likes_core::clock::now_ms;
+use likes_tests::TestStack;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
@@ -225,7 +226,7 @@ async fn cold_start(stack: &TestStack, target: &Target, spawn: u64) -> Sample {
         ..
     } = target;
     let template = &stack.stack.template;
-    let now_ms = now_millis();
+    let now_ms = now_ms();
     let timeout_s = template
         .function_property(function.logical_id, "Timeout")
         .and_then(serde_yaml::Value::as_u64)

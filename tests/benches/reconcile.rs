@@ -45,7 +45,8 @@ mod usage;
 
 use std::time::{Duration, Instant};
 
-use likes_tests::{now_millis, TestStack};
+use likes_core::clock::now_ms;
+use likes_tests::TestStack;
 
 use dataset::Size;
 
@@ -74,7 +75,7 @@ async fn main() {
         "loading {} reaction rows over {} items",
         size.reactions, size.items
     );
-    let load_ms = now_millis();
+    let load_ms = now_ms();
     let reactions = load::put_all(
         &stack.dynamodb(),
         &stack.name("ReactionsTable"),
@@ -84,7 +85,7 @@ async fn main() {
     )
     .await;
     let period = stack.reconcile_period();
-    let now = now_millis();
+    let now = now_ms();
     let data = dataset::build(size, period.epoch(now), now);
     let rows = data.count_rows.clone();
     let counts = load::put_all(
@@ -112,14 +113,13 @@ async fn main() {
 
     // The first cut whose uncertainty lies after every write, and the moment its last
     // write is clear of it (stream times are rounded down to the second).
-    let cut = period.cut_at(now_millis() + period.uncertainty_ms) + period.length_ms;
+    let cut = period.cut_at(now_ms() + period.uncertainty_ms) + period.length_ms;
     let clear = cut + period.uncertainty_ms + 1_200;
-    tokio::time::sleep(Duration::from_millis((clear - now_millis()).max(0) as u64)).await;
+    tokio::time::sleep(Duration::from_millis((clear - now_ms()).max(0) as u64)).await;
 
     let before = usage::counts_table(&stack).await;
     eprintln!("reconciling at cut {cut}");
-    let (report, phases) =
-        phases::run(&stack.reconciler(), cut, now_millis() + RUN_TIMEOUT_MS).await;
+    let (report, phases) = phases::run(&stack.reconciler(), cut, now_ms() + RUN_TIMEOUT_MS).await;
     let after = usage::counts_table(&stack).await;
     assert_eq!(
         (

@@ -211,14 +211,6 @@ impl TestStack {
     }
 }
 
-/// Epoch millis of an RFC 3339 timestamp as the API writes them (`as_of`, `updated_at`).
-pub fn epoch_ms(rfc3339: &str) -> i64 {
-    let parsed =
-        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|e| panic!("{rfc3339}: {e}"));
-    (parsed.unix_timestamp_nanos() / 1_000_000) as i64
-}
-
 /// A count from the environment (benchmark sizes), or `default`.
 pub fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -231,10 +223,7 @@ pub fn env_count(name: &str, default: usize) -> usize {
 }
 
 pub fn now_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_secs() as i64
+    likes_core::clock::now_ms() / 1000
 }
 
 /// A request to the local HTTP front, over a real TCP connection.
@@ -425,7 +414,10 @@ impl TestStack {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let as_of = self.like_count("game:as-of-probe").await.json()["as_of"].clone();
-            if let Some(as_of) = as_of.as_str().map(epoch_ms) {
+            if let Some(as_of) = as_of
+                .as_str()
+                .and_then(|t| likes_core::clock::parse_rfc3339(t).ok())
+            {
                 if as_of >= at_ms {
                     return as_of;
                 }
@@ -571,23 +563,15 @@ impl TestStack {
     }
 }
 
-/// Epoch millis now.
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as i64
-}
-
 impl TestStack {
     /// Sets `user`'s reaction to `item` through the write path (`ReactionsStore::set`), with
-    /// a fresh idempotency key; returns what the write did.
+    /// a fresh idempotency key; returns what the write came to.
     pub async fn react(
         &self,
         user: &str,
         item: &str,
         state: likes_core::ReactionState,
-    ) -> likes_core::ReactionChange {
+    ) -> likes_core::WriteOutcome {
         static KEYS: AtomicU32 = AtomicU32::new(0);
         let key = format!(
             "k-{}-{}",
@@ -604,7 +588,7 @@ impl TestStack {
         item: &str,
         state: likes_core::ReactionState,
         key: &str,
-    ) -> likes_core::ReactionChange {
+    ) -> likes_core::WriteOutcome {
         let request = likes_core::WriteRequest {
             target: state,
             key: Some(
@@ -619,10 +603,10 @@ impl TestStack {
                 &likes_core::UserId::parse(user).expect("a valid user id"),
                 &likes_core::ItemId::parse(item).expect("a valid item id"),
                 &request,
-                now_millis(),
+                likes_core::clock::now_ms(),
             )
             .await
-            .expect("the reaction write succeeds")
+            .expect("the reaction write is answered")
     }
 
     /// Deletes a Reactions row outright (account erasure): the stream carries a REMOVE.
@@ -714,10 +698,8 @@ impl TestStack {
         let Some(window) = self.pipeline().config().tumbling_window else {
             return;
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock after 1970");
-        let into = std::time::Duration::from_nanos((now.as_nanos() % window.as_nanos()) as u64);
+        let now = likes_core::clock::now_ms() as u128;
+        let into = std::time::Duration::from_millis((now % window.as_millis()) as u64);
         if window.saturating_sub(into) < room {
             // A little past the boundary: the stream stamps records with its own clock.
             tokio::time::sleep(window - into + std::time::Duration::from_millis(200)).await;

@@ -78,7 +78,7 @@ async fn as_of_is_read_from_the_published_replicas() {
     }
     let body = stack.like_count("game:1").await.json();
     assert_eq!(
-        likes_tests::epoch_ms(body["as_of"].as_str().unwrap()),
+        likes_core::clock::parse_rfc3339(body["as_of"].as_str().unwrap()).unwrap(),
         as_of
     );
     assert_eq!(body["like_count"], 0, "an item never counted reads zero");

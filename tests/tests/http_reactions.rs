@@ -100,21 +100,28 @@ async fn a_replayed_key_answers_the_stored_response() {
     assert_eq!(replay.header("etag"), first.header("etag"));
 }
 
+/// That the row stays NONE is the store's to show; here: the wire answer is the original one.
 #[tokio::test]
-async fn retry_after_unlike_replays_and_keeps_none() {
+async fn a_late_retry_is_answered_with_the_original_response() {
     let stack = TestStack::start().await;
-    let like = put_reaction(&stack, "alice", "k1", "LIKE").await.json();
-    put_reaction(&stack, "alice", "k2", "NONE").await;
+    let like = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    like.assert_status(200);
+    put_reaction(&stack, "alice", "k2", "NONE")
+        .await
+        .assert_status(200);
     let retry = put_reaction(&stack, "alice", "k1", "LIKE").await;
+    retry.assert_status(200);
     assert_eq!(retry.header("idempotent-replayed"), Some("true"));
-    assert_eq!(retry.json(), like);
-    assert_eq!(get_reaction(&stack, "alice").await["state"], "NONE");
+    assert_eq!(retry.header("etag"), Some("\"1\""));
+    assert_eq!(retry.json(), like.json());
 }
 
 #[tokio::test]
 async fn the_same_key_with_another_body_is_422() {
     let stack = TestStack::start().await;
-    put_reaction(&stack, "alice", "k1", "LIKE").await;
+    put_reaction(&stack, "alice", "k1", "LIKE")
+        .await
+        .assert_status(200);
     put_reaction(&stack, "alice", "k1", "DISLIKE")
         .await
         .problem(422);
@@ -124,7 +131,9 @@ async fn the_same_key_with_another_body_is_422() {
 #[tokio::test]
 async fn if_match_with_a_stale_version_is_412() {
     let stack = TestStack::start().await;
-    put_reaction(&stack, "alice", "k1", "LIKE").await;
+    put_reaction(&stack, "alice", "k1", "LIKE")
+        .await
+        .assert_status(200);
     let stale = stack
         .request("PUT", &format!("{ITEM}/reaction"), Some("alice"))
         .header("idempotency-key", "k2")
@@ -453,7 +462,12 @@ async fn bad_limits_and_cursors_are_400_problems() {
             .await
             .problem(400);
     }
-    liked_page(&stack, "erin", "?limit=100").await;
+    let whole = liked_page(&stack, "erin", "?limit=100").await;
+    whole.assert_status(200);
+    let mut liked = ids(&whole.json());
+    liked.sort();
+    assert_eq!(liked, ["game:0", "game:1", "game:2"]);
+    assert_eq!(whole.json()["next_cursor"], Value::Null);
     // Another user's cursor, a tampered one, garbage.
     liked_page(&stack, "frank", &format!("?cursor={cursor}"))
         .await

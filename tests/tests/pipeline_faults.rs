@@ -1,4 +1,4 @@
-//! DESIGN §6.1, exactly once: whatever the event source mapping does (deliver a batch twice,
+//! Exactly once (docs/exactly-once.md): whatever the event source mapping does (deliver a batch twice,
 //! retry it cut shorter or longer, checkpoint at a partial failure, lose an invocation that
 //! died after committing chunks), every count equals a recount of the Reactions table.
 //!

@@ -4,15 +4,16 @@
 
 use std::time::{Duration, Instant};
 
+use likes_core::clock::{now_ms, parse_rfc3339};
 use likes_core::ReactionState::Like;
-use likes_tests::{epoch_ms, now_millis, TestStack};
+use likes_tests::TestStack;
 
 /// One count read: the like count and `as_of` (epoch millis) it answered together.
 async fn read(stack: &TestStack, item: &str) -> (u64, Option<i64>) {
     let body = stack.like_count(item).await.json();
     (
         body["like_count"].as_u64().expect("a like count"),
-        body["as_of"].as_str().map(epoch_ms),
+        body["as_of"].as_str().map(|t| parse_rfc3339(t).unwrap()),
     )
 }
 
@@ -21,7 +22,7 @@ async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
     let stack = TestStack::start_with_schedules().await;
     let item = "game:fresh";
     stack.react("first", item, Like).await;
-    let first = now_millis();
+    let first = now_ms();
     stack.settle().await;
     stack.wait_for_as_of(first, Duration::from_secs(30)).await;
 
@@ -29,7 +30,7 @@ async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
     let faults = stack.pipeline().faults();
     faults.fail_next_invocations(6);
     stack.react("second", item, Like).await;
-    let accepted = now_millis();
+    let accepted = now_ms();
     let mut held_back = 0;
     let watch_until = Instant::now() + Duration::from_secs(3);
     while faults.armed() && Instant::now() < watch_until {
@@ -75,18 +76,18 @@ async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
     );
     let item = "game:stalled";
     stack
-        .wait_for_as_of(now_millis() - 60_000, Duration::from_secs(30))
+        .wait_for_as_of(now_ms() - 60_000, Duration::from_secs(30))
         .await;
     let faults = stack.pipeline().faults();
     faults.stall_shard(0);
     let held = stack.users_on_shard("held", 0, 1).remove(0);
     stack.react(&held, item, Like).await;
-    let accepted = now_millis();
+    let accepted = now_ms();
     let others = stack.users_on_shard("free", 1, 3);
     for user in &others {
         stack.react(user, item, Like).await;
     }
-    let others_written = now_millis();
+    let others_written = now_ms();
     // The other shards apply their likes: the count reaches 3 while as_of stays put.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut samples = 0;
@@ -126,7 +127,7 @@ async fn a_quiet_stream_keeps_as_of_moving() {
     let stack = TestStack::start_with_schedules().await;
     // Nothing is written: only the pulse's probes reach the stream.
     let first = stack
-        .wait_for_as_of(now_millis() - 60_000, Duration::from_secs(30))
+        .wait_for_as_of(now_ms() - 60_000, Duration::from_secs(30))
         .await;
     let later = stack
         .wait_for_as_of(first + 2_000, Duration::from_secs(30))

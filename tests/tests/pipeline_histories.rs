@@ -1,4 +1,4 @@
-//! DESIGN §6.1 as a property: for random histories of reactions (likes, dislikes, unlikes,
+//! Exactly once (docs/exactly-once.md) as a property: for random histories of reactions (likes, dislikes, unlikes,
 //! client retries of earlier keys, erased rows) played while the event source mapping
 //! suffers random faults, every count equals a recount of the Reactions table.
 //!

@@ -1,4 +1,4 @@
-//! DESIGN §6.3: a hot item costs O(batches), not O(events), count writes. Thousands of
+//! A hot item costs O(batches), not O(events), count writes (docs/architecture.md). Thousands of
 //! distinct users like one item at once; the count comes out exact, and the count rows were
 //! written once per committed chunk (one ADD of the chunk's summed delta), not once per like.
 
@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use likes_core::clock::now_ms;
 use likes_core::pipeline::Counts;
 use likes_core::{IdempotencyKey, ItemId, ReactionState, UserId, WriteRequest};
-use likes_tests::{now_millis, TestStack};
+use likes_tests::TestStack;
 use tokio::task::JoinSet;
 
 const USERS: usize = 2_000;
@@ -37,7 +38,7 @@ async fn a_hot_item_is_counted_exactly_with_count_writes_per_batch_not_per_like(
                 };
                 let user = UserId::parse(&format!("fan-{n}")).unwrap();
                 store
-                    .set(&user, &item, &request, now_millis())
+                    .set(&user, &item, &request, now_ms())
                     .await
                     .expect("a like is written");
             }

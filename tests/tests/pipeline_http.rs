@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use likes_tests::{now_millis, TestStack};
+use likes_core::clock::now_ms;
+use likes_tests::TestStack;
 use serde_json::{json, Value};
 
 async fn set(stack: &TestStack, user: &str, item: &str, state: &str, key: &str) {
@@ -43,7 +44,7 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
         .send()
         .await;
     assert_eq!(unlike.status, 200);
-    let written = now_millis();
+    let written = now_ms();
     let counters = stack.settle().await;
     assert_eq!(
         (counters.crashes, counters.duplicate_deliveries),
@@ -62,9 +63,9 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
         let as_of = body["as_of"]
             .as_str()
             .expect("batches were applied: {body}");
-        let as_of_ms = likes_tests::epoch_ms(as_of);
+        let as_of_ms = likes_core::clock::parse_rfc3339(as_of).unwrap();
         assert!(
-            written <= as_of_ms && as_of_ms <= now_millis(),
+            written <= as_of_ms && as_of_ms <= now_ms(),
             "as_of {as_of} passed every write of this run, and is no later than now"
         );
     }
@@ -98,7 +99,7 @@ async fn as_of_passes_a_crashed_batch_once_its_retry_applied_it() {
         )
         .await;
     }
-    let written = now_millis();
+    let written = now_ms();
     let counters = stack.settle().await;
     assert_eq!(counters.crashes, 1, "{counters:?}");
     stack.assert_counts_match_recount(&["game:asof"]).await;

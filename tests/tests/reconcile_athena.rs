@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{
     AthenaConfig, AthenaRecount, Export, ExportReader, ReconcileError, Recount, Step, ATTEMPTS,
 };
 use likes_tests::exports::create_bucket;
-use likes_tests::{now_millis, unique_prefix, TestStack};
+use likes_tests::{unique_prefix, TestStack};
 
 /// An Athena recount as the stack's reconcile function is configured for it.
 fn athena_recount(stack: &TestStack) -> AthenaRecount {
@@ -66,7 +67,7 @@ async fn exported(stack: &TestStack) -> Export {
         .probe(
             &stack.name("ReactionsTable"),
             &["#probe#7".to_owned()],
-            now_millis(),
+            now_ms(),
         )
         .await
         .unwrap();
@@ -86,7 +87,7 @@ async fn exported(stack: &TestStack) -> Export {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let bucket = create_bucket(&stack.s3()).await;
     let finished = stack
-        .export_reactions(&bucket, "reconcile/athena", now_millis())
+        .export_reactions(&bucket, "reconcile/athena", now_ms())
         .await;
     ExportReader::new(stack.s3())
         .open(&bucket, finished.description.export_manifest().unwrap())
@@ -183,12 +184,12 @@ async fn a_run_recounted_by_athena_corrects_drift_once() {
         .await
         .unwrap();
     let period = stack.reconcile_period();
-    let cut = period.cut_at(now_millis() + period.uncertainty_ms) + period.length_ms;
+    let cut = period.cut_at(now_ms() + period.uncertainty_ms) + period.length_ms;
     let run = |at: i64| {
         let reconciler = stack.reconciler();
         async move {
             match reconciler
-                .run_at(at, now_millis() + 60_000, &mut |_| {})
+                .run_at(at, now_ms() + 60_000, &mut |_| {})
                 .await
                 .expect("the run finishes")
             {
@@ -197,7 +198,7 @@ async fn a_run_recounted_by_athena_corrects_drift_once() {
             }
         }
     };
-    let wait = cut + period.uncertainty_ms + 1_200 - now_millis();
+    let wait = cut + period.uncertainty_ms + 1_200 - now_ms();
     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
 
     let report = run(cut).await;

@@ -8,12 +8,13 @@ use std::time::Duration;
 use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
 use aws_sdk_dynamodb::primitives::DateTime;
 use aws_sdk_dynamodb::types::ExportStatus;
+use likes_core::clock::now_ms;
 use likes_core::pipeline::Counts;
 use likes_core::ItemId;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::ExportReader;
 use likes_tests::exports::create_bucket;
-use likes_tests::{now_millis, TestStack};
+use likes_tests::TestStack;
 
 const PREFIX: &str = "reconcile/local";
 
@@ -31,7 +32,7 @@ fn item(id: &str) -> ItemId {
 /// A moment strictly between the writes before it and the writes after it.
 async fn cut() -> i64 {
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let at = now_millis();
+    let at = now_ms();
     tokio::time::sleep(Duration::from_millis(20)).await;
     at
 }
@@ -52,7 +53,7 @@ async fn an_export_shows_the_table_as_of_its_export_time_not_as_of_now() {
         .probe(
             &stack.name("ReactionsTable"),
             &["#probe#0".to_owned()],
-            now_millis(),
+            now_ms(),
         )
         .await
         .unwrap();
@@ -151,7 +152,7 @@ async fn an_export_time_in_the_future_or_before_the_table_existed_is_refused() {
     let stack = TestStack::start().await;
     let bucket = create_bucket(&stack.s3()).await;
     let table_arn = stack.reactions_arn().await;
-    let created = now_millis();
+    let created = now_ms();
 
     for at in [created + 60_000, created - 3_600_000] {
         let err = stack

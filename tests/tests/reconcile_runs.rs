@@ -7,13 +7,14 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{DriftReport, Step};
-use likes_tests::{now_millis, TestStack};
+use likes_tests::TestStack;
 
 /// Runs reconciliation at the cut `at_ms` to the end (at most a minute).
 async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
-    let deadline = now_millis() + 60_000;
+    let deadline = now_ms() + 60_000;
     match stack
         .reconciler()
         .run_at(at_ms, deadline, &mut |_| {})
@@ -27,7 +28,7 @@ async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
 
 /// Sleeps until `t_ms`.
 async fn until(t_ms: i64) {
-    let wait = t_ms - now_millis();
+    let wait = t_ms - now_ms();
     if wait > 0 {
         tokio::time::sleep(Duration::from_millis(wait as u64)).await;
     }
@@ -43,7 +44,7 @@ fn clear_of(stack: &TestStack, cut: i64) -> i64 {
 /// uncertainty.
 fn next_cut(stack: &TestStack, margin_ms: i64) -> i64 {
     let period = stack.reconcile_period();
-    period.cut_at(now_millis() + margin_ms + period.uncertainty_ms) + period.length_ms
+    period.cut_at(now_ms() + margin_ms + period.uncertainty_ms) + period.length_ms
 }
 
 #[tokio::test]
@@ -124,7 +125,7 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
         .item("item_id", AttributeValue::S(poisoned.into()))
         .item("state", AttributeValue::S("LIKE".into()))
         .item("op_id", AttributeValue::S("one".into()))
-        .item("updated_at", AttributeValue::N(now_millis().to_string()))
+        .item("updated_at", AttributeValue::N(now_ms().to_string()))
         .send()
         .await
         .unwrap();
@@ -220,10 +221,10 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
 #[tokio::test]
 async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
     let stack = TestStack::start_for_reconciliation().await;
-    let before = now_millis() - 60_000;
+    let before = now_ms() - 60_000;
     let err = stack
         .reconciler()
-        .run_at(before, now_millis() + 60_000, &mut |_| {})
+        .run_at(before, now_ms() + 60_000, &mut |_| {})
         .await
         .unwrap_err();
     assert!(

@@ -3,6 +3,7 @@
 //! in the authorizer context, and invokes the function's handler through `lambda_http`'s own
 //! adapter, the code path a deployed bootstrap runs.
 
+use likes_core::clock::now_ms;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ impl Front {
             .headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let claims = match self.authorizer.authorize(authorization, now_seconds()) {
+        let claims = match self.authorizer.authorize(authorization, now_ms() / 1000) {
             Ok(claims) => claims,
             Err(reason) => {
                 tracing::debug!(%reason, "authorizer refused the request");
@@ -105,7 +106,7 @@ impl Front {
                 return response;
             }
         };
-        let now_ms = now_seconds() * 1000;
+        let now_ms = now_ms();
         let event = GatewayRequest {
             method: parts.method.as_str(),
             route_path: &target.route.path,
@@ -367,13 +368,6 @@ fn form_decode(raw: &str) -> String {
     percent_encoding::percent_decode_str(&raw.replace('+', " "))
         .decode_utf8_lossy()
         .into_owned()
-}
-
-fn now_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

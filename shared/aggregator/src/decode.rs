@@ -8,7 +8,8 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use likes_core::pipeline::{Change, ChangeRecord};
 use likes_core::{ItemId, ReactionState, Transition};
 use likes_store::freshness::PROBE_ITEM;
-use serde_dynamo::{AttributeValue, Item};
+use likes_store::rows::{ReactionImage, ReactionKey};
+use serde_dynamo::Item;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -33,13 +34,10 @@ pub fn unreadable(record: &EventRecord) -> ChangeRecord {
 
 /// The probe key, when the record is the pulse's probe write rather than a reaction.
 pub fn probe_key(record: &EventRecord) -> Option<String> {
-    let keys = &record.change.keys;
-    match (keys.get("item_id"), keys.get("user_id")) {
-        (Some(AttributeValue::S(item)), Some(AttributeValue::S(user))) if item == PROBE_ITEM => {
-            Some(user.clone())
-        }
-        _ => None,
-    }
+    serde_dynamo::from_item::<_, ReactionKey>(record.change.keys.clone())
+        .ok()
+        .filter(|key| key.item_id == PROBE_ITEM)
+        .map(|key| key.user_id)
 }
 
 pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
@@ -53,11 +51,11 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
         .clone()
         .ok_or_else(|| malformed("no SequenceNumber".into()))?;
     let stream_time_ms = stream.approximate_creation_date_time.timestamp_millis();
-    let old = state(&stream.old_image).map_err(&malformed)?;
-    let new = state(&stream.new_image).map_err(&malformed)?;
+    let old = image(&stream.old_image).map_err(&malformed)?;
+    let new = image(&stream.new_image).map_err(&malformed)?;
     let transition = Transition::new(
-        old.unwrap_or(ReactionState::None),
-        new.unwrap_or(ReactionState::None),
+        old.state.unwrap_or(ReactionState::None),
+        new.state.unwrap_or(ReactionState::None),
     );
     if !transition.is_flip() {
         return Ok(ChangeRecord {
@@ -67,19 +65,20 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
             change: None,
         });
     }
-    let user_id = string(&stream.keys, "user_id").map_err(&malformed)?;
-    let item_id = ItemId::parse(&string(&stream.keys, "item_id").map_err(&malformed)?)
-        .map_err(|e| malformed(e.to_string()))?;
-    let (op_id, event_time_ms) = if stream.new_image.contains_key("state") {
+    let keys: ReactionKey = serde_dynamo::from_item(stream.keys.clone())
+        .map_err(|e| malformed(format!("keys: {e}")))?;
+    let item_id = ItemId::parse(&keys.item_id).map_err(|e| malformed(e.to_string()))?;
+    let missing = |name: &str| malformed(format!("the image has no {name}"));
+    let (op_id, event_time_ms) = if new.state.is_some() {
         (
-            number(&stream.new_image, "op_id").map_err(&malformed)?,
-            number(&stream.new_image, "updated_at").map_err(&malformed)?,
+            new.op_id.ok_or_else(|| missing("op_id"))?,
+            new.updated_at.ok_or_else(|| missing("updated_at"))?,
         )
     } else {
         // A REMOVE (account erasure, TTL): the flip to NONE is the row's next operation, and
         // its time is the stream's, the only one there is.
         (
-            number::<u64>(&stream.old_image, "op_id").map_err(&malformed)? + 1,
+            old.op_id.ok_or_else(|| missing("op_id"))? + 1,
             stream_time_ms,
         )
     };
@@ -88,7 +87,7 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
         sequence_number,
         stream_time_ms,
         change: Some(Change {
-            user_id,
+            user_id: keys.user_id,
             item_id,
             transition,
             op_id,
@@ -97,30 +96,10 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
     })
 }
 
-/// The image's reaction state; `None` for a missing image or one without a state.
-fn state(image: &Item) -> Result<Option<ReactionState>, String> {
-    match image.get("state") {
-        None => Ok(None),
-        Some(AttributeValue::S(s)) => s
-            .parse()
-            .map(Some)
-            .map_err(|e: likes_core::ValidationError| e.to_string()),
-        Some(other) => Err(format!("state is {other:?}")),
-    }
-}
-
-fn string(image: &Item, name: &str) -> Result<String, String> {
-    match image.get(name) {
-        Some(AttributeValue::S(s)) => Ok(s.clone()),
-        other => Err(format!("{name} is {other:?}, not a string")),
-    }
-}
-
-fn number<T: std::str::FromStr>(image: &Item, name: &str) -> Result<T, String> {
-    match image.get(name) {
-        Some(AttributeValue::N(n)) => n.parse().map_err(|_| format!("{name} = {n:?}")),
-        other => Err(format!("{name} is {other:?}, not a number")),
-    }
+/// A record's image, typed; a missing image (an INSERT's old one, a REMOVE's new one) is
+/// empty.
+fn image(image: &Item) -> Result<ReactionImage, String> {
+    serde_dynamo::from_item(image.clone()).map_err(|e| format!("image: {e}"))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use lambda_http::http::header::CACHE_CONTROL;
 use lambda_http::{Body, Request, Response};
+use likes_core::clock::rfc3339;
 use likes_core::pipeline::Counts;
 use likes_core::{ItemId, ReactionState, ValidationError};
 use serde::{Deserialize, Serialize};
@@ -73,7 +74,7 @@ pub async fn get_like_count(app: &App, request: Request) -> Result<Response<Body
             item_id: &item,
             like_count: count.like_count,
             dislike_count: count.dislike_count,
-            as_of: as_of.map(edge::timestamp),
+            as_of: as_of.map(rfc3339),
             freshness: "eventual",
         },
     ))
@@ -94,7 +95,7 @@ pub async fn batch_get_like_counts(
             .header(CACHE_CONTROL, SHARED_COUNTS),
         &CountsBody {
             counts: read?,
-            as_of: as_of.map(edge::timestamp),
+            as_of: as_of.map(rfc3339),
         },
     ))
 }
@@ -123,7 +124,7 @@ pub async fn batch_get_items(app: &App, request: Request) -> Result<Response<Bod
                 (item, entry)
             })
             .collect(),
-        as_of: as_of.map(edge::timestamp),
+        as_of: as_of.map(rfc3339),
     };
     Ok(respond_json(
         Response::builder()

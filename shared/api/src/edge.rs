@@ -9,8 +9,6 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::{IdempotencyKey, ItemId, UserId, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
 
 use crate::ApiError;
 
@@ -114,16 +112,4 @@ pub fn respond_json<T: Serialize>(builder: Builder, body: &T) -> Response<Body> 
         .header(CONTENT_TYPE, "application/json")
         .body(Body::Text(text))
         .expect("response headers are valid")
-}
-
-/// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:26:30.123Z`.
-pub fn timestamp(epoch_ms: i64) -> String {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(epoch_ms) * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
-
-pub fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }

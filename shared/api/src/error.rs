@@ -2,7 +2,7 @@
 
 use lambda_http::http::header::{CONTENT_TYPE, ETAG, RETRY_AFTER};
 use lambda_http::{Body, Response};
-use likes_core::{ProblemType, ValidationError};
+use likes_core::{ProblemType, ReactionState, ValidationError};
 use likes_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +13,12 @@ pub enum ApiError {
     Unauthorized,
     #[error("the content type {0:?} is not JSON")]
     UnsupportedMediaType(String),
+    /// `If-Match` named a version that is no longer current.
+    #[error("the reaction is at version {current}, not the one If-Match named")]
+    PreconditionFailed { current: u64 },
+    /// The idempotency key was used for a request to set another state.
+    #[error("the idempotency key was used for a request to set {original}")]
+    KeyReused { original: ReactionState },
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A function deployed without a variable its endpoint needs.
@@ -26,13 +32,14 @@ impl ApiError {
             Self::Validation(err) => err.problem_type(),
             Self::Unauthorized => ProblemType::Unauthorized,
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
-            Self::Store(StoreError::PreconditionFailed { .. }) => ProblemType::PreconditionFailed,
-            Self::Store(StoreError::KeyReused { .. }) => ProblemType::IdempotencyKeyReused,
+            Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,
+            Self::KeyReused { .. } => ProblemType::IdempotencyKeyReused,
             // DynamoDB throttling is the service's trouble, not the caller's rate: 503.
             Self::Store(StoreError::Throttled { .. }) => ProblemType::Unavailable,
-            Self::Store(StoreError::Aws { .. } | StoreError::Corrupt(_)) | Self::Config(_) => {
-                ProblemType::Internal
-            }
+            Self::Store(
+                StoreError::Aws { .. } | StoreError::Corrupt(_) | StoreError::Request(_),
+            )
+            | Self::Config(_) => ProblemType::Internal,
         }
     }
 
@@ -57,7 +64,7 @@ impl ApiError {
             .status(problem.status())
             .header(CONTENT_TYPE, "application/problem+json");
         match self {
-            Self::Store(StoreError::PreconditionFailed { current }) => {
+            Self::PreconditionFailed { current } => {
                 response = response.header(ETAG, crate::edge::etag(current));
             }
             Self::Store(StoreError::Throttled { .. }) => {

@@ -3,9 +3,10 @@
 
 use lambda_http::http::header::{HeaderName, ETAG};
 use lambda_http::{Body, Request, RequestExt, Response};
+use likes_core::clock::rfc3339;
 use likes_core::{
     IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId, ValidationError,
-    WriteRequest,
+    WriteOutcome, WriteRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -101,27 +102,28 @@ async fn set_reaction(
         key: key.map(|k| k.hash()),
         if_match,
     };
-    let change = app
+    let outcome = app
         .reactions()?
-        .set(user, item, &request, edge::now_ms())
+        .set(user, item, &request, likes_core::clock::now_ms())
         .await?;
-    tracing::info!(
-        item_id = %item,
-        state = %change.state,
-        version = change.version,
-        replayed = change.replayed,
-        count_status = ?change.count_status,
-        "reaction set"
-    );
-    Ok(change_response(item, &change))
+    tracing::info!(item_id = %item, ?outcome, "reaction set");
+    // Every outcome of a write, as HTTP.
+    match outcome {
+        WriteOutcome::Applied(change) | WriteOutcome::Unchanged(change) => {
+            Ok(change_response(item, &change, false))
+        }
+        WriteOutcome::Replayed(change) => Ok(change_response(item, &change, true)),
+        WriteOutcome::Stale { current } => Err(ApiError::PreconditionFailed { current }),
+        WriteOutcome::KeyReused { original } => Err(ApiError::KeyReused { original }),
+    }
 }
 
-fn change_response(item: &ItemId, change: &ReactionChange) -> Response<Body> {
+fn change_response(item: &ItemId, change: &ReactionChange, replayed: bool) -> Response<Body> {
     let delta = change.client_delta();
     let mut builder = Response::builder()
         .status(200)
         .header(ETAG, edge::etag(change.version));
-    if change.replayed {
+    if replayed {
         builder = builder.header(HeaderName::from_static(edge::IDEMPOTENT_REPLAYED), "true");
     }
     respond_json(
@@ -133,8 +135,8 @@ fn change_response(item: &ItemId, change: &ReactionChange) -> Response<Body> {
             version: change.version,
             client_like_delta: delta.like,
             client_dislike_delta: delta.dislike,
-            count_status: change.count_status,
-            updated_at: change.updated_at_ms.map(edge::timestamp),
+            count_status: change.count_status(),
+            updated_at: change.updated_at_ms.map(rfc3339),
         },
     )
 }
@@ -153,7 +155,7 @@ pub async fn get_reaction(app: &App, request: Request) -> Result<Response<Body>,
             item_id: &item,
             state: row.state,
             version: row.version,
-            updated_at: row.updated_at_ms.map(edge::timestamp),
+            updated_at: row.updated_at_ms.map(rfc3339),
         },
     ))
 }
@@ -184,7 +186,7 @@ pub async fn list_liked_items(app: &App, request: Request) -> Result<Response<Bo
             .items
             .into_iter()
             .map(|liked| LikedItemBody {
-                liked_at: edge::timestamp(liked.liked_at_ms),
+                liked_at: rfc3339(liked.liked_at_ms),
                 item_id: liked.item_id,
             })
             .collect(),

@@ -17,8 +17,7 @@ pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
 pub use problem::ProblemType;
 pub use reaction::{Delta, ReactionState, Transition};
 pub use write::{
-    explain_rejection, CountStatus, IdempotencyRecord, ReactionChange, ReactionRow, Rejection,
-    WriteRequest,
+    Clause, CountStatus, IdempotencyRecord, ReactionChange, ReactionRow, WriteOutcome, WriteRequest,
 };
 
 /// Input a client can correct. Every variant is a 4xx at the edge, and nothing is written.

@@ -1,4 +1,4 @@
-//! Reaction states and the transition table (DESIGN §4): the heart of count correctness.
+//! Reaction states and the transition table: the heart of count correctness.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Neg};
@@ -167,7 +167,13 @@ mod tests {
             (Dislike, Dislike, d(0, 0)),
             (Neutral, Neutral, d(0, 0)),
         ];
-        assert_eq!(table.len(), 9, "all 3x3 pairs are listed");
+        let listed: std::collections::HashSet<(ReactionState, ReactionState)> =
+            table.iter().map(|(from, to, _)| (*from, *to)).collect();
+        let every: std::collections::HashSet<(ReactionState, ReactionState)> = ReactionState::ALL
+            .into_iter()
+            .flat_map(|from| ReactionState::ALL.map(|to| (from, to)))
+            .collect();
+        assert_eq!(listed, every, "every pair is listed once");
         for (from, to, expected) in table {
             let t = Transition::new(from, to);
             assert_eq!(t.delta(), expected, "{from} -> {to}");

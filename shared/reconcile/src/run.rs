@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
 use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus};
-use likes_core::clock::now_ms;
+use likes_core::clock::{now_ms, rfc3339};
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
 use likes_store::reconciliation::{reconciled_attributes, Phase, ReconciliationStore, RunState};
@@ -529,12 +529,6 @@ fn export_token(table_arn: &str, cut_ms: i64) -> String {
     use md5::{Digest, Md5};
     let digest = Md5::digest(format!("{table_arn}#{cut_ms}").as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn rfc3339(epoch_ms: i64) -> String {
-    aws_sdk_dynamodb::primitives::DateTime::from_millis(epoch_ms)
-        .fmt(aws_sdk_dynamodb::primitives::DateTimeFormat::DateTime)
-        .unwrap_or_default()
 }
 
 impl Reconciler {

@@ -10,7 +10,7 @@
 //! live here too ([`crate::freshness`]). Claims: `claim_id` = a chunk's first stream `eventID`,
 //! `event_ids` = the chunk's eventIDs joined by commas, `expires_at` for TTL.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -26,6 +26,8 @@ use tokio::task::JoinSet;
 
 use crate::error::condition_held;
 use crate::freshness::FreshnessStore;
+use crate::rows::attr::{CLAIM_ID, DISLIKE_COUNT, ITEM_ID, LIKE_COUNT, PARTITIONS, UPDATED_AT};
+use crate::rows::{self, ClaimRow, CountKey, CountRow, Item};
 use crate::StoreError;
 
 const COUNT_ROW_PREFIX: &str = "D#";
@@ -39,8 +41,6 @@ const CLAIM_TTL_SECONDS: i64 = 3 * 24 * 3600;
 /// A transaction that conflicts with a concurrent one on the same count row is retried this
 /// many times (the claim makes a retry harmless) before the chunk fails.
 const CONFLICT_ATTEMPTS: u32 = 5;
-
-type Item = HashMap<String, AttributeValue>;
 
 /// Reads counts. Cheap to clone; clones share the freshness cache.
 #[derive(Debug, Clone)]
@@ -64,23 +64,21 @@ impl CountsStore {
     /// The base partition says whether there are overflow partitions to add.
     pub async fn read(&self, item: &ItemId) -> Result<Counts, StoreError> {
         let base = self.rows(item.as_str()).await?;
-        let mut sum = sum_counts(&base)?;
-        let overflow = match base
+        let mut sum = sum_counts(&base);
+        let overflow = base
             .iter()
-            .find(|row| sort_key(row) == Some(OVERFLOW_MARKER))
-        {
-            Some(marker) => number(marker, "partitions")?,
-            None => 0,
-        };
+            .find(|row| row.shard == OVERFLOW_MARKER)
+            .and_then(|marker| marker.partitions)
+            .unwrap_or(0);
         let mut reads = JoinSet::new();
-        for h in 1..=overflow.clamp(0, i64::from(u32::MAX)) as u32 {
+        for h in 1..=overflow {
             let store = self.clone();
             let partition = overflow_partition(item, h);
             reads.spawn(async move { store.rows(&partition).await });
         }
         while let Some(joined) = reads.join_next().await {
             let rows = joined.map_err(|err| StoreError::Corrupt(format!("read task: {err}")))?;
-            sum += sum_counts(&rows?)?;
+            sum += sum_counts(&rows?);
         }
         let (counts, clamped) = Counts::clamped(sum);
         if clamped {
@@ -122,17 +120,22 @@ impl CountsStore {
 
     /// Every row under one partition key: at most K small count rows and the marker, one
     /// page.
-    async fn rows(&self, partition: &str) -> Result<Vec<Item>, StoreError> {
+    async fn rows(&self, partition: &str) -> Result<Vec<CountRow>, StoreError> {
         let output = self
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("item_id = :partition")
+            .key_condition_expression(format!("{ITEM_ID} = :partition"))
             .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
             .send()
             .await
             .map_err(|err| StoreError::aws("Query", err))?;
-        Ok(output.items.unwrap_or_default())
+        output
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(rows::from_item)
+            .collect()
     }
 
     /// Epoch millis before which every flip is counted, or `None` when unknown (see
@@ -142,26 +145,15 @@ impl CountsStore {
     }
 }
 
-fn sort_key(row: &Item) -> Option<&str> {
-    match row.get("shard") {
-        Some(AttributeValue::S(sk)) => Some(sk),
-        _ => None,
-    }
-}
-
 /// The sum of the count rows among `rows` (other rows, like the marker, add nothing).
-fn sum_counts(rows: &[Item]) -> Result<Delta, StoreError> {
-    let mut sum = Delta::ZERO;
-    for row in rows
-        .iter()
-        .filter(|row| sort_key(row).is_some_and(|sk| sk.starts_with(COUNT_ROW_PREFIX)))
-    {
-        sum += Delta {
-            like: number(row, "like_count")?,
-            dislike: number(row, "dislike_count")?,
-        };
-    }
-    Ok(sum)
+fn sum_counts(rows: &[CountRow]) -> Delta {
+    rows.iter()
+        .filter(|row| row.shard.starts_with(COUNT_ROW_PREFIX))
+        .map(|row| Delta {
+            like: row.like_count,
+            dislike: row.dislike_count,
+        })
+        .fold(Delta::ZERO, |sum, row| sum + row)
 }
 
 /// One chunk of a stream batch, ready to commit.
@@ -241,7 +233,10 @@ impl CountsWriter {
                 .filter(|r| r.code() == Some("ConditionalCheckFailed"))
                 .and_then(|r| r.item())
             {
-                return Ok(CommitOutcome::AlreadyClaimed(listed_event_ids(claim)?));
+                let claim: ClaimRow = rows::from_item(claim.clone())?;
+                return Ok(CommitOutcome::AlreadyClaimed(
+                    claim.listed().map(str::to_owned).collect(),
+                ));
             }
             // A concurrent chunk of another stream shard touched the same count row, or
             // DynamoDB throttled one of them: nothing was written, so trying again is safe.
@@ -275,7 +270,7 @@ impl CountsWriter {
             .put_item()
             .table_name(put.table_name)
             .set_item(Some(put.item))
-            .condition_expression("attribute_not_exists(claim_id)")
+            .condition_expression(format!("attribute_not_exists({CLAIM_ID})"))
             .send()
             .await;
         condition_held("PutItem", result).map(drop)
@@ -289,11 +284,13 @@ impl CountsWriter {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", AttributeValue::S(item.as_str().to_owned()))
-            .key("shard", AttributeValue::S(OVERFLOW_MARKER.to_owned()))
+            .set_key(Some(count_key(
+                item.as_str().to_owned(),
+                OVERFLOW_MARKER.to_owned(),
+            )))
             .update_expression("SET #partitions = :h")
             .condition_expression("attribute_not_exists(#partitions) OR #partitions < :h")
-            .expression_attribute_names("#partitions", "partitions")
+            .expression_attribute_names("#partitions", PARTITIONS)
             .expression_attribute_values(":h", AttributeValue::N(partitions.to_string()))
             .send()
             .await;
@@ -307,19 +304,19 @@ impl CountsWriter {
         event_ids: &[&str],
         now_ms: i64,
     ) -> Result<TransactWriteItem, StoreError> {
+        let claim = ClaimRow {
+            claim_id: claim_id.to_owned(),
+            event_ids: event_ids.join(","),
+            created_at: now_ms,
+            expires_at: now_ms / 1000 + CLAIM_TTL_SECONDS,
+        };
         let put = Put::builder()
             .table_name(&self.claims_table)
-            .item("claim_id", AttributeValue::S(claim_id.to_owned()))
-            .item("event_ids", AttributeValue::S(event_ids.join(",")))
-            .item("created_at", AttributeValue::N(now_ms.to_string()))
-            .item(
-                "expires_at",
-                AttributeValue::N((now_ms / 1000 + CLAIM_TTL_SECONDS).to_string()),
-            )
-            .condition_expression("attribute_not_exists(claim_id)")
+            .set_item(Some(rows::to_item(&claim)?))
+            .condition_expression(format!("attribute_not_exists({CLAIM_ID})"))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+            .map_err(|err| StoreError::Request(err.to_string()))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }
@@ -333,8 +330,8 @@ fn row_update(
     now_ms: i64,
 ) -> Result<Update, StoreError> {
     let mut adds = vec![
-        ("like_count".to_owned(), written.total.like),
-        ("dislike_count".to_owned(), written.total.dislike),
+        (LIKE_COUNT.to_owned(), written.total.like),
+        (DISLIKE_COUNT.to_owned(), written.total.dislike),
     ];
     for (epoch, delta) in &written.by_epoch {
         let (like, dislike) = subtotal_attributes(*epoch);
@@ -346,11 +343,10 @@ fn row_update(
     }
     let mut update = Update::builder()
         .table_name(table)
-        .key("item_id", AttributeValue::S(target.partition_key()))
-        .key(
-            "shard",
-            AttributeValue::S(format!("{COUNT_ROW_PREFIX}{}", target.row)),
-        )
+        .set_key(Some(count_key(
+            target.partition_key(),
+            format!("{COUNT_ROW_PREFIX}{}", target.row),
+        )))
         .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
     let mut clauses = Vec::with_capacity(adds.len());
     for (i, (name, value)) in adds.into_iter().enumerate() {
@@ -360,24 +356,14 @@ fn row_update(
             .expression_attribute_values(format!(":a{i}"), AttributeValue::N(value.to_string()));
     }
     update
-        .update_expression(format!("ADD {} SET updated_at = :now", clauses.join(", ")))
+        .update_expression(format!(
+            "ADD {} SET {UPDATED_AT} = :now",
+            clauses.join(", ")
+        ))
         .build()
-        .map_err(|err| StoreError::Corrupt(err.to_string()))
+        .map_err(|err| StoreError::Request(err.to_string()))
 }
 
-fn listed_event_ids(claim: &Item) -> Result<Vec<String>, StoreError> {
-    match claim.get("event_ids") {
-        Some(AttributeValue::S(ids)) => Ok(ids.split(',').map(str::to_owned).collect()),
-        other => Err(StoreError::Corrupt(format!("claim event_ids is {other:?}"))),
-    }
-}
-
-fn number(row: &Item, name: &str) -> Result<i64, StoreError> {
-    match row.get(name) {
-        Some(AttributeValue::N(n)) => n
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("{name} = {n:?}"))),
-        None => Ok(0),
-        Some(other) => Err(StoreError::Corrupt(format!("{name} is {other:?}"))),
-    }
+fn count_key(item_id: String, shard: String) -> Item {
+    rows::to_item(&CountKey { item_id, shard }).expect("a key of two strings always serializes")
 }

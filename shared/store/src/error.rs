@@ -1,14 +1,9 @@
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
-/// What a store call can end in, in terms a caller can act on.
+/// A store call whose I/O failed, in terms a caller can act on. What a call came to in the
+/// domain's terms (a replay, a stale version) is its `Ok` value, never one of these.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// `If-Match` named a version that is no longer current.
-    #[error("the reaction is at version {current}, not the one If-Match named")]
-    PreconditionFailed { current: u64 },
-    /// An idempotency key was reused for a different request.
-    #[error("the idempotency key was used for a request to set {original}")]
-    KeyReused { original: likes_core::ReactionState },
     /// DynamoDB throttled the request after the SDK's bounded retries: retry later.
     #[error("{operation} was throttled by DynamoDB")]
     Throttled { operation: &'static str },
@@ -22,6 +17,9 @@ pub enum StoreError {
     /// A stored row this code cannot read: a bug or a foreign writer, never the client's fault.
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
+    /// The SDK refused to build a request this code assembled: a bug, never the client's.
+    #[error("could not build a request: {0}")]
+    Request(String),
 }
 
 /// The error codes DynamoDB uses for "slow down". Matched on the modeled code, not on text.

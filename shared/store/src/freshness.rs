@@ -12,7 +12,7 @@
 //! `#probe` (never a reaction: item ids cannot hold `#`), whose writes keep a quiet shard's
 //! watermark moving.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, Wri
 use aws_sdk_dynamodb::Client;
 
 use crate::error::condition_held;
+use crate::rows::{self, AsOfRow, CountKey, Item, ProbeRow, WatermarkRow};
 use crate::StoreError;
 
 /// Copies of the computed `as_of`; readers pick one by the clock.
@@ -37,7 +38,6 @@ const BATCH_WRITE_ITEMS: usize = 25;
 /// in all.
 const BATCH_ATTEMPTS: u32 = 5;
 
-type Item = HashMap<String, AttributeValue>;
 /// When `as_of` was last read, and what it was.
 type AsOfCache = Arc<Mutex<Option<(Instant, Option<i64>)>>>;
 
@@ -50,12 +50,22 @@ pub struct Watermark {
     pub probe_key: Option<String>,
 }
 
-fn watermark_key(shard_id: &str) -> AttributeValue {
-    AttributeValue::S(format!("#wm#{shard_id}"))
+const WATERMARK_PREFIX: &str = "#wm#";
+
+fn key(item_id: String, shard: &str) -> Item {
+    rows::to_item(&CountKey {
+        item_id,
+        shard: shard.to_owned(),
+    })
+    .expect("a key of two strings always serializes")
 }
 
-fn as_of_key(replica: u32) -> AttributeValue {
-    AttributeValue::S(format!("#asof#{replica}"))
+fn watermark_key(shard_id: &str) -> Item {
+    key(format!("{WATERMARK_PREFIX}{shard_id}"), "W")
+}
+
+fn as_of_id(replica: u32) -> String {
+    format!("#asof#{replica}")
 }
 
 /// Reads and writes the freshness rows. Cheap to clone; clones share the `as_of` cache.
@@ -88,8 +98,7 @@ impl FreshnessStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", watermark_key(shard_id))
-            .key("shard", AttributeValue::S("W".into()))
+            .set_key(Some(watermark_key(shard_id)))
             .condition_expression("attribute_not_exists(stream_time) OR stream_time <= :t")
             .expression_attribute_values(":t", AttributeValue::N(stream_time_ms.to_string()))
             .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
@@ -110,29 +119,14 @@ impl FreshnessStore {
     ) -> Result<BTreeMap<String, Watermark>, StoreError> {
         let mut found = BTreeMap::new();
         for ids in shard_ids.chunks(BATCH_GET_KEYS) {
-            let keys: Vec<Item> = ids
-                .iter()
-                .map(|id| {
-                    HashMap::from([
-                        ("item_id".to_owned(), watermark_key(id)),
-                        ("shard".to_owned(), AttributeValue::S("W".into())),
-                    ])
-                })
-                .collect();
+            let keys: Vec<Item> = ids.iter().map(|id| watermark_key(id)).collect();
             for row in self.batch_get(keys).await? {
-                let Some(AttributeValue::S(pk)) = row.get("item_id") else {
-                    return Err(StoreError::Corrupt(format!("watermark row {row:?}")));
-                };
-                let shard_id = pk.trim_start_matches("#wm#").to_owned();
-                let probe_key = match row.get("probe_key") {
-                    Some(AttributeValue::S(p)) => Some(p.clone()),
-                    _ => None,
-                };
+                let row: WatermarkRow = rows::from_item(row)?;
                 found.insert(
-                    shard_id,
+                    row.item_id.trim_start_matches(WATERMARK_PREFIX).to_owned(),
                     Watermark {
-                        stream_time_ms: number(&row, "stream_time")?,
-                        probe_key,
+                        stream_time_ms: row.stream_time,
+                        probe_key: row.probe_key,
                     },
                 );
             }
@@ -146,7 +140,7 @@ impl FreshnessStore {
             KeysAndAttributes::builder()
                 .set_keys(Some(keys))
                 .build()
-                .map_err(|err| StoreError::Corrupt(err.to_string()))?,
+                .map_err(|err| StoreError::Request(err.to_string()))?,
         );
         for attempt in 0..BATCH_ATTEMPTS {
             let Some(request) = pending.take() else {
@@ -184,17 +178,14 @@ impl FreshnessStore {
     pub async fn publish_as_of(&self, as_of_ms: i64, now_ms: i64) -> Result<(), StoreError> {
         let rows = (0..AS_OF_REPLICAS)
             .map(|replica| {
-                HashMap::from([
-                    ("item_id".to_owned(), as_of_key(replica)),
-                    ("shard".to_owned(), AttributeValue::S("A".into())),
-                    ("as_of".to_owned(), AttributeValue::N(as_of_ms.to_string())),
-                    (
-                        "computed_at".to_owned(),
-                        AttributeValue::N(now_ms.to_string()),
-                    ),
-                ])
+                rows::to_item(&AsOfRow {
+                    item_id: as_of_id(replica),
+                    shard: "A".into(),
+                    as_of: as_of_ms,
+                    computed_at: now_ms,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         self.batch_put(&self.counts_table, rows).await
     }
 
@@ -213,12 +204,15 @@ impl FreshnessStore {
             .client
             .get_item()
             .table_name(&self.counts_table)
-            .key("item_id", as_of_key(replica))
-            .key("shard", AttributeValue::S("A".into()))
+            .set_key(Some(key(as_of_id(replica), "A")))
             .send()
             .await
             .map_err(|err| StoreError::aws("GetItem", err))
-            .and_then(|out| out.item.map(|row| number(&row, "as_of")).transpose());
+            .and_then(|out| {
+                out.item
+                    .map(|row| rows::from_item::<AsOfRow>(row).map(|row| row.as_of))
+                    .transpose()
+            });
         match read {
             Ok(as_of) => {
                 *self.cached.lock().expect("cache lock") = Some((Instant::now(), as_of));
@@ -245,19 +239,13 @@ impl FreshnessStore {
         let rows = probe_keys
             .iter()
             .map(|key| {
-                HashMap::from([
-                    ("user_id".to_owned(), AttributeValue::S(key.clone())),
-                    (
-                        "item_id".to_owned(),
-                        AttributeValue::S(PROBE_ITEM.to_owned()),
-                    ),
-                    (
-                        "probed_at".to_owned(),
-                        AttributeValue::N(now_ms.to_string()),
-                    ),
-                ])
+                rows::to_item(&ProbeRow {
+                    user_id: key,
+                    item_id: PROBE_ITEM,
+                    probed_at: now_ms,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         self.batch_put(reactions_table, rows).await
     }
 
@@ -271,7 +259,7 @@ impl FreshnessStore {
                     .set_item(Some(item))
                     .build()
                     .map(|put| WriteRequest::builder().put_request(put).build())
-                    .map_err(|err| StoreError::Corrupt(err.to_string()))
+                    .map_err(|err| StoreError::Request(err.to_string()))
             })
             .collect::<Result<_, _>>()?;
         for page in requests.chunks(BATCH_WRITE_ITEMS) {
@@ -300,14 +288,5 @@ impl FreshnessStore {
             }
         }
         Ok(())
-    }
-}
-
-fn number(row: &Item, name: &str) -> Result<i64, StoreError> {
-    match row.get(name) {
-        Some(AttributeValue::N(n)) => n
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("{name} = {n:?}"))),
-        other => Err(StoreError::Corrupt(format!("{name} is {other:?}"))),
     }
 }

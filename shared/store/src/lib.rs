@@ -7,6 +7,7 @@ pub mod freshness;
 pub mod metrics;
 pub mod reactions;
 pub mod reconciliation;
+pub mod rows;
 
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
 pub use error::StoreError;

@@ -14,29 +14,21 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 use aws_sdk_dynamodb::Client;
+use likes_core::write::{self, Clause};
 use likes_core::{
-    explain_rejection, IdempotencyRecord, ItemId, KeyHash, LikedCursor, ReactionChange,
-    ReactionRow, ReactionState, Rejection, UserId, WriteRequest,
+    IdempotencyRecord, ItemId, KeyHash, LikedCursor, ReactionRow, ReactionState, UserId,
+    WriteOutcome, WriteRequest,
 };
 
+use crate::rows::attr::{PREVIOUS_PREFIX, REQUEST_PREFIX, STATE, VERSION_PREFIX};
+use crate::rows::{self, Attribute, Item, LikedRow, ReactionItem, ReactionKey, StateRow};
 use crate::StoreError;
 
 /// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.
 pub const LIKED_AT_INDEX: &str = "by_liked_at";
 
-const USER_ID: &str = "user_id";
-const ITEM_ID: &str = "item_id";
-const STATE: &str = "state";
-const OP_ID: &str = "op_id";
-const UPDATED_AT: &str = "updated_at";
-const LIKED_AT: &str = "liked_at";
-const REQUEST_PREFIX: &str = "k#";
-const VERSION_PREFIX: &str = "v#";
-const PREVIOUS_PREFIX: &str = "p#";
 /// BatchGetItem rounds for keys DynamoDB left unprocessed before giving up (throttled).
 const BATCH_GET_ATTEMPTS: u32 = 5;
-
-type Item = HashMap<String, AttributeValue>;
 
 #[derive(Debug, Clone)]
 pub struct ReactionsStore {
@@ -72,16 +64,15 @@ impl ReactionsStore {
 
     /// Sets a reaction with one conditional UpdateItem (no read first, no transaction).
     ///
-    /// The condition: the state differs from the target, the idempotency key is not recorded
-    /// yet, and `op_id` matches `If-Match` when given. A rejected write comes back with the old
-    /// row (`ALL_OLD`), which tells which clause failed.
+    /// The condition is the request's [`WriteRequest::clauses`]. Either way DynamoDB returns
+    /// the old row (`ALL_OLD`), and `likes-core` reads the outcome from it.
     pub async fn set(
         &self,
         user: &UserId,
         item: &ItemId,
         request: &WriteRequest,
         now_ms: i64,
-    ) -> Result<ReactionChange, StoreError> {
+    ) -> Result<WriteOutcome, StoreError> {
         let write = FlipExpression::new(request, now_ms);
         let result = self
             .client
@@ -98,41 +89,18 @@ impl ReactionsStore {
             .await;
         match result {
             Ok(output) => {
-                let old = match output.attributes {
-                    Some(old) => row_from_item(&old)?,
-                    None => ReactionRow::absent(),
-                };
-                let record = IdempotencyRecord {
-                    state: request.target,
-                    previous_state: old.state,
-                    version: old.version + 1,
-                    updated_at_ms: now_ms,
-                };
-                let mut after = old;
-                if let Some(key) = &request.key {
-                    after.keys.push((key.clone(), record));
-                }
-                self.trim_keys(user, item, &after, record.version).await;
-                Ok(ReactionChange::from_record(record, false))
+                let old = row_from_item(output.attributes.unwrap_or_default())?;
+                let (outcome, after) = write::applied(old, request, now_ms);
+                self.trim_keys(user, item, &after).await;
+                Ok(outcome)
             }
-            Err(err) => {
-                let old = match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed
-                        .item()
-                        .map(row_from_item)
-                        .transpose()?
-                        .unwrap_or_else(ReactionRow::absent),
-                    _ => return Err(StoreError::aws("UpdateItem", err)),
-                };
-                match explain_rejection(&old, request) {
-                    Rejection::Replay(record) => Ok(ReactionChange::from_record(record, true)),
-                    Rejection::AlreadyInState => Ok(ReactionChange::unchanged(&old)),
-                    Rejection::Stale { current } => Err(StoreError::PreconditionFailed { current }),
-                    Rejection::KeyReused { original } => Err(StoreError::KeyReused {
-                        original: original.state,
-                    }),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    let old = row_from_item(failed.item().cloned().unwrap_or_default())?;
+                    Ok(write::refused(&old, request))
                 }
-            }
+                _ => Err(StoreError::aws("UpdateItem", err)),
+            },
         }
     }
 
@@ -142,7 +110,7 @@ impl ReactionsStore {
     /// trims instead. The user's write already succeeded, so a failure here must not turn its
     /// answer into an error (the client would retry and get a replay anyway); it is logged,
     /// counted as the `KeyTrimFailures` metric, and the next flip of the row tries again.
-    async fn trim_keys(&self, user: &UserId, item: &ItemId, row: &ReactionRow, version: u64) {
+    async fn trim_keys(&self, user: &UserId, item: &ItemId, row: &ReactionRow) {
         let stale = row.keys_to_trim();
         if stale.is_empty() {
             return;
@@ -164,7 +132,7 @@ impl ReactionsStore {
             .update_expression(format!("REMOVE {}", paths.join(", ")))
             .condition_expression("op_id = :version")
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":version", number(version))
+            .expression_attribute_values(":version", number(row.version))
             .send()
             .await;
         match result {
@@ -199,11 +167,7 @@ impl ReactionsStore {
             .send()
             .await
             .map_err(|err| StoreError::aws("GetItem", err))?;
-        output
-            .item
-            .map(|item| row_from_item(&item))
-            .transpose()
-            .map(|row| row.unwrap_or_else(ReactionRow::absent))
+        row_from_item(output.item.unwrap_or_default())
     }
 
     /// The caller's state for each of `items` (strongly consistent, so a reaction just set
@@ -226,7 +190,7 @@ impl ReactionsStore {
                     break;
                 }
                 if attempt > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
                 }
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut keys)))
@@ -234,7 +198,7 @@ impl ReactionsStore {
                     .projection_expression("item_id, #s")
                     .expression_attribute_names("#s", STATE)
                     .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(|e| StoreError::Request(e.to_string()))?;
                 let output = self
                     .client
                     .batch_get_item()
@@ -248,12 +212,8 @@ impl ReactionsStore {
                     .remove(&self.table)
                     .unwrap_or_default()
                 {
-                    let item = ItemId::parse(get_string(&row, ITEM_ID)?)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    let state = get_string(&row, STATE)?.parse().map_err(
-                        |e: likes_core::ValidationError| StoreError::Corrupt(e.to_string()),
-                    )?;
-                    states.insert(item, state);
+                    let row: StateRow = rows::from_item(row)?;
+                    states.insert(item_id(&row.item_id)?, row.state);
                 }
                 keys = output
                     .unprocessed_keys
@@ -279,13 +239,15 @@ impl ReactionsStore {
         limit: usize,
         after: Option<&LikedCursor>,
     ) -> Result<LikedPage, StoreError> {
-        let start = after.map(|cursor| {
-            HashMap::from([
-                (USER_ID.to_owned(), string(user.as_str())),
-                (ITEM_ID.to_owned(), string(&cursor.item_id)),
-                (LIKED_AT.to_owned(), number(cursor.liked_at_ms)),
-            ])
-        });
+        let start = after
+            .map(|cursor| {
+                rows::to_item(&LikedRow {
+                    user_id: user.as_str().to_owned(),
+                    item_id: cursor.item_id.clone(),
+                    liked_at: cursor.liked_at_ms,
+                })
+            })
+            .transpose()?;
         // One more than asked for tells whether a next page exists, so the last page
         // carries no cursor.
         let output = self
@@ -305,12 +267,12 @@ impl ReactionsStore {
         let mut items = output
             .items
             .unwrap_or_default()
-            .iter()
+            .into_iter()
             .map(|row| {
+                let row: LikedRow = rows::from_item(row)?;
                 Ok(LikedItem {
-                    item_id: ItemId::parse(get_string(row, ITEM_ID)?)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    liked_at_ms: get_number(row, LIKED_AT)?,
+                    item_id: item_id(&row.item_id)?,
+                    liked_at_ms: row.liked_at,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -341,13 +303,6 @@ impl FlipExpression {
             (":now".to_owned(), number(now_ms)),
         ]);
         let mut set = Vec::new();
-        // A NONE target never creates a row: "never reacted → NONE" fails the condition and
-        // is answered "unchanged". (Stated outright: moto, unlike DynamoDB, finds a missing
-        // attribute "<>" anything.)
-        let mut condition = vec![match request.target {
-            ReactionState::None => "(attribute_exists(#state) AND #state <> :target)".to_owned(),
-            _ => "(attribute_not_exists(#state) OR #state <> :target)".to_owned(),
-        }];
         if let Some(key) = &request.key {
             names.insert("#req".into(), format!("{REQUEST_PREFIX}{}", key.as_str()));
             names.insert("#ver".into(), format!("{VERSION_PREFIX}{}", key.as_str()));
@@ -362,21 +317,34 @@ impl FlipExpression {
             set.push("#ver = if_not_exists(op_id, :zero) + :one");
             set.push("#prev = if_not_exists(#state, :none)");
             set.push("#req = :request");
-            condition.push("attribute_not_exists(#ver)".into());
         }
         set.extend([
             "#state = :target",
             "op_id = if_not_exists(op_id, :zero) + :one",
             "updated_at = :now",
         ]);
-        match request.if_match {
-            Some(0) => condition.push("attribute_not_exists(op_id)".into()),
-            Some(version) => {
-                condition.push("op_id = :expected".into());
-                values.insert(":expected".into(), number(version));
-            }
-            None => {}
-        }
+        let condition = request
+            .clauses()
+            .iter()
+            .map(|clause| match clause {
+                // The key's record is written whole by one update: its version stands for it.
+                Clause::KeyUnrecorded(_) => "attribute_not_exists(#ver)".to_owned(),
+                Clause::AtVersion(0) => "attribute_not_exists(op_id)".to_owned(),
+                Clause::AtVersion(version) => {
+                    values.insert(":expected".into(), number(version));
+                    "op_id = :expected".to_owned()
+                }
+                // A NONE target never creates a row: "never reacted → NONE" fails the
+                // condition and is answered "unchanged". (Stated outright: moto, unlike
+                // DynamoDB, finds a missing attribute "<>" anything.)
+                Clause::StateDiffers(ReactionState::None) => {
+                    "(attribute_exists(#state) AND #state <> :target)".to_owned()
+                }
+                Clause::StateDiffers(_) => {
+                    "(attribute_not_exists(#state) OR #state <> :target)".to_owned()
+                }
+            })
+            .collect::<Vec<_>>();
         let mut update = String::from("SET ");
         if request.target == ReactionState::Like {
             set.push("liked_at = :now");
@@ -410,10 +378,11 @@ fn decode_request(raw: &str) -> Option<(ReactionState, i64)> {
 }
 
 fn key(user: &UserId, item: &ItemId) -> Item {
-    HashMap::from([
-        (USER_ID.to_owned(), string(user.as_str())),
-        (ITEM_ID.to_owned(), string(item.as_str())),
-    ])
+    rows::to_item(&ReactionKey {
+        user_id: user.as_str().to_owned(),
+        item_id: item.as_str().to_owned(),
+    })
+    .expect("a key of two strings always serializes")
 }
 
 fn string(value: &str) -> AttributeValue {
@@ -424,51 +393,43 @@ fn number(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-fn get_string<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
-    match item.get(name) {
-        Some(AttributeValue::S(value)) => Ok(value),
-        other => Err(StoreError::Corrupt(format!(
-            "{name} is {other:?}, not a string"
-        ))),
-    }
+fn item_id(stored: &str) -> Result<ItemId, StoreError> {
+    ItemId::parse(stored).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn get_number<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
-    match item.get(name) {
-        Some(AttributeValue::N(value)) => value
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("{name} = {value:?} is out of range"))),
-        other => Err(StoreError::Corrupt(format!(
-            "{name} is {other:?}, not a number"
-        ))),
-    }
-}
-
-/// Reads a stored row. Key records that are incomplete are skipped: they cannot be replayed,
-/// and the condition on `v#h` still blocks their key from flipping the row again.
-fn row_from_item(item: &Item) -> Result<ReactionRow, StoreError> {
+/// Reads a stored row; no item is the row of a user who never reacted. Key records that are
+/// incomplete are skipped: they cannot be replayed, and the condition on `v#h` still blocks
+/// their key from flipping the row again.
+fn row_from_item(item: Item) -> Result<ReactionRow, StoreError> {
     if item.is_empty() {
         return Ok(ReactionRow::absent());
     }
-    let state = get_string(item, STATE)?
-        .parse()
-        .map_err(|e: likes_core::ValidationError| StoreError::Corrupt(e.to_string()))?;
+    let row: ReactionItem = rows::from_item(item)?;
+    let text = |name: String| match row.others.get(&name) {
+        Some(Attribute::Text(text)) => Some(text.as_str()),
+        _ => None,
+    };
     let mut keys = Vec::new();
-    for (name, value) in item {
+    for (name, value) in &row.others {
         let Some(hash) = name
             .strip_prefix(REQUEST_PREFIX)
             .and_then(KeyHash::from_stored)
         else {
             continue;
         };
-        let AttributeValue::S(request) = value else {
+        let Attribute::Text(request) = value else {
             continue;
         };
-        let version = get_number(item, &format!("{VERSION_PREFIX}{}", hash.as_str()));
-        let previous = get_string(item, &format!("{PREVIOUS_PREFIX}{}", hash.as_str()))
-            .ok()
-            .and_then(|p| p.parse().ok());
-        if let (Some((state, updated_at_ms)), Ok(version), Some(previous_state)) =
+        let version = match row
+            .others
+            .get(&format!("{VERSION_PREFIX}{}", hash.as_str()))
+        {
+            Some(Attribute::Number(version)) => u64::try_from(*version).ok(),
+            _ => None,
+        };
+        let previous =
+            text(format!("{PREVIOUS_PREFIX}{}", hash.as_str())).and_then(|p| p.parse().ok());
+        if let (Some((state, updated_at_ms)), Some(version), Some(previous_state)) =
             (decode_request(request), version, previous)
         {
             keys.push((
@@ -483,9 +444,9 @@ fn row_from_item(item: &Item) -> Result<ReactionRow, StoreError> {
         }
     }
     Ok(ReactionRow {
-        state,
-        version: get_number(item, OP_ID)?,
-        updated_at_ms: Some(get_number(item, UPDATED_AT)?),
+        state: row.state,
+        version: row.op_id,
+        updated_at_ms: Some(row.updated_at),
         keys,
     })
 }
@@ -493,6 +454,7 @@ fn row_from_item(item: &Item) -> Result<ReactionRow, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rows::attr::{ITEM_ID, OP_ID, UPDATED_AT, USER_ID};
     use likes_core::IdempotencyKey;
 
     #[test]
@@ -520,7 +482,7 @@ mod tests {
             // A half-written record cannot be replayed and is skipped.
             ("k#AAAAAAAAAAA".into(), string("L|9")),
         ]);
-        let row = row_from_item(&item).unwrap();
+        let row = row_from_item(item).unwrap();
         assert_eq!(row.state, ReactionState::Like);
         assert_eq!(row.version, 3);
         assert_eq!(

@@ -6,10 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::pipeline::{overflow_partition, CountLayout};
 use likes_core::{Delta, ItemId};
+use likes_store::rows::{self, ClaimRow, CountKey};
 
 use crate::capacity::{self, Item};
 use crate::naive::StreamRecord;
@@ -45,20 +45,6 @@ pub async fn scan(client: &Client, table: &str) -> Vec<Item> {
     }
 }
 
-pub fn string<'a>(item: &'a Item, name: &str) -> &'a str {
-    match item.get(name) {
-        Some(AttributeValue::S(s)) => s,
-        other => panic!("{name} is {other:?}"),
-    }
-}
-
-pub fn number(item: &Item, name: &str) -> i64 {
-    match item.get(name) {
-        Some(AttributeValue::N(n)) => n.parse().expect("a number"),
-        other => panic!("{name} is {other:?}"),
-    }
-}
-
 /// Every committed transaction, rebuilt from the claims table and the stream log.
 pub fn transactions(
     claims: &[Item],
@@ -70,10 +56,10 @@ pub fn transactions(
         log.iter().map(|r| (r.event_id.as_str(), r)).collect();
     let mut all: Vec<Transaction> = claims
         .iter()
-        .map(|claim| {
-            let id = string(claim, "claim_id");
-            let records: Vec<StreamRecord> = string(claim, "event_ids")
-                .split(',')
+        .map(|item| {
+            let claim: ClaimRow = rows::from_item(item.clone()).expect("a claim row");
+            let records: Vec<StreamRecord> = claim
+                .listed()
                 .map(|event| {
                     (*by_event
                         .get(event)
@@ -85,7 +71,7 @@ pub fn transactions(
             for record in &records {
                 *deltas.entry(record.item.as_str()).or_default() += record.delta;
             }
-            let (k, h) = layout.slot(id);
+            let (k, h) = layout.slot(&claim.claim_id);
             let row = format!("D#{k}");
             let written = deltas
                 .into_iter()
@@ -101,8 +87,8 @@ pub fn transactions(
                 })
                 .collect();
             Transaction {
-                claim_bytes: capacity::item_size(claim),
-                sent_ms: number(claim, "created_at"),
+                claim_bytes: capacity::item_size(item),
+                sent_ms: claim.created_at,
                 records,
                 rows: written,
             }
@@ -117,13 +103,8 @@ pub fn rows_by_key(counts: &[Item]) -> HashMap<(String, String), Item> {
     counts
         .iter()
         .map(|row| {
-            (
-                (
-                    string(row, "item_id").to_owned(),
-                    string(row, "shard").to_owned(),
-                ),
-                row.clone(),
-            )
+            let key: CountKey = rows::from_item(row.clone()).expect("a Counts row key");
+            ((key.item_id, key.shard), row.clone())
         })
         .collect()
 }

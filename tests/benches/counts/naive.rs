@@ -14,8 +14,9 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
+use likes_core::clock::now_ms;
 use likes_core::{Delta, ReactionState, Transition};
-use likes_tests::{now_millis, TestStack};
+use likes_tests::TestStack;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -222,7 +223,7 @@ impl Counter {
             .update_expression("ADD like_count :like, dislike_count :dislike SET updated_at = :now")
             .expression_attribute_values(":like", AttributeValue::N(delta.like.to_string()))
             .expression_attribute_values(":dislike", AttributeValue::N(delta.dislike.to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now_millis().to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
             .send()
             .await
             .expect("UpdateItem ADD of a naive counter");
@@ -302,7 +303,7 @@ impl ShardReader {
             writes.spawn(async move {
                 let _permit = permits.acquire_owned().await.expect("never closed");
                 counter.add(&item, delta).await;
-                (at, now_millis())
+                (at, now_ms())
             });
         }
         while let Some(done) = writes.join_next().await {

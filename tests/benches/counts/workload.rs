@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use likes_core::{IdempotencyKey, ItemId, ReactionState, Transition, UserId, WriteRequest};
+use likes_core::clock::now_ms;
+use likes_core::{
+    IdempotencyKey, ItemId, ReactionState, Transition, UserId, WriteOutcome, WriteRequest,
+};
 use likes_store::{CountsStore, ReactionsStore};
-use likes_tests::{now_millis, TestStack};
+use likes_tests::TestStack;
 use tokio::task::JoinSet;
 
 use crate::naive::{self, Naive};
@@ -132,15 +135,19 @@ pub async fn write_paced(
                     ),
                     if_match: None,
                 };
-                let change = store
+                let outcome = store
                     .set(
                         &UserId::parse(&reaction.user).expect("a valid user id"),
                         &ItemId::parse(&reaction.item).expect("a valid item id"),
                         &request,
-                        now_millis(),
+                        now_ms(),
                     )
                     .await
                     .expect("the reaction is written");
+                let (WriteOutcome::Applied(change) | WriteOutcome::Unchanged(change)) = outcome
+                else {
+                    panic!("a write with a fresh key applies or is unchanged: {outcome:?}");
+                };
                 let transition = Transition::new(change.previous_state, change.state);
                 let done = Written {
                     item: reaction.item.clone(),
@@ -210,9 +217,11 @@ pub async fn watch_hot(
             assert_eq!(response.status, 200, "like-count answers");
             let body = response.json();
             Some(HotRead {
-                at_ms: now_millis(),
+                at_ms: now_ms(),
                 likes: body["like_count"].as_u64().expect("like_count"),
-                as_of_ms: body["as_of"].as_str().map(epoch_ms),
+                as_of_ms: body["as_of"]
+                    .as_str()
+                    .map(|t| likes_core::clock::parse_rfc3339(t).expect("as_of")),
             })
         };
         let baseline = async {
@@ -221,7 +230,7 @@ pub async fn watch_hot(
             }
             let row = naive.counter.row(item).await;
             Some(HotRead {
-                at_ms: now_millis(),
+                at_ms: now_ms(),
                 likes: naive::like_count(&row),
                 as_of_ms: None,
             })
@@ -288,14 +297,14 @@ pub async fn watch_samples(
                 let id = id.clone();
                 reads.spawn(async move {
                     let seen = counts.read(&id).await.expect("count read").like_count >= 1;
-                    (at, true, seen.then(now_millis))
+                    (at, true, seen.then(now_ms))
                 });
             }
             if sighting.naive_ms.is_none() {
                 let counter = naive.counter.clone();
                 reads.spawn(async move {
                     let seen = naive::like_count(&counter.row(&item).await) >= 1;
-                    (at, false, seen.then(now_millis))
+                    (at, false, seen.then(now_ms))
                 });
             }
         }
@@ -316,11 +325,4 @@ pub async fn watch_samples(
         }
         tokio::time::sleep(COLD_READ_EVERY).await;
     }
-}
-
-fn epoch_ms(rfc3339: &str) -> i64 {
-    let parsed =
-        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|e| panic!("as_of {rfc3339}: {e}"));
-    (parsed.unix_timestamp_nanos() / 1_000_000) as i64
 }

@@ -9,6 +9,7 @@ use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::request::LambdaRequest;
 use lambda_http::{service_fn, Adapter, Request, Service};
 use likes_api::{App, Endpoint};
+use likes_core::clock::now_ms;
 use likes_core::{IdempotencyKey, ItemId, UserId, WriteRequest};
 use likes_local::front::GatewayRequest;
 use likes_local::jwt::JwtAuthorizer;
@@ -231,11 +232,4 @@ pub async fn through_front(stack: &TestStack, reactions: &[Reaction]) -> Run {
         );
     }
     clock.run(wall)
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as i64
 }

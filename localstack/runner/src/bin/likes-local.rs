@@ -151,13 +151,7 @@ async fn exec(args: &[String]) -> Result<ExitCode, String> {
 
 async fn reconcile(args: &[String]) -> Result<ExitCode, String> {
     let at_ms = match option(args, "--at") {
-        Some(text) => aws_smithy_types::DateTime::from_str(
-            text,
-            aws_smithy_types::date_time::Format::DateTime,
-        )
-        .map_err(|e| format!("--at {text:?} is not an RFC 3339 time: {e}"))?
-        .to_millis()
-        .map_err(|e| format!("--at {text:?}: {e}"))?,
+        Some(text) => likes_core::clock::parse_rfc3339(text).map_err(|e| format!("--at {e}"))?,
         None => likes_core::clock::now_ms(),
     };
     match likes_local::operator::reconcile(at_ms).await {
@@ -178,10 +172,7 @@ fn token(args: &[String]) -> Result<ExitCode, String> {
         .unwrap_or("3600")
         .parse()
         .map_err(|e| format!("--ttl: {e}"))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_secs() as i64;
+    let now = likes_core::clock::now_ms() / 1000;
     println!("{}", JwtAuthorizer::from_env().mint(sub, now, ttl));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,5 @@
 //! The on-failure destination: where a batch's metadata goes once Lambda gives up on it.
 
-use std::time::Duration;
-
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_smithy_types::date_time::Format;
 use aws_smithy_types::DateTime;
@@ -13,7 +11,6 @@ use super::record::BufferedRecord;
 
 /// Attempts at sending a batch's metadata to the on-failure destination.
 const DESTINATION_ATTEMPTS: u32 = 5;
-const DESTINATION_PAUSE: Duration = Duration::from_millis(200);
 
 /// Why Lambda stopped retrying a batch.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +74,7 @@ pub async fn send(sqs: &aws_sdk_sqs::Client, config: &MappingConfig, message: &V
             Ok(_) => return,
             Err(err) => {
                 tracing::warn!(attempt, error = %DisplayErrorContext(err), "could not send to the on-failure destination");
-                tokio::time::sleep(DESTINATION_PAUSE).await;
+                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
             }
         }
     }

@@ -32,7 +32,7 @@ mod window;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::TimeWindowEvent;
@@ -218,10 +218,7 @@ impl Shared {
 
 /// Seconds since the epoch, as stream records and windows are stamped.
 fn epoch_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
+    likes_core::clock::now_ms() as f64 / 1000.0
 }
 
 /// A running event source mapping: its configuration, fault switches and counters.

@@ -3,14 +3,19 @@
 
 use std::time::Duration;
 
+use likes_core::backoff::Backoff;
+
 use super::destination::{self, GiveUp};
 use super::record::BufferedRecord;
 use super::shard::{Retry, VirtualShard};
 use super::{epoch_now, POLL_INTERVAL};
 use crate::faults::{CounterCells, Recut};
 
-/// Backoff before retry n: 100 ms, doubling, at most this.
-const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+/// Backoff before retry n of a failed batch: 100 ms, doubling, at most 500 ms.
+const RETRY_BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(100),
+    cap: Duration::from_millis(500),
+};
 
 impl VirtualShard {
     /// After a failed attempt of the first `len` buffered records (none: a final window
@@ -55,8 +60,7 @@ impl VirtualShard {
             failed_attempts,
             len,
         });
-        let backoff = Duration::from_millis(100 << (failed_attempts - 1).min(8));
-        tokio::time::sleep(backoff.min(MAX_RETRY_BACKOFF)).await;
+        tokio::time::sleep(RETRY_BACKOFF.delay(failed_attempts)).await;
     }
 
     /// Waits until `len` records are buffered or the stream shard was read to its end as it

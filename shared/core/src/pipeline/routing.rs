@@ -246,8 +246,12 @@ mod tests {
         let slots: BTreeSet<(u32, u32)> = (0..4000)
             .map(|n| LAYOUT.slot(&format!("chunk-{n}")))
             .collect();
-        assert_eq!(slots.len(), 16 * 8, "4000 chunks reach all 128 slots");
-        assert!(slots.iter().all(|(k, h)| *k < 16 && (1..=8).contains(h)));
+        let every: BTreeSet<(u32, u32)> =
+            (0..16).flat_map(|k| (1..=8).map(move |h| (k, h))).collect();
+        assert_eq!(
+            slots, every,
+            "4000 chunks reach all 128 slots, and only those"
+        );
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! The row codec: every DynamoDB item the service reads or writes, as a typed row, and the
+//! names of their attributes. Items are converted with `serde_dynamo`, so a misspelt or
+//! mistyped attribute fails here, in one place, never as a silent default. A field's name
+//! is its attribute's name; expressions name attributes through the constants below, and
+//! a test holds the two together.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::ReactionState;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// An item as the SDK hands it over.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// Attribute names, per table.
+pub mod attr {
+    // Reactions (PK user_id, SK item_id).
+    pub const USER_ID: &str = "user_id";
+    pub const ITEM_ID: &str = "item_id";
+    pub const STATE: &str = "state";
+    pub const OP_ID: &str = "op_id";
+    pub const UPDATED_AT: &str = "updated_at";
+    pub const LIKED_AT: &str = "liked_at";
+    /// `k#<key hash>`: the state a keyed write asked for and its time (`L|1732912345678`).
+    pub const REQUEST_PREFIX: &str = "k#";
+    /// `v#<key hash>`: the version that write produced.
+    pub const VERSION_PREFIX: &str = "v#";
+    /// `p#<key hash>`: the state that write replaced.
+    pub const PREVIOUS_PREFIX: &str = "p#";
+    pub const PROBED_AT: &str = "probed_at";
+    // Counts (PK item_id, SK shard), count rows and freshness rows.
+    pub const SHARD: &str = "shard";
+    pub const LIKE_COUNT: &str = "like_count";
+    pub const DISLIKE_COUNT: &str = "dislike_count";
+    pub const PARTITIONS: &str = "partitions";
+    pub const STREAM_TIME: &str = "stream_time";
+    pub const PROBE_KEY: &str = "probe_key";
+    pub const AS_OF: &str = "as_of";
+    pub const COMPUTED_AT: &str = "computed_at";
+    // Claims (PK claim_id).
+    pub const CLAIM_ID: &str = "claim_id";
+    pub const EVENT_IDS: &str = "event_ids";
+    pub const CREATED_AT: &str = "created_at";
+    pub const EXPIRES_AT: &str = "expires_at";
+}
+
+/// Reads a typed row from an item; an item that does not fit is stored data this code cannot
+/// read.
+pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// The item of a typed row.
+pub fn to_item<T: Serialize>(row: &T) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(row).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// The key of a Reactions row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReactionKey {
+    pub user_id: String,
+    pub item_id: String,
+}
+
+/// A Reactions row as the write decision reads it. The idempotency records are attributes
+/// named after their key (`k#h`, `v#h`, `p#h`), so they ride in `others` with the rest.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReactionItem {
+    pub state: ReactionState,
+    pub op_id: u64,
+    pub updated_at: i64,
+    #[serde(flatten)]
+    pub others: BTreeMap<String, Attribute>,
+}
+
+/// An attribute of a row whose name is not fixed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Attribute {
+    Text(String),
+    Number(i64),
+    Other(serde::de::IgnoredAny),
+}
+
+/// A reaction's image in a stream record: every attribute may be missing (moto's keys-only
+/// INSERT, a REMOVE's absent new image, a probe row).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReactionImage {
+    pub state: Option<ReactionState>,
+    pub op_id: Option<u64>,
+    pub updated_at: Option<i64>,
+}
+
+/// A row of the liked-items index (only LIKE rows carry `liked_at`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LikedRow {
+    pub user_id: String,
+    pub item_id: String,
+    pub liked_at: i64,
+}
+
+/// A user's state on one item, as a browse page reads it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StateRow {
+    pub item_id: String,
+    pub state: ReactionState,
+}
+
+/// A pulse probe on the Reactions table: never a reaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeRow<'a> {
+    pub user_id: &'a str,
+    pub item_id: &'a str,
+    pub probed_at: i64,
+}
+
+/// The key of a Counts row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountKey {
+    pub item_id: String,
+    pub shard: String,
+}
+
+/// A row of an item's partition: a count row `D#k` (totals; a count never added to reads
+/// 0), or the overflow marker `H` (`partitions`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CountRow {
+    pub shard: String,
+    #[serde(default)]
+    pub like_count: i64,
+    #[serde(default)]
+    pub dislike_count: i64,
+    pub partitions: Option<u32>,
+}
+
+/// A shard's watermark row `#wm#<shard>` / `W`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WatermarkRow {
+    pub item_id: String,
+    pub stream_time: i64,
+    pub probe_key: Option<String>,
+}
+
+/// One replica of the published `as_of`, `#asof#<r>` / `A`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AsOfRow {
+    pub item_id: String,
+    pub shard: String,
+    pub as_of: i64,
+    pub computed_at: i64,
+}
+
+/// A chunk's claim: its first `eventID`, every eventID it holds, joined by commas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub claim_id: String,
+    pub event_ids: String,
+    pub created_at: i64,
+    /// Epoch seconds, for the table's TTL.
+    pub expires_at: i64,
+}
+
+impl ClaimRow {
+    pub fn listed(&self) -> impl Iterator<Item = &str> {
+        self.event_ids.split(',')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(item: &Item) -> Vec<&str> {
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn rows_use_the_named_attributes() {
+        let claim = ClaimRow {
+            claim_id: "e1".into(),
+            event_ids: "e1,e2".into(),
+            created_at: 1,
+            expires_at: 2,
+        };
+        let mut expected = [
+            attr::CLAIM_ID,
+            attr::CREATED_AT,
+            attr::EVENT_IDS,
+            attr::EXPIRES_AT,
+        ];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&claim).unwrap()), expected);
+        let as_of = AsOfRow {
+            item_id: "#asof#0".into(),
+            shard: "A".into(),
+            as_of: 1,
+            computed_at: 2,
+        };
+        let mut expected = [attr::AS_OF, attr::COMPUTED_AT, attr::ITEM_ID, attr::SHARD];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&as_of).unwrap()), expected);
+        let liked = LikedRow {
+            user_id: "u".into(),
+            item_id: "i".into(),
+            liked_at: 3,
+        };
+        let mut expected = [attr::ITEM_ID, attr::LIKED_AT, attr::USER_ID];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&liked).unwrap()), expected);
+        let probe = ProbeRow {
+            user_id: "#probe#1",
+            item_id: "#probe",
+            probed_at: 4,
+        };
+        let mut expected = [attr::ITEM_ID, attr::PROBED_AT, attr::USER_ID];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&probe).unwrap()), expected);
+        assert_eq!(
+            to_item(&claim).unwrap()[attr::EXPIRES_AT],
+            AttributeValue::N("2".into())
+        );
+    }
+
+    #[test]
+    fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
+        let marker: CountRow = from_item(Item::from([
+            (attr::SHARD.into(), AttributeValue::S("H".into())),
+            (attr::PARTITIONS.into(), AttributeValue::N("8".into())),
+        ]))
+        .unwrap();
+        assert_eq!((marker.like_count, marker.partitions), (0, Some(8)));
+        let mistyped = from_item::<CountRow>(Item::from([
+            (attr::SHARD.into(), AttributeValue::S("D#0".into())),
+            (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
+        ]));
+        assert!(
+            matches!(mistyped, Err(StoreError::Corrupt(_))),
+            "{mistyped:?}"
+        );
+    }
+}
