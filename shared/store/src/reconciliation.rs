@@ -7,7 +7,7 @@
 //! - `<item>` / `D#C`: the item's correction row, a count row like the others (readers sum
 //!   it), whose `runs` set names every run that corrected it, so a correction is added once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -15,6 +15,7 @@ use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowSta
 use likes_core::{Delta, ItemId};
 
 use crate::error::condition_held;
+use crate::rows::{attr, from_item, Attribute, Item, ReconciledRow, RunPhase, RunStateRow};
 use crate::StoreError;
 
 const STATE_KEY: &str = "#reconcile";
@@ -23,8 +24,6 @@ const STATE_SORT_KEY: &str = "S";
 pub const CORRECTION_ROW: &str = "D#C";
 /// Scan segments read in parallel.
 const SCAN_SEGMENTS: i32 = 4;
-
-type Item = HashMap<String, AttributeValue>;
 
 /// Where a run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,13 +94,13 @@ impl ReconciliationStore {
             .client
             .get_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(STATE_KEY))
-            .key("shard", s(STATE_SORT_KEY))
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
             .consistent_read(true)
             .send()
             .await
             .map_err(|err| StoreError::aws("GetItem", err))?;
-        output.item.map(|row| parse_state(&row)).transpose()
+        output.item.map(parse_state).transpose()
     }
 
     /// Starts the run for `cut`, unless a run for it (or a later cut) exists or one is still
@@ -111,16 +110,25 @@ impl ReconciliationStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(STATE_KEY))
-            .key("shard", s(STATE_SORT_KEY))
-            .update_expression(
-                "SET cut = :cut, phase = :exporting, started_at = :now, lease_until = :zero \
-                 REMOVE export_arn",
-            )
-            .condition_expression("attribute_not_exists(cut) OR (phase = :done AND cut < :cut)")
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .update_expression(format!(
+                "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero \
+                 REMOVE {arn}",
+                cut = attr::CUT,
+                phase = attr::PHASE,
+                started = attr::STARTED_AT,
+                lease = attr::LEASE_UNTIL,
+                arn = attr::EXPORT_ARN,
+            ))
+            .condition_expression(format!(
+                "attribute_not_exists({cut}) OR ({phase} = :done AND {cut} < :cut)",
+                cut = attr::CUT,
+                phase = attr::PHASE,
+            ))
             .expression_attribute_values(":cut", n(cut_ms))
-            .expression_attribute_values(":exporting", s("exporting"))
-            .expression_attribute_values(":done", s("done"))
+            .expression_attribute_values(":exporting", s(RunPhase::Exporting.as_str()))
+            .expression_attribute_values(":done", s(RunPhase::Done.as_str()))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":zero", n(0))
             .send()
@@ -132,8 +140,8 @@ impl ReconciliationStore {
     pub async fn exporting(&self, cut_ms: i64, export_arn: &str) -> Result<bool, StoreError> {
         self.step(
             cut_ms,
-            "exporting",
-            "SET export_arn = :arn",
+            RunPhase::Exporting,
+            &format!("SET {} = :arn", attr::EXPORT_ARN),
             &[(":arn", s(export_arn))],
         )
         .await
@@ -143,9 +151,9 @@ impl ReconciliationStore {
     pub async fn comparing(&self, cut_ms: i64) -> Result<bool, StoreError> {
         self.step(
             cut_ms,
-            "exporting",
-            "SET phase = :next",
-            &[(":next", s("comparing"))],
+            RunPhase::Exporting,
+            &format!("SET {} = :next", attr::PHASE),
+            &[(":next", s(RunPhase::Comparing.as_str()))],
         )
         .await
     }
@@ -156,12 +164,17 @@ impl ReconciliationStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(STATE_KEY))
-            .key("shard", s(STATE_SORT_KEY))
-            .update_expression("SET lease_until = :until")
-            .condition_expression("cut = :cut AND phase = :comparing AND lease_until < :now")
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .update_expression(format!("SET {} = :until", attr::LEASE_UNTIL))
+            .condition_expression(format!(
+                "{} = :cut AND {} = :comparing AND {} < :now",
+                attr::CUT,
+                attr::PHASE,
+                attr::LEASE_UNTIL
+            ))
             .expression_attribute_values(":cut", n(cut_ms))
-            .expression_attribute_values(":comparing", s("comparing"))
+            .expression_attribute_values(":comparing", s(RunPhase::Comparing.as_str()))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":until", n(until_ms))
             .send()
@@ -174,9 +187,9 @@ impl ReconciliationStore {
     pub async fn reopen(&self, cut_ms: i64) -> Result<bool, StoreError> {
         self.step(
             cut_ms,
-            "done",
-            "SET phase = :next, lease_until = :zero",
-            &[(":next", s("comparing")), (":zero", n(0))],
+            RunPhase::Done,
+            &format!("SET {} = :next, {} = :zero", attr::PHASE, attr::LEASE_UNTIL),
+            &[(":next", s(RunPhase::Comparing.as_str())), (":zero", n(0))],
         )
         .await
     }
@@ -186,9 +199,12 @@ impl ReconciliationStore {
     pub async fn abandon(&self, cut_ms: i64, reason: &str) -> Result<bool, StoreError> {
         self.step(
             cut_ms,
-            "exporting",
-            "SET phase = :next, abandoned = :reason",
-            &[(":next", s("done")), (":reason", s(reason))],
+            RunPhase::Exporting,
+            &format!("SET {} = :next, {} = :reason", attr::PHASE, attr::ABANDONED),
+            &[
+                (":next", s(RunPhase::Done.as_str())),
+                (":reason", s(reason)),
+            ],
         )
         .await
     }
@@ -197,9 +213,12 @@ impl ReconciliationStore {
     pub async fn done(&self, cut_ms: i64, report_key: &str) -> Result<bool, StoreError> {
         self.step(
             cut_ms,
-            "comparing",
-            "SET phase = :next, report = :report",
-            &[(":next", s("done")), (":report", s(report_key))],
+            RunPhase::Comparing,
+            &format!("SET {} = :next, {} = :report", attr::PHASE, attr::REPORT),
+            &[
+                (":next", s(RunPhase::Done.as_str())),
+                (":report", s(report_key)),
+            ],
         )
         .await
     }
@@ -207,7 +226,7 @@ impl ReconciliationStore {
     async fn step(
         &self,
         cut_ms: i64,
-        from: &str,
+        from: RunPhase,
         update: &str,
         values: &[(&str, AttributeValue)],
     ) -> Result<bool, StoreError> {
@@ -215,12 +234,12 @@ impl ReconciliationStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(STATE_KEY))
-            .key("shard", s(STATE_SORT_KEY))
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
             .update_expression(update)
-            .condition_expression("cut = :cut AND phase = :from")
+            .condition_expression(format!("{} = :cut AND {} = :from", attr::CUT, attr::PHASE))
             .expression_attribute_values(":cut", n(cut_ms))
-            .expression_attribute_values(":from", s(from));
+            .expression_attribute_values(":from", s(from.as_str()));
         for (name, value) in values {
             request = request.expression_attribute_values(*name, value.clone());
         }
@@ -263,7 +282,7 @@ impl ReconciliationStore {
                 .send()
                 .await
                 .map_err(|err| StoreError::aws("Scan", err))?;
-            for row in page.items() {
+            for row in page.items.unwrap_or_default() {
                 if let Some(parsed) = parse_count_row(row)? {
                     found.push(parsed);
                 }
@@ -289,12 +308,18 @@ impl ReconciliationStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(item.as_str()))
-            .key("shard", s(CORRECTION_ROW))
-            .update_expression(
-                "ADD like_count :like, dislike_count :dislike, #el :like, #ed :dislike, runs :run",
-            )
-            .condition_expression("attribute_not_exists(runs) OR NOT contains(runs, :id)")
+            .key(attr::ITEM_ID, s(item.as_str()))
+            .key(attr::SHARD, s(CORRECTION_ROW))
+            .update_expression(format!(
+                "ADD {} :like, {} :dislike, #el :like, #ed :dislike, {} :run",
+                attr::LIKE_COUNT,
+                attr::DISLIKE_COUNT,
+                attr::RUNS
+            ))
+            .condition_expression(format!(
+                "attribute_not_exists({runs}) OR NOT contains({runs}, :id)",
+                runs = attr::RUNS
+            ))
             .expression_attribute_names("#el", like)
             .expression_attribute_names("#ed", dislike)
             .expression_attribute_values(":like", n(delta.like))
@@ -320,8 +345,8 @@ impl ReconciliationStore {
             .client
             .update_item()
             .table_name(&self.counts_table)
-            .key("item_id", s(&key.partition))
-            .key("shard", s(&key.sort_key));
+            .key(attr::ITEM_ID, s(&key.partition))
+            .key(attr::SHARD, s(&key.sort_key));
         let mut names = Vec::new();
         for (i, attribute) in attributes.iter().enumerate() {
             names.push(format!("#r{i}"));
@@ -350,93 +375,73 @@ pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
     names
 }
 
-fn parse_state(row: &Item) -> Result<RunState, StoreError> {
-    let text = |name: &str| match row.get(name) {
-        Some(AttributeValue::S(v)) => Some(v.clone()),
-        _ => None,
-    };
-    let number = |name: &str| -> Result<i64, StoreError> {
-        match row.get(name) {
-            Some(AttributeValue::N(v)) => v
-                .parse()
-                .map_err(|_| StoreError::Corrupt(format!("reconcile state {name} = {v:?}"))),
-            _ => Ok(0),
-        }
-    };
-    let phase = match text("phase").as_deref() {
-        Some("exporting") => Phase::Exporting {
-            export_arn: text("export_arn"),
+fn parse_state(row: Item) -> Result<RunState, StoreError> {
+    let row: RunStateRow = from_item(row)?;
+    let phase = match row.phase {
+        RunPhase::Exporting => Phase::Exporting {
+            export_arn: row.export_arn,
         },
-        Some("comparing") => Phase::Comparing {
-            export_arn: text("export_arn")
+        RunPhase::Comparing => Phase::Comparing {
+            export_arn: row
+                .export_arn
                 .ok_or_else(|| StoreError::Corrupt("comparing without an export".into()))?,
         },
-        Some("done") => Phase::Done,
-        other => return Err(StoreError::Corrupt(format!("reconcile phase {other:?}"))),
+        RunPhase::Done => Phase::Done,
     };
     Ok(RunState {
-        cut_ms: number("cut")?,
+        cut_ms: row.cut,
         phase,
-        started_at_ms: number("started_at")?,
-        lease_until_ms: number("lease_until")?,
+        started_at_ms: row.started_at,
+        lease_until_ms: row.lease_until,
     })
 }
 
 /// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
 /// count rows (freshness rows, the run state, overflow markers).
-fn parse_count_row(row: &Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
-    let (Some(AttributeValue::S(partition)), Some(AttributeValue::S(sort_key))) =
-        (row.get("item_id"), row.get("shard"))
-    else {
-        return Err(StoreError::Corrupt(format!(
-            "count row without keys: {row:?}"
-        )));
-    };
-    if partition.starts_with('#') || !sort_key.starts_with("D#") {
+fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
+    let row: ReconciledRow = from_item(row)?;
+    if row.item_id.starts_with('#') || !row.shard.starts_with("D#") {
         return Ok(None);
     }
     // An overflow partition is `<item>#<h>`; `#` never appears in an item id.
-    let item = partition.split('#').next().unwrap_or_default();
+    let item = row.item_id.split('#').next().unwrap_or_default();
     let item = ItemId::parse(item)
-        .map_err(|err| StoreError::Corrupt(format!("count row {partition}: {err}")))?;
-    let mut state = CountRowState::default();
-    for (name, value) in row {
-        let AttributeValue::N(number) = value else {
+        .map_err(|err| StoreError::Corrupt(format!("count row {}: {err}", row.item_id)))?;
+    let mut state = CountRowState {
+        total: Delta {
+            like: row.like_count,
+            dislike: row.dislike_count,
+        },
+        ..CountRowState::default()
+    };
+    for (name, value) in &row.others {
+        let Attribute::Number(number) = *value else {
             continue;
         };
-        let number: i64 = number
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("{partition} {name} = {number:?}")))?;
-        match name.as_str() {
-            "like_count" => state.total.like = number,
-            "dislike_count" => state.total.dislike = number,
-            _ => {
-                let (kind, index) = name.split_at(1);
-                let parse_tail = |tail: &str| tail.parse::<i64>().ok();
-                match kind {
-                    "e" if name.ends_with('l') => {
-                        if let Some(epoch) = parse_tail(&index[..index.len() - 1]) {
-                            state.subtotals.entry(epoch).or_default().like = number;
-                        }
-                    }
-                    "e" if name.ends_with('d') => {
-                        if let Some(epoch) = parse_tail(&index[..index.len() - 1]) {
-                            state.subtotals.entry(epoch).or_default().dislike = number;
-                        }
-                    }
-                    "n" => {
-                        if let Some(cut) = parse_tail(index) {
-                            state.near_cuts.insert(cut, number.max(0) as u64);
-                        }
-                    }
-                    _ => {}
+        let (kind, tail) = name.split_at(1.min(name.len()));
+        let epoch = |suffix: char| {
+            tail.strip_suffix(suffix)
+                .and_then(|e| e.parse::<i64>().ok())
+        };
+        match kind {
+            "e" => {
+                if let Some(epoch) = epoch('l') {
+                    state.subtotals.entry(epoch).or_default().like = number;
+                } else if let Some(epoch) = epoch('d') {
+                    state.subtotals.entry(epoch).or_default().dislike = number;
                 }
             }
+            "n" => {
+                if let Ok(cut) = tail.parse::<i64>() {
+                    state.near_cuts.insert(cut, number.max(0) as u64);
+                }
+            }
+            _ => {}
         }
     }
     let key = RowKey {
-        partition: partition.clone(),
-        sort_key: sort_key.clone(),
+        partition: row.item_id,
+        sort_key: row.shard,
     };
     Ok(Some((item, key, state)))
 }
@@ -448,8 +453,8 @@ mod tests {
     #[test]
     fn count_rows_are_read_with_their_subtotals_and_near_cut_counts() {
         let row: Item = [
-            ("item_id", s("game:1#3")),
-            ("shard", s("D#4")),
+            (attr::ITEM_ID, s("game:1#3")),
+            (attr::SHARD, s("D#4")),
             ("like_count", n(7)),
             ("dislike_count", n(-1)),
             ("e12l", n(5)),
@@ -461,7 +466,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let (item, key, state) = parse_count_row(&row).unwrap().unwrap();
+        let (item, key, state) = parse_count_row(row).unwrap().unwrap();
         assert_eq!(
             (key.partition.as_str(), key.sort_key.as_str()),
             ("game:1#3", "D#4")
@@ -499,11 +504,11 @@ mod tests {
     #[test]
     fn rows_that_are_not_count_rows_are_skipped() {
         for (pk, sk) in [("#wm#s1", "W"), ("#reconcile", "S"), ("game:1", "H")] {
-            let row: Item = [("item_id", s(pk)), ("shard", s(sk))]
+            let row: Item = [(attr::ITEM_ID, s(pk)), (attr::SHARD, s(sk))]
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect();
-            assert_eq!(parse_count_row(&row).unwrap(), None, "{pk} {sk}");
+            assert_eq!(parse_count_row(row).unwrap(), None, "{pk} {sk}");
         }
     }
 }

@@ -41,6 +41,15 @@ pub mod attr {
     pub const PROBE_KEY: &str = "probe_key";
     pub const AS_OF: &str = "as_of";
     pub const COMPUTED_AT: &str = "computed_at";
+    // Counts: the reconciliation run `#reconcile` / `S`, and correction rows' run ids.
+    pub const CUT: &str = "cut";
+    pub const PHASE: &str = "phase";
+    pub const EXPORT_ARN: &str = "export_arn";
+    pub const STARTED_AT: &str = "started_at";
+    pub const LEASE_UNTIL: &str = "lease_until";
+    pub const ABANDONED: &str = "abandoned";
+    pub const REPORT: &str = "report";
+    pub const RUNS: &str = "runs";
     // Claims (PK claim_id).
     pub const CLAIM_ID: &str = "claim_id";
     pub const EVENT_IDS: &str = "event_ids";
@@ -152,6 +161,51 @@ pub struct AsOfRow {
     pub shard: String,
     pub as_of: i64,
     pub computed_at: i64,
+}
+
+/// The reconciliation run row, `#reconcile` / `S`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunStateRow {
+    pub cut: i64,
+    pub phase: RunPhase,
+    pub export_arn: Option<String>,
+    #[serde(default)]
+    pub started_at: i64,
+    #[serde(default)]
+    pub lease_until: i64,
+}
+
+/// The `phase` of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunPhase {
+    Exporting,
+    Comparing,
+    Done,
+}
+
+impl RunPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exporting => "exporting",
+            Self::Comparing => "comparing",
+            Self::Done => "done",
+        }
+    }
+}
+
+/// A Counts row as reconciliation reads it: its keys, totals, and every other attribute,
+/// among them the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconciledRow {
+    pub item_id: String,
+    pub shard: String,
+    #[serde(default)]
+    pub like_count: i64,
+    #[serde(default)]
+    pub dislike_count: i64,
+    #[serde(flatten)]
+    pub others: BTreeMap<String, Attribute>,
 }
 
 /// A chunk's claim: its first `eventID`, every eventID it holds, joined by commas.
