@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template build build-native check-bootstraps run reconcile test bench-write bench-counts bench-cold-start bench-scale bench-reconcile
+.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-cold-start bench-scale bench-reconcile
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -45,6 +45,13 @@ lock:
 lint-template: .venv
 	cfn-lint template.yaml
 	sam validate --lint --region us-east-1 --template-file template.yaml
+
+# The API document is OpenAPI 3.1 (pinned openapi-spec-validator, offline). That it lists exactly
+# the template's routes, and that the local front answers as it says, are tests in
+# tests/tests/contract.rs (schemathesis, every check but `unsupported_method`: API Gateway
+# answers an undeclared method 404, not 405, and the local front answers as AWS does).
+lint-openapi: .venv
+	openapi-spec-validator openapi.yaml
 
 # Release binaries for the template's Architectures: [arm64], cross-linked by zig.
 build: .venv
@@ -82,13 +89,15 @@ run: .venv
 reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT))
 
-# Everything a change must pass: formatting, lints, the template checks, packaging of every
-# function, then unit, integration and end-to-end tests against one emulator that
-# `likes-local exec` starts for the run and stops after it.
+# Everything a change must pass: formatting, lints, the template and API document checks,
+# packaging of every function, then unit, integration and end-to-end tests (the schemathesis
+# run against the local front included) against one emulator that `likes-local exec` starts
+# for the run and stops after it.
 test: .venv
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory lint-template
+	$(MAKE) --no-print-directory lint-openapi
 	$(MAKE) --no-print-directory build-native
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
 

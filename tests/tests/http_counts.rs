@@ -274,3 +274,20 @@ async fn count_endpoints_need_a_token() {
         assert_eq!(request.send().await.status, 401);
     }
 }
+
+/// Counts are the same for every caller: a shared cache may keep them for a few seconds.
+#[tokio::test]
+async fn count_answers_keep_their_shared_cache_policy() {
+    let stack = TestStack::start().await;
+    let shared = "public, max-age=1, s-maxage=5, stale-while-revalidate=5, stale-if-error=300";
+    let one = stack.like_count("game:1").await;
+    one.assert_status(200);
+    assert_eq!(one.header("cache-control"), Some(shared));
+    let many = stack
+        .request("POST", "/v1/items/like-counts:batchGet", Some("reader"))
+        .json(&json!({"item_ids": ["game:1", "game:2"]}))
+        .send()
+        .await;
+    many.assert_status(200);
+    assert_eq!(many.header("cache-control"), Some(shared));
+}

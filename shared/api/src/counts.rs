@@ -22,8 +22,6 @@ const MAX_BATCH_BODY: usize = 16 * 1024;
 /// them a few seconds, and serve a stale copy for a while when the origin fails.
 const SHARED_COUNTS: &str =
     "public, max-age=1, s-maxage=5, stale-while-revalidate=5, stale-if-error=300";
-/// A browse page carries the caller's own states: never cached by a shared cache.
-const PRIVATE: &str = "private, no-store";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +127,8 @@ pub async fn batch_get_items(app: &App, request: Request) -> Result<Response<Bod
     Ok(respond_json(
         Response::builder()
             .status(200)
-            .header(CACHE_CONTROL, PRIVATE),
+            // A browse page carries the caller's own states.
+            .header(CACHE_CONTROL, edge::PRIVATE),
         &body,
     ))
 }

@@ -14,6 +14,9 @@ use crate::ApiError;
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// The cache policy of every answer that is not the same for all callers: the caller's own
+/// reactions and lists, every write, every error. No cache, shared or private, keeps it.
+pub const PRIVATE: &str = "private, no-store";
 
 /// The caller: the `sub` claim that API Gateway's JWT authorizer validated and put in the
 /// request context. Headers, path and body are never consulted.
@@ -79,7 +82,7 @@ pub fn etag(version: u64) -> String {
     format!("\"{version}\"")
 }
 
-/// The JSON body, at most `max_bytes`, with a JSON content type when one is given.
+/// The JSON object body, at most `max_bytes`, with a JSON content type when one is given.
 pub fn json_body<T: DeserializeOwned>(request: &Request, max_bytes: usize) -> Result<T, ApiError> {
     if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
         let content_type = content_type.to_str().unwrap_or_default();
@@ -102,6 +105,11 @@ pub fn json_body<T: DeserializeOwned>(request: &Request, max_bytes: usize) -> Re
     if bytes.is_empty() {
         return Err(ValidationError::Body("a JSON body is required".into()).into());
     }
+    // serde reads a struct from a JSON array too, field by field in order (`["LIKE"]` as
+    // `{"state": "LIKE"}`). Every body of this API is an object: refuse anything else here.
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(ValidationError::Body("the body must be a JSON object".into()).into());
+    }
     serde_json::from_slice(bytes).map_err(|err| ValidationError::Body(err.to_string()).into())
 }
 
@@ -112,4 +120,41 @@ pub fn respond_json<T: Serialize>(builder: Builder, body: &T) -> Response<Body> 
         .header(CONTENT_TYPE, "application/json")
         .body(Body::Text(text))
         .expect("response headers are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct StateBody {
+        state: String,
+    }
+
+    fn request(body: &str) -> Request {
+        lambda_http::http::Request::builder()
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::Text(body.to_owned()))
+            .expect("a valid request")
+    }
+
+    #[test]
+    fn bodies_are_json_objects_only() {
+        let body: StateBody = json_body(&request(" \n{\"state\": \"LIKE\"}"), 1024).unwrap();
+        assert_eq!(body.state, "LIKE");
+        for not_an_object in [
+            r#"["LIKE"]"#,
+            r#" ["LIKE"]"#,
+            r#""LIKE""#,
+            "1",
+            "null",
+            "  ",
+        ] {
+            match json_body::<StateBody>(&request(not_an_object), 1024) {
+                Err(ApiError::Validation(ValidationError::Body(_))) => {}
+                other => panic!("{not_an_object:?} gave {other:?}"),
+            }
+        }
+    }
 }

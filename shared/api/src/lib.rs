@@ -9,6 +9,7 @@ mod reactions;
 use std::convert::Infallible;
 
 use aws_config::{BehaviorVersion, SdkConfig};
+use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError};
 use likes_store::{CountsStore, ReactionsStore};
@@ -159,6 +160,8 @@ impl App {
     }
 
     /// Serves one request of `endpoint`; every error becomes its problem+json response here.
+    /// An answer is private unless its endpoint gave it a shared cache policy: only the
+    /// counts are the same for every caller, and errors never are.
     pub async fn handle(&self, endpoint: Endpoint, request: Request) -> Response<Body> {
         let result = match endpoint {
             Endpoint::PutReaction => reactions::put_reaction(self, request).await,
@@ -170,7 +173,12 @@ impl App {
             Endpoint::BatchGetLikeCounts => counts::batch_get_like_counts(self, request).await,
             Endpoint::BatchGetItems => counts::batch_get_items(self, request).await,
         };
-        result.unwrap_or_else(ApiError::into_response)
+        let mut response = result.unwrap_or_else(ApiError::into_response);
+        response
+            .headers_mut()
+            .entry(CACHE_CONTROL)
+            .or_insert(HeaderValue::from_static(edge::PRIVATE));
+        response
     }
 }
 
