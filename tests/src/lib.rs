@@ -82,6 +82,24 @@ impl TestStack {
         .await
     }
 
+    /// [`TestStack::start`] (or [`TestStack::start_with_schedules`], with `schedules`) with
+    /// template parameters set over their defaults, as `sam deploy --parameter-overrides`
+    /// sets them (a write limit of the test's own, say).
+    pub async fn start_with_parameters(schedules: Schedules, parameters: &[(&str, &str)]) -> Self {
+        let parameters = parameters
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        Self::start_with(
+            test_overrides(),
+            schedules,
+            BTreeMap::new(),
+            stream_shards(),
+            parameters,
+        )
+        .await
+    }
+
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
     /// the pulse is fired, the scheduled reconciliation is not, and epochs are
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test

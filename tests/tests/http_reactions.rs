@@ -664,3 +664,110 @@ async fn per_user_answers_and_errors_are_private_no_store() {
         );
     }
 }
+
+/// The write limit of [`a_burst_from_one_user_is_limited_and_writes_nothing`]'s stack: small,
+/// so a burst meets it in a few requests, with leases of two tokens (one second of the rate).
+const TEST_RATE: u32 = 2;
+const TEST_BURST: usize = 6;
+
+/// One write of the burst: the three write routes in turn, all sharing the user's bucket.
+async fn burst_write(stack: &TestStack, user: &str, i: usize) -> TestResponse {
+    let item = format!("/v1/items/game:burst-{i}");
+    match i % 3 {
+        0 => stack.request("PUT", &format!("{item}/like"), Some(user)),
+        1 => stack
+            .request("PUT", &format!("{item}/reaction"), Some(user))
+            .header("idempotency-key", &format!("burst-{i}"))
+            .json(&json!({ "state": "LIKE" })),
+        _ => stack.request("DELETE", &format!("{item}/like"), Some(user)),
+    }
+    .send()
+    .await
+}
+
+#[tokio::test]
+async fn a_burst_from_one_user_is_limited_and_writes_nothing() {
+    let stack = likes_tests::TestStack::start_with_parameters(
+        likes_tests::stack::Schedules::None,
+        &[
+            ("WriteRatePerSecond", &TEST_RATE.to_string()),
+            ("WriteBurst", &TEST_BURST.to_string()),
+        ],
+    )
+    .await;
+    const WRITES: usize = 14;
+    let started = std::time::Instant::now();
+    let mut answers = Vec::new();
+    for i in 0..WRITES {
+        answers.push(burst_write(&stack, "script", i).await);
+    }
+    let elapsed = started.elapsed();
+    // The bucket starts full: the first `burst` writes all go through. After them, no more
+    // than the refill since the first one: `rate` a second, whole tokens only.
+    for (i, answer) in answers.iter().take(TEST_BURST).enumerate() {
+        assert_eq!(answer.status, 200, "write {i} of a full bucket");
+    }
+    let refilled = (f64::from(TEST_RATE) * elapsed.as_secs_f64()) as usize;
+    let accepted = answers.iter().filter(|a| a.status == 200).count();
+    assert!(
+        accepted <= TEST_BURST + refilled,
+        "{accepted} writes accepted in {elapsed:?}; the bucket allows {TEST_BURST} + {refilled}"
+    );
+    let limited: Vec<usize> = (0..WRITES).filter(|i| answers[*i].status == 429).collect();
+    assert_eq!(
+        limited.len() + accepted,
+        WRITES,
+        "every write is accepted or limited"
+    );
+    assert!(
+        !limited.is_empty(),
+        "{WRITES} writes in {elapsed:?} outran {TEST_BURST} + {TEST_RATE}/s"
+    );
+    for i in &limited {
+        let answer = &answers[*i];
+        let problem = answer.problem(429);
+        assert_eq!(problem["type"], "/problems/rate-limited");
+        // A token is due within 1/rate s: Retry-After rounds it up to whole seconds.
+        assert_eq!(answer.header("retry-after"), Some("1"));
+        assert_eq!(answer.header("ratelimit"), Some("\"default\";r=0;t=1"));
+        assert_eq!(
+            answer.header("ratelimit-policy"),
+            Some("\"default\";q=6;w=3"),
+            "q is the burst, w the seconds it takes to refill"
+        );
+        assert_eq!(answer.header("cache-control"), Some("private, no-store"));
+        // Nothing written: the refused write's row was never created.
+        let row = get_reaction_of(&stack, "script", &format!("game:burst-{i}")).await;
+        assert_eq!(row["version"], 0, "write {i} was limited");
+    }
+
+    // Another user, at the same time, has a bucket of their own.
+    let bystander = burst_write(&stack, "bystander", 0).await;
+    bystander.assert_status(200);
+    assert_eq!(
+        bystander.header("ratelimit"),
+        None,
+        "only refusals carry it"
+    );
+
+    // One token refills in 1/rate s.
+    tokio::time::sleep(std::time::Duration::from_millis(
+        1000 / u64::from(TEST_RATE),
+    ))
+    .await;
+    let like = WRITES + 1; // a PUT like
+    burst_write(&stack, "script", like).await.assert_status(200);
+    assert_eq!(
+        get_reaction_of(&stack, "script", &format!("game:burst-{like}")).await["state"],
+        "LIKE"
+    );
+}
+
+async fn get_reaction_of(stack: &TestStack, user: &str, item: &str) -> Value {
+    let response = stack
+        .request("GET", &format!("/v1/items/{item}/reaction"), Some(user))
+        .send()
+        .await;
+    response.assert_status(200);
+    response.json()
+}

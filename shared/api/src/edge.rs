@@ -14,6 +14,9 @@ use crate::ApiError;
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// The IETF rate limit fields (draft-ietf-httpapi-ratelimit-headers-09), on a refused write.
+pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
+pub const RATELIMIT: &str = "ratelimit";
 /// The cache policy of every answer that is not the same for all callers: the caller's own
 /// reactions and lists, every write, every error. No cache, shared or private, keeps it.
 pub const PRIVATE: &str = "private, no-store";

@@ -1,8 +1,8 @@
 //! The one place errors become HTTP: RFC 9457 problem+json with the right status.
 
-use lambda_http::http::header::{CONTENT_TYPE, ETAG, RETRY_AFTER};
+use lambda_http::http::header::{HeaderName, CONTENT_TYPE, ETAG, RETRY_AFTER};
 use lambda_http::{Body, Response};
-use likes_core::{ProblemType, ReactionState, ValidationError};
+use likes_core::{ProblemType, ReactionState, ValidationError, WriteLimit};
 use likes_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,16 @@ pub enum ApiError {
     /// The idempotency key was used for a request to set another state.
     #[error("the idempotency key was used for a request to set {original}")]
     KeyReused { original: ReactionState },
+    /// The caller is past the write limit; nothing was written.
+    #[error(
+        "writes are limited to {} a second per user, with bursts of up to {}; retry in {retry_after_s} s",
+        limit.rate_per_second(),
+        limit.burst()
+    )]
+    RateLimited {
+        limit: WriteLimit,
+        retry_after_s: u64,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A function deployed without a variable its endpoint needs.
@@ -34,6 +44,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,
             Self::KeyReused { .. } => ProblemType::IdempotencyKeyReused,
+            Self::RateLimited { .. } => ProblemType::RateLimited,
             // DynamoDB throttling is the service's trouble, not the caller's rate: 503.
             Self::Store(StoreError::Throttled { .. }) => ProblemType::Unavailable,
             Self::Store(
@@ -69,6 +80,21 @@ impl ApiError {
             }
             Self::Store(StoreError::Throttled { .. }) => {
                 response = response.header(RETRY_AFTER, "1");
+            }
+            Self::RateLimited {
+                limit,
+                retry_after_s,
+            } => {
+                response = response
+                    .header(RETRY_AFTER, retry_after_s)
+                    .header(
+                        HeaderName::from_static(crate::edge::RATELIMIT_POLICY),
+                        limit.policy_field(),
+                    )
+                    .header(
+                        HeaderName::from_static(crate::edge::RATELIMIT),
+                        WriteLimit::exhausted_field(retry_after_s),
+                    );
             }
             _ => {}
         }

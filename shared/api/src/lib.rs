@@ -11,8 +11,8 @@ use std::convert::Infallible;
 use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
-use likes_core::{CursorKey, ValidationError};
-use likes_store::{CountsStore, ReactionsStore};
+use likes_core::{CursorKey, ValidationError, WriteLimit};
+use likes_store::{CountsStore, RateLimitsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -73,6 +73,11 @@ impl Endpoint {
     fn needs_cursor_key(self) -> bool {
         self == Self::ListLikedItems
     }
+
+    /// Every write is limited per user; reads are not.
+    fn needs_write_limit(self) -> bool {
+        matches!(self, Self::PutReaction | Self::PutLike | Self::DeleteLike)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +86,10 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("environment variable CURSOR_SIGNING_KEY: {0}")]
     CursorKey(ValidationError),
+    #[error("environment variable {name}={value:?} is not a whole number")]
+    NotANumber { name: &'static str, value: String },
+    #[error("WRITE_RATE_PER_SECOND and WRITE_BURST: {0}")]
+    WriteLimit(ValidationError),
 }
 
 /// What the handlers need to know, read once at start. Each endpoint reads only what it
@@ -90,6 +99,8 @@ pub struct Config {
     pub reactions_table: Option<String>,
     pub counts_table: Option<String>,
     pub cursor_key: Option<CursorKey>,
+    /// The RateLimits table and the limit the write endpoints hold each user to.
+    pub write_limit: Option<(String, WriteLimit)>,
 }
 
 impl Config {
@@ -113,10 +124,32 @@ impl Config {
         let cursor_key = var("CURSOR_SIGNING_KEY", endpoint.needs_cursor_key())?
             .map(|secret| CursorKey::new(secret).map_err(ConfigError::CursorKey))
             .transpose()?;
+        let limited = endpoint.needs_write_limit();
+        let whole = |name: &'static str| {
+            var(name, limited)?
+                .map(|value| {
+                    value
+                        .parse::<u32>()
+                        .map_err(|_| ConfigError::NotANumber { name, value })
+                })
+                .transpose()
+        };
+        let write_limit = match (
+            var("RATE_LIMITS_TABLE", limited)?,
+            whole("WRITE_RATE_PER_SECOND")?,
+            whole("WRITE_BURST")?,
+        ) {
+            (Some(table), Some(rate), Some(burst)) => Some((
+                table,
+                WriteLimit::new(rate, burst).map_err(ConfigError::WriteLimit)?,
+            )),
+            _ => None,
+        };
         Ok(Self {
             reactions_table: var("REACTIONS_TABLE", endpoint.needs_reactions())?,
             counts_table: var("COUNTS_TABLE", endpoint.needs_counts())?,
             cursor_key,
+            write_limit,
         })
     }
 }
@@ -127,6 +160,7 @@ pub struct App {
     reactions: Option<ReactionsStore>,
     counts: Option<CountsStore>,
     cursor_key: Option<CursorKey>,
+    rate_limits: Option<RateLimitsStore>,
 }
 
 impl App {
@@ -136,6 +170,9 @@ impl App {
             reactions: config
                 .reactions_table
                 .map(|table| ReactionsStore::new(dynamodb.clone(), table)),
+            rate_limits: config
+                .write_limit
+                .map(|(table, limit)| RateLimitsStore::new(dynamodb.clone(), table, limit)),
             counts: config
                 .counts_table
                 .map(|table| CountsStore::new(dynamodb, table)),
@@ -151,6 +188,12 @@ impl App {
 
     fn counts(&self) -> Result<&CountsStore, ApiError> {
         self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
+    }
+
+    fn rate_limits(&self) -> Result<&RateLimitsStore, ApiError> {
+        self.rate_limits
+            .as_ref()
+            .ok_or(ApiError::Config("RATE_LIMITS_TABLE"))
     }
 
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {

@@ -5,8 +5,8 @@ use lambda_http::http::header::{HeaderName, ETAG};
 use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::rfc3339;
 use likes_core::{
-    IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId, ValidationError,
-    WriteOutcome, WriteRequest,
+    Admission, IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId,
+    ValidationError, WriteOutcome, WriteRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -102,10 +102,17 @@ async fn set_reaction(
         key: key.map(|k| k.hash()),
         if_match,
     };
-    let outcome = app
-        .reactions()?
-        .set(user, item, &request, likes_core::clock::now_ms())
-        .await?;
+    let now_ms = likes_core::clock::now_ms();
+    // Every write attempt costs a write unit, replays and unchanged ones too: all count.
+    let limits = app.rate_limits()?;
+    if let Admission::Limited { retry_after_ms } = limits.admit(user, now_ms).await? {
+        tracing::info!(item_id = %item, retry_after_ms, "write limited");
+        return Err(ApiError::RateLimited {
+            limit: limits.limit(),
+            retry_after_s: likes_core::limit::retry_after_seconds(retry_after_ms),
+        });
+    }
+    let outcome = app.reactions()?.set(user, item, &request, now_ms).await?;
     tracing::info!(item_id = %item, ?outcome, "reaction set");
     // Every outcome of a write, as HTTP.
     match outcome {

@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod clock;
 pub mod cursor;
 pub mod ids;
+pub mod limit;
 pub mod pipeline;
 pub mod problem;
 pub mod reaction;
@@ -14,6 +15,7 @@ pub mod write;
 
 pub use cursor::{CursorKey, LikedCursor};
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
+pub use limit::{Admission, WriteLimit};
 pub use problem::ProblemType;
 pub use reaction::{Delta, ReactionState, Transition};
 pub use write::{
@@ -49,6 +51,10 @@ pub enum ValidationError {
     BatchSize { max: usize, got: usize },
     #[error("the cursor signing key must be at least 16 bytes")]
     WeakCursorKey,
+    #[error(
+        "a write limit needs a rate and a burst of at least 1, got {rate_per_second}/s and {burst}"
+    )]
+    WriteLimit { rate_per_second: u32, burst: u32 },
 }
 
 impl ValidationError {
@@ -56,7 +62,7 @@ impl ValidationError {
     pub fn problem_type(&self) -> ProblemType {
         match self {
             Self::BodyTooLarge(_) => ProblemType::PayloadTooLarge,
-            Self::WeakCursorKey => ProblemType::Internal,
+            Self::WeakCursorKey | Self::WriteLimit { .. } => ProblemType::Internal,
             _ => ProblemType::Validation,
         }
     }

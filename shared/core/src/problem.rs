@@ -9,6 +9,7 @@ pub enum ProblemType {
     PayloadTooLarge,
     UnsupportedMediaType,
     IdempotencyKeyReused,
+    RateLimited,
     Internal,
     Unavailable,
 }
@@ -22,6 +23,7 @@ impl ProblemType {
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused => 422,
+            Self::RateLimited => 429,
             Self::Internal => 500,
             Self::Unavailable => 503,
         }
@@ -35,6 +37,7 @@ impl ProblemType {
             Self::PayloadTooLarge => "The request body is too large",
             Self::UnsupportedMediaType => "The request body must be JSON",
             Self::IdempotencyKeyReused => "The Idempotency-Key was used for another request",
+            Self::RateLimited => "Too many writes, slow down",
             Self::Internal => "Internal error",
             Self::Unavailable => "The service is unavailable, retry later",
         }
@@ -49,6 +52,7 @@ impl ProblemType {
             Self::PayloadTooLarge => "/problems/payload-too-large",
             Self::UnsupportedMediaType => "/problems/unsupported-media-type",
             Self::IdempotencyKeyReused => "/problems/idempotency-key-reused",
+            Self::RateLimited => "/problems/rate-limited",
             Self::Internal => "/problems/internal",
             Self::Unavailable => "/problems/unavailable",
         }

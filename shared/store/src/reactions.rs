@@ -21,7 +21,7 @@ use likes_core::{
 };
 
 use crate::rows::attr::{PREVIOUS_PREFIX, REQUEST_PREFIX, STATE, VERSION_PREFIX};
-use crate::rows::{self, Attribute, Item, LikedRow, ReactionItem, ReactionKey, StateRow};
+use crate::rows::{self, number, Attribute, Item, LikedRow, ReactionItem, ReactionKey, StateRow};
 use crate::StoreError;
 
 /// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.
@@ -387,10 +387,6 @@ fn key(user: &UserId, item: &ItemId) -> Item {
 
 fn string(value: &str) -> AttributeValue {
     AttributeValue::S(value.to_owned())
-}
-
-fn number(value: impl ToString) -> AttributeValue {
-    AttributeValue::N(value.to_string())
 }
 
 fn item_id(stored: &str) -> Result<ItemId, StoreError> {

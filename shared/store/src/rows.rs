@@ -55,6 +55,9 @@ pub mod attr {
     pub const EVENT_IDS: &str = "event_ids";
     pub const CREATED_AT: &str = "created_at";
     pub const EXPIRES_AT: &str = "expires_at";
+    // RateLimits (PK user_id): the bucket's `tat` on the clock of its `rate`; TTL `expires_at`.
+    pub const TAT: &str = "tat";
+    pub const RATE: &str = "rate";
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -66,6 +69,11 @@ pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
 /// The item of a typed row.
 pub fn to_item<T: Serialize>(row: &T) -> Result<Item, StoreError> {
     serde_dynamo::to_item(row).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// A number attribute, as every expression value of a number is written.
+pub(crate) fn number(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
 }
 
 /// The key of a Reactions row.
@@ -216,6 +224,13 @@ pub struct ClaimRow {
     pub created_at: i64,
     /// Epoch seconds, for the table's TTL.
     pub expires_at: i64,
+}
+
+/// A user's token bucket (`likes_core::limit`): when it is full again, on its rate's clock.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BucketRow {
+    pub tat: i64,
+    pub rate: u32,
 }
 
 impl ClaimRow {
