@@ -48,6 +48,13 @@ fn test_overrides() -> BTreeMap<String, String> {
     [("CHUNK_RECORDS".to_owned(), TEST_CHUNK_RECORDS.to_string())].into()
 }
 
+fn parameters_of(parameters: &[(&str, &str)]) -> BTreeMap<String, String> {
+    parameters
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
 /// Virtual shards per stream shard for test stacks: `LIKES_STREAM_SHARDS`, 4 unless set.
 pub fn stream_shards() -> usize {
     stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
@@ -86,16 +93,12 @@ impl TestStack {
     /// template parameters set over their defaults, as `sam deploy --parameter-overrides`
     /// sets them (a write limit of the test's own, say).
     pub async fn start_with_parameters(schedules: Schedules, parameters: &[(&str, &str)]) -> Self {
-        let parameters = parameters
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-            .collect();
         Self::start_with(
             test_overrides(),
             schedules,
             BTreeMap::new(),
             stream_shards(),
-            parameters,
+            parameters_of(parameters),
         )
         .await
     }
@@ -129,12 +132,17 @@ impl TestStack {
 
     /// A stack exactly as template.yaml declares it.
     pub async fn start_as_deployed() -> Self {
+        Self::start_as_deployed_with(&[]).await
+    }
+
+    /// [`TestStack::start_as_deployed`], deployed with `parameters` set over the defaults.
+    pub async fn start_as_deployed_with(parameters: &[(&str, &str)]) -> Self {
         Self::start_with(
             BTreeMap::new(),
             Schedules::All,
             BTreeMap::new(),
             stream_shards(),
-            BTreeMap::new(),
+            parameters_of(parameters),
         )
         .await
     }
