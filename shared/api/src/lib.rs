@@ -237,3 +237,68 @@ pub async fn run(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
     }))
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(endpoint: Endpoint, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_lookup(endpoint, |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn every_write_endpoint_needs_its_write_limit_and_reads_do_not() {
+        let full = [
+            ("REACTIONS_TABLE", "r"),
+            ("RATE_LIMITS_TABLE", "l"),
+            ("WRITE_RATE_PER_SECOND", "5"),
+            ("WRITE_BURST", "30"),
+        ];
+        for endpoint in [
+            Endpoint::PutReaction,
+            Endpoint::PutLike,
+            Endpoint::DeleteLike,
+        ] {
+            let (table, limit) = config(endpoint, &full).unwrap().write_limit.unwrap();
+            assert_eq!(table, "l");
+            assert_eq!((limit.rate_per_second(), limit.burst()), (5, 30));
+            let missing = config(endpoint, &full[..3]).unwrap_err();
+            assert_eq!(
+                missing.to_string(),
+                "environment variable WRITE_BURST is required"
+            );
+        }
+        let bad = config(
+            Endpoint::PutLike,
+            &[
+                ("REACTIONS_TABLE", "r"),
+                ("RATE_LIMITS_TABLE", "l"),
+                ("WRITE_RATE_PER_SECOND", "0"),
+                ("WRITE_BURST", "many"),
+            ],
+        );
+        assert!(matches!(
+            bad,
+            Err(ConfigError::NotANumber {
+                name: "WRITE_BURST",
+                ..
+            })
+        ));
+        let zero = config(
+            Endpoint::PutLike,
+            &[
+                ("REACTIONS_TABLE", "r"),
+                ("RATE_LIMITS_TABLE", "l"),
+                ("WRITE_RATE_PER_SECOND", "0"),
+                ("WRITE_BURST", "30"),
+            ],
+        );
+        assert!(matches!(zero, Err(ConfigError::WriteLimit(_))));
+        let read = config(Endpoint::GetReaction, &[("REACTIONS_TABLE", "r")]).unwrap();
+        assert!(read.write_limit.is_none());
+    }
+}
