@@ -12,7 +12,7 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError};
-use likes_store::{CountsStore, ReactionsStore};
+use likes_store::{CachedCounts, CountsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -125,20 +125,25 @@ impl Config {
 #[derive(Debug, Clone)]
 pub struct App {
     reactions: Option<ReactionsStore>,
-    counts: Option<CountsStore>,
+    /// Count reads go through the container's cache: warm invocations share it.
+    counts: Option<CachedCounts>,
     cursor_key: Option<CursorKey>,
 }
 
 impl App {
     pub fn new(config: Config, sdk: &SdkConfig) -> Self {
-        let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+        Self::with_dynamodb(config, aws_sdk_dynamodb::Client::new(sdk))
+    }
+
+    /// The same over a given DynamoDB client (a bench counts the requests it sends).
+    pub fn with_dynamodb(config: Config, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
             reactions: config
                 .reactions_table
                 .map(|table| ReactionsStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
-                .map(|table| CountsStore::new(dynamodb, table)),
+                .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
             cursor_key: config.cursor_key,
         }
     }
@@ -149,7 +154,7 @@ impl App {
             .ok_or(ApiError::Config("REACTIONS_TABLE"))
     }
 
-    fn counts(&self) -> Result<&CountsStore, ApiError> {
+    fn counts(&self) -> Result<&CachedCounts, ApiError> {
         self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
     }
 
