@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-cold-start bench-scale bench-reconcile
+.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -111,6 +111,14 @@ bench-write: .venv
 # Performance).
 bench-counts: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench counts
+
+# Figures, not a timed test: DynamoDB requests and read units per public count read of one
+# viral item at 1, 100 and 10,000 reads/s, and per 40-item page, through the real handlers with
+# the container's count cache, beside the naive read (a Query per item, no cache) (README,
+# Performance). They are counts, not times, so a debug build serves (no release build of the
+# SDK first); it only caps the rate one container reaches.
+bench-reads: .venv
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench reads
 
 # Figures, not a timed test: one reconciliation over LIKES_BENCH_RECONCILE_ROWS reaction rows
 # (100,000) with 1% of items drifted, timed by phase, its S3 requests and read and write units

@@ -1,7 +1,12 @@
 //! End to end through the local HTTP front: the count endpoints, over count rows, overflow
-//! partitions and `as_of` replicas written as the aggregator and the pulse lay them out.
+//! partitions and `as_of` replicas written as the aggregator and the pulse lay them out; the
+//! public count reads (no authorizer) and the container's count cache.
+
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::clock::{now_ms, parse_rfc3339};
+use likes_store::cached_counts::COUNT_CACHE_TTL;
 use likes_tests::{TestResponse, TestStack};
 use serde_json::{json, Value};
 
@@ -124,6 +129,8 @@ async fn a_hot_items_count_adds_its_overflow_partitions() {
     let before = stack.like_count("game:viral").await.json();
     assert_eq!(before["like_count"], 2, "no marker yet: {before}");
     put_row(&stack, "game:viral", "H", &[("partitions", 2)]).await;
+    // Past the container's cache, the marker is read.
+    tokio::time::sleep(COUNT_CACHE_TTL).await;
     let after = stack.like_count("game:viral").await.json();
     assert_eq!(
         (after["like_count"].clone(), after["dislike_count"].clone()),
@@ -257,22 +264,121 @@ async fn bad_batch_requests_are_400_problems() {
     stack.like_count("bad%20id").await.problem(400);
 }
 
+/// The two count reads have no authorizer (template.yaml `Authorizer: NONE`, as API
+/// Gateway runs it): no token, or a token that would fail the JWT check, is let through.
 #[tokio::test]
-async fn count_endpoints_need_a_token() {
+async fn count_reads_are_public_whatever_the_token() {
+    let stack = TestStack::start().await;
+    count_row(&stack, "game:1", 0, 4, 1).await;
+    let body = json!({"item_ids": ["game:1"]});
+    for authorization in [None, Some("Bearer not.a.jwt"), Some("Basic Zm9vOmJhcg==")] {
+        let with = |mut request: likes_tests::TestRequest| {
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            request
+        };
+        let one = with(stack.request("GET", "/v1/items/game:1/like-count", None))
+            .send()
+            .await;
+        one.assert_status(200);
+        assert_eq!(one.json()["like_count"], 4, "{authorization:?}");
+        assert!(one.header("cache-control").unwrap().starts_with("public"));
+        let many = with(stack.request("POST", "/v1/items/like-counts:batchGet", None))
+            .json(&body)
+            .send()
+            .await;
+        many.assert_status(200);
+        assert_eq!(
+            many.json()["counts"]["game:1"],
+            json!({"like_count": 4, "dislike_count": 1}),
+            "{authorization:?}"
+        );
+    }
+}
+
+/// Every other route keeps the JWT authorizer: the browse page carries the caller's states.
+#[tokio::test]
+async fn per_user_routes_still_need_a_token_and_stay_private() {
     let stack = TestStack::start().await;
     let body = json!({"item_ids": ["game:1"]});
-    let requests = [
-        stack.request("GET", "/v1/items/game:1/like-count", None),
-        stack
-            .request("POST", "/v1/items/like-counts:batchGet", None)
-            .json(&body),
-        stack
-            .request("POST", "/v1/items:batchGet", None)
-            .json(&body),
-    ];
-    for request in requests {
-        assert_eq!(request.send().await.status, 401);
+    for authorization in [None, Some("Bearer not.a.jwt")] {
+        let requests = [
+            stack
+                .request("POST", "/v1/items:batchGet", None)
+                .json(&body),
+            stack.request("GET", "/v1/items/game:1/reaction", None),
+            stack.request("PUT", "/v1/items/game:1/like", None),
+            stack.request("GET", "/v1/users/me/liked-items", None),
+        ];
+        for mut request in requests {
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            assert_eq!(request.send().await.status, 401, "{authorization:?}");
+        }
     }
+    for (method, path, body) in [
+        ("POST", "/v1/items:batchGet", Some(&body)),
+        ("GET", "/v1/items/game:1/reaction", None),
+        ("GET", "/v1/users/me/liked-items", None),
+    ] {
+        let mut request = stack.request(method, path, Some("ivy"));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await;
+        response.assert_status(200);
+        assert_eq!(
+            response.header("cache-control"),
+            Some("private, no-store"),
+            "{method} {path}"
+        );
+    }
+}
+
+/// A container serves a count it read less than [`COUNT_CACHE_TTL`] ago, with the `as_of`
+/// it was read with, and never an older one: like, read, like again, and a read after the
+/// TTL shows both likes.
+#[tokio::test]
+async fn the_count_cache_never_serves_a_count_older_than_its_ttl() {
+    let stack = TestStack::start_with_schedules().await;
+    let item = "game:cached";
+    let like = |user: &'static str| {
+        let stack = &stack;
+        async move {
+            stack
+                .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
+                .send()
+                .await
+                .assert_status(200);
+            let written = now_ms();
+            stack.settle().await;
+            stack.wait_for_as_of(written, Duration::from_secs(30)).await;
+        }
+    };
+    let read = || async {
+        let body = stack.like_count(item).await.json();
+        let as_of = body["as_of"].as_str().map(|t| parse_rfc3339(t).unwrap());
+        (body["like_count"].as_u64().unwrap(), as_of)
+    };
+    like("kim").await;
+    let (first, first_as_of) = read().await;
+    let first_read = std::time::Instant::now();
+    assert_eq!(first, 1);
+    like("lee").await;
+    let (again, again_as_of) = read().await;
+    if first_read.elapsed() < COUNT_CACHE_TTL {
+        // Still the cached read, or a new one; a cached count keeps the `as_of` it came with.
+        assert!(
+            (again, again_as_of) == (1, first_as_of) || again == 2,
+            "{again} {again_as_of:?}"
+        );
+    }
+    tokio::time::sleep(COUNT_CACHE_TTL).await;
+    let (after, after_as_of) = read().await;
+    assert_eq!(after, 2, "read after the TTL");
+    assert!(after_as_of >= first_as_of);
 }
 
 /// Counts are the same for every caller: a shared cache may keep them for a few seconds.
@@ -284,7 +390,7 @@ async fn count_answers_keep_their_shared_cache_policy() {
     one.assert_status(200);
     assert_eq!(one.header("cache-control"), Some(shared));
     let many = stack
-        .request("POST", "/v1/items/like-counts:batchGet", Some("reader"))
+        .request("POST", "/v1/items/like-counts:batchGet", None)
         .json(&json!({"item_ids": ["game:1", "game:2"]}))
         .send()
         .await;

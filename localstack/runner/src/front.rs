@@ -1,7 +1,8 @@
 //! The local HTTP front: what API Gateway's HTTP API does in AWS. It routes exactly the
-//! template's `HttpApi` events, runs the JWT authorizer, builds the v2 payload with the claims
-//! in the authorizer context, and invokes the function's handler through `lambda_http`'s own
-//! adapter, the code path a deployed bootstrap runs.
+//! template's `HttpApi` events, runs the JWT authorizer on the routes that have one (a route
+//! with `Authorizer: NONE` is public), builds the v2 payload with the claims in the authorizer
+//! context, and invokes the function's handler through `lambda_http`'s own adapter, the code
+//! path a deployed bootstrap runs.
 
 use likes_core::clock::now_ms;
 use std::collections::HashMap;
@@ -91,19 +92,26 @@ impl Front {
         else {
             return gateway_message(404, "Not Found");
         };
-        let authorization = parts
-            .headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let claims = match self.authorizer.authorize(authorization, now_ms() / 1000) {
-            Ok(claims) => claims,
-            Err(reason) => {
-                tracing::debug!(%reason, "authorizer refused the request");
-                let mut response = gateway_message(401, "Unauthorized");
-                response
-                    .headers_mut()
-                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return response;
+        // As API Gateway: a route without an authorizer passes whatever `Authorization` the
+        // request has, unchecked, and its event carries no authorizer context.
+        let claims = match &target.route.authorizer {
+            None => None,
+            Some(_) => {
+                let authorization = parts
+                    .headers
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok());
+                match self.authorizer.authorize(authorization, now_ms() / 1000) {
+                    Ok(claims) => Some(claims),
+                    Err(reason) => {
+                        tracing::debug!(%reason, "authorizer refused the request");
+                        let mut response = gateway_message(401, "Unauthorized");
+                        response
+                            .headers_mut()
+                            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                        return response;
+                    }
+                }
             }
         };
         let now_ms = now_ms();
@@ -188,8 +196,9 @@ pub struct GatewayRequest<'a> {
     pub headers: Vec<(String, String)>,
     pub body: &'a [u8],
     pub path_parameters: Map<String, Value>,
-    /// The validated token's claims, every value a string as API Gateway passes them.
-    pub claims: HashMap<String, String>,
+    /// The validated token's claims, every value a string as API Gateway passes them;
+    /// `None` on a route without an authorizer.
+    pub claims: Option<HashMap<String, String>>,
     pub source_ip: String,
     pub request_id: String,
     pub now_ms: i64,
@@ -242,10 +251,13 @@ impl GatewayRequest<'_> {
         http.protocol = Some("HTTP/1.1".to_owned());
         http.source_ip = Some(self.source_ip.clone());
         http.user_agent = Some(header("user-agent").unwrap_or_default());
-        let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
-        jwt.claims = self.claims.clone();
-        let mut authorizer = ApiGatewayRequestAuthorizer::default();
-        authorizer.jwt = Some(jwt);
+        let authorizer = self.claims.as_ref().map(|claims| {
+            let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+            jwt.claims = claims.clone();
+            let mut authorizer = ApiGatewayRequestAuthorizer::default();
+            authorizer.jwt = Some(jwt);
+            authorizer
+        });
         let mut context = ApiGatewayV2httpRequestContext::default();
         context.account_id = Some("000000000000".to_owned());
         context.apiid = Some("local".to_owned());
@@ -257,7 +269,7 @@ impl GatewayRequest<'_> {
         context.stage = Some("$default".to_owned());
         context.time = Some(String::new());
         context.time_epoch = self.now_ms;
-        context.authorizer = Some(authorizer);
+        context.authorizer = authorizer;
 
         let mut request = ApiGatewayV2httpRequest::default();
         request.version = Some("2.0".to_owned());

@@ -42,6 +42,10 @@ pub struct HttpRoute {
     pub function: String,
     /// The function's binary (`Metadata.BuildProperties.Binary`): the crate under `functions/`.
     pub binary: String,
+    /// The authorizer API Gateway runs before the function: the event's `Auth.Authorizer`,
+    /// else its API's `DefaultAuthorizer`. `None` on a public route (`Authorizer: NONE`, or
+    /// an API without a default), where any token, or none, is let through unchecked.
+    pub authorizer: Option<String>,
 }
 
 impl Template {
@@ -158,10 +162,24 @@ impl Template {
                     path: path.to_owned(),
                     function: function.clone(),
                     binary: self.binary(&function)?,
+                    authorizer: self.route_authorizer(props),
                 });
             }
         }
         Ok(routes)
+    }
+
+    /// SAM's rule for an `HttpApi` event: its own `Auth.Authorizer` wins (`NONE` makes the
+    /// route public), else the `DefaultAuthorizer` of the API its `ApiId` names.
+    fn route_authorizer(&self, props: &Value) -> Option<String> {
+        let named = match props["Auth"]["Authorizer"].as_str() {
+            Some("NONE") => return None,
+            Some(name) => Some(name),
+            None => ref_target(&props["ApiId"])
+                .and_then(|api| self.resource(api))
+                .and_then(|api| api["Properties"]["Auth"]["DefaultAuthorizer"].as_str()),
+        };
+        named.map(str::to_owned)
     }
 
     /// The crate a function is built from.
@@ -274,6 +292,10 @@ Resources:
   Table:
     Type: AWS::DynamoDB::Table
     Properties: {}
+  Api:
+    Type: AWS::Serverless::HttpApi
+    Properties:
+      Auth: { DefaultAuthorizer: Jwt }
   Fn:
     Type: AWS::Serverless::Function
     Metadata:
@@ -287,23 +309,42 @@ Resources:
       Events:
         Put:
           Type: HttpApi
-          Properties: { Path: "/v1/items/{item_id}/reaction", Method: put }
+          Properties: { ApiId: !Ref Api, Path: "/v1/items/{item_id}/reaction", Method: put }
+        Count:
+          Type: HttpApi
+          Properties:
+            ApiId: !Ref Api
+            Path: "/v1/items/{item_id}/like-count"
+            Method: get
+            Auth: { Authorizer: NONE }
         Stream:
           Type: DynamoDB
           Properties: { Stream: !GetAtt Table.StreamArn }
 "#;
 
     #[test]
-    fn routes_come_from_http_api_events_only() {
+    fn routes_come_from_http_api_events_only_with_their_authorizer() {
         let template = Template::parse(SAMPLE).unwrap();
+        let mut routes = template.http_routes().unwrap();
+        routes.sort_by(|a, b| a.path.cmp(&b.path));
         assert_eq!(
-            template.http_routes().unwrap(),
-            vec![HttpRoute {
-                method: "PUT".into(),
-                path: "/v1/items/{item_id}/reaction".into(),
-                function: "Fn".into(),
-                binary: "put-reaction".into(),
-            }]
+            routes,
+            vec![
+                HttpRoute {
+                    method: "GET".into(),
+                    path: "/v1/items/{item_id}/like-count".into(),
+                    function: "Fn".into(),
+                    binary: "put-reaction".into(),
+                    authorizer: None,
+                },
+                HttpRoute {
+                    method: "PUT".into(),
+                    path: "/v1/items/{item_id}/reaction".into(),
+                    function: "Fn".into(),
+                    binary: "put-reaction".into(),
+                    authorizer: Some("Jwt".into()),
+                },
+            ]
         );
     }
 

@@ -12,7 +12,7 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
-use likes_store::{CountsStore, RateLimitsStore, ReactionsStore};
+use likes_store::{CachedCounts, CountsStore, RateLimitsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -158,14 +158,19 @@ impl Config {
 #[derive(Debug, Clone)]
 pub struct App {
     reactions: Option<ReactionsStore>,
-    counts: Option<CountsStore>,
+    /// Count reads go through the container's cache: warm invocations share it.
+    counts: Option<CachedCounts>,
     cursor_key: Option<CursorKey>,
     rate_limits: Option<RateLimitsStore>,
 }
 
 impl App {
     pub fn new(config: Config, sdk: &SdkConfig) -> Self {
-        let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+        Self::with_dynamodb(config, aws_sdk_dynamodb::Client::new(sdk))
+    }
+
+    /// The same over a given DynamoDB client (a bench counts the requests it sends).
+    pub fn with_dynamodb(config: Config, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
             reactions: config
                 .reactions_table
@@ -175,7 +180,7 @@ impl App {
                 .map(|(table, limit)| RateLimitsStore::new(dynamodb.clone(), table, limit)),
             counts: config
                 .counts_table
-                .map(|table| CountsStore::new(dynamodb, table)),
+                .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
             cursor_key: config.cursor_key,
         }
     }
@@ -186,7 +191,7 @@ impl App {
             .ok_or(ApiError::Config("REACTIONS_TABLE"))
     }
 
-    fn counts(&self) -> Result<&CountsStore, ApiError> {
+    fn counts(&self) -> Result<&CachedCounts, ApiError> {
         self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
     }
 

@@ -1,6 +1,7 @@
 //! DynamoDB adapters of Likes. Each module owns one use of one AWS service; the domain
 //! decisions they act on live in `likes-core`.
 
+pub mod cached_counts;
 pub mod counts;
 mod error;
 pub mod freshness;
@@ -10,6 +11,7 @@ pub mod reactions;
 pub mod reconciliation;
 pub mod rows;
 
+pub use cached_counts::{CachedCounts, CountsAsOf};
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};

@@ -51,7 +51,7 @@ impl HttpRequest<'_> {
             headers,
             body: body.as_bytes(),
             path_parameters: Map::from_iter([("item_id".to_owned(), json!(ITEM))]),
-            claims,
+            claims: Some(claims),
             source_ip: "127.0.0.1".to_owned(),
             request_id: request_id.to_owned(),
             now_ms,

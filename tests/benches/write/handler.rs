@@ -134,7 +134,7 @@ fn v2_event(reaction: &Reaction, bearer: &str, now_ms: i64) -> Vec<u8> {
             .collect(),
         body: body.as_bytes(),
         path_parameters: serde_json::Map::from_iter([("item_id".to_owned(), json!(reaction.item))]),
-        claims,
+        claims: Some(claims),
         source_ip: "127.0.0.1".to_owned(),
         request_id: format!("bench-{now_ms}-{}", reaction.key),
         now_ms,
