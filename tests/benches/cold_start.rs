@@ -486,8 +486,9 @@ fn lambda_dir() -> PathBuf {
 
 /// What the figures include and what they leave out.
 const CONDITIONS: &str =
-    "  Release bootstraps for the host, x86_64 (cargo lambda build --release: thin LTO, one codegen
-  unit, stripped, panic=abort). The template deploys arm64; the aarch64 standard library is not
+    "  Release bootstraps for the host, x86_64 (cargo lambda build --release with the workspace's
+  [profile.release]: opt-level \"s\", thin LTO, one codegen unit, panic=unwind; cargo lambda
+  strips them). The template deploys arm64; the aarch64 standard library is not
   installed here, so arm64 sizes and starts are not measured.
   Runtime API: a stand-in in this process on 127.0.0.1, one event per process.
   Included: fork/exec of the bootstrap, the runtime's start, Config::from_env, the SDK config
