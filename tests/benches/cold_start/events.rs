@@ -1,6 +1,7 @@
 //! The events the bench hands each bootstrap, shaped as Lambda delivers them: an API Gateway
 //! HTTP API (payload 2.0) request with the JWT authorizer's claims, and a DynamoDB stream
-//! batch of one INSERT with NEW_AND_OLD_IMAGES.
+//! batch of one INSERT with NEW_AND_OLD_IMAGES, in a tumbling window as the aggregator's
+//! mapping declares one.
 
 use likes_local::front::GatewayRequest;
 use serde_json::{json, Map, Value};
@@ -75,7 +76,16 @@ pub fn stream_insert(stream_arn: &str, user: &str, sequence: u64, now_ms: i64) -
         "liked_at": {"N": now_ms.to_string()},
     });
     let region = stream_arn.split(':').nth(3).unwrap_or_default();
-    json!({ "Records": [{
+    let window_start = likes_core::clock::rfc3339(now_ms - now_ms.rem_euclid(60_000));
+    let window_end = likes_core::clock::rfc3339(now_ms - now_ms.rem_euclid(60_000) + 60_000);
+    json!({
+        "window": {"start": window_start, "end": window_end},
+        "state": {},
+        "shardId": "shardId-00000000000000000000-00000001",
+        "eventSourceARN": stream_arn,
+        "isFinalInvokeForWindow": false,
+        "isWindowTerminatedEarly": false,
+        "Records": [{
         "eventID": format!("{sequence:032x}"),
         "eventName": "INSERT",
         "eventVersion": "1.1",
