@@ -2,6 +2,7 @@
 //! decisions they act on live in `likes-core`.
 
 pub mod counts;
+pub mod erasures;
 mod error;
 pub mod freshness;
 pub mod metrics;
@@ -11,6 +12,7 @@ pub mod reconciliation;
 pub mod rows;
 
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
+pub use erasures::{ErasureStart, ErasuresStore};
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use rate_limits::RateLimitsStore;
