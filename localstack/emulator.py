@@ -215,6 +215,41 @@ def stop(signum, frame):
     raise SystemExit(0)
 
 
+def keep_streams_through_rollbacks():
+    """A cancelled TransactWriteItems must leave the tables' streams as they were.
+
+    moto rolls a cancelled transaction back by putting deep copies of its tables, taken
+    before it, in their place (moto 5: DynamoDBBackend.transact_write_items). Each copy
+    brings a copy of the table's stream shard, so every open shard iterator (a stream
+    poller's) keeps reading the discarded shard: it sees the records of the writes that
+    were rolled back, and never another record of that table. DynamoDB writes nothing to a
+    stream for a cancelled transaction. Here the live shard stays in place, cut back to the
+    records it held before the transaction.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    cancelled_write = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        shards = {
+            name: (table.stream_shard, len(table.stream_shard.items))
+            for name, table in self.tables.items()
+            if table.stream_shard is not None
+        }
+        try:
+            return cancelled_write(self, transact_items)
+        except Exception:
+            for name, (shard, held) in shards.items():
+                table = self.tables.get(name)
+                if table is not None and table.stream_shard is not shard:
+                    del shard.items[held:]
+                    shard.table = table
+                    table.stream_shard = shard
+            raise
+
+    DynamoDBBackend.transact_write_items = transact_write_items
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -228,6 +263,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
+    keep_streams_through_rollbacks()
     app = SerializedApp(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True, request_handler=QuietRequestHandler)
     host, port = server.server_address[:2]

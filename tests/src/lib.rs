@@ -370,6 +370,9 @@ pub const AGGREGATOR_FUNCTION: &str = "AggregatorFunction";
 /// The mapping that feeds the event log's publisher from the same stream.
 pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 
+/// The mapping that feeds account erasure jobs from the Erasures stream.
+pub const ERASE_FUNCTION: &str = "EraseFunction";
+
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
 
@@ -386,6 +389,13 @@ impl TestStack {
         self.stack
             .pipeline(PUBLISHER_FUNCTION)
             .expect("template.yaml maps the Reactions stream to PublisherFunction")
+    }
+
+    /// The eraser's event source mapping: its fault switches and counters.
+    pub fn eraser(&self) -> &likes_local::poller::Pipeline {
+        self.stack
+            .pipeline(ERASE_FUNCTION)
+            .expect("template.yaml maps the Erasures stream to EraseFunction")
     }
 
     /// Waits until the publisher put the events of everything in the stream now (panics

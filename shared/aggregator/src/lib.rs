@@ -1,11 +1,13 @@
-//! The Reactions stream's consumers and the freshness they report, as Lambda handlers:
+//! The stream consumers and the freshness they report, as Lambda handlers:
 //!
 //! - [`Aggregator`]: exactly-once sharded counts, and each shard's watermark.
 //! - [`Publisher`]: the Kinesis event log, on its own checkpoint.
 //! - [`Pulse`]: every shard's watermark turned into one `as_of`, and probes for quiet shards.
+//! - [`Eraser`]: account erasure jobs, one paced slice per record of the Erasures stream.
 
 mod aggregator;
 mod decode;
+mod erasure;
 mod events;
 mod publisher;
 mod pulse;
@@ -15,6 +17,7 @@ use lambda_runtime::service_fn;
 
 pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
+pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishError, PublishFailure};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
@@ -40,6 +43,19 @@ pub async fn run_aggregator() -> Result<(), lambda_runtime::Error> {
     let aggregator = &aggregator;
     lambda_runtime::run(service_fn(move |event| async move {
         aggregator.handle(event).await
+    }))
+    .await
+}
+
+/// The whole of the eraser's `main`.
+pub async fn run_eraser() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = EraserConfig::from_env()?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let eraser = Eraser::new(config, aws_sdk_dynamodb::Client::new(&sdk));
+    let eraser = &eraser;
+    lambda_runtime::run(service_fn(move |event| async move {
+        eraser.handle(event).await
     }))
     .await
 }

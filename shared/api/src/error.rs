@@ -13,6 +13,9 @@ pub enum ApiError {
     Unauthorized,
     #[error("the content type {0:?} is not JSON")]
     UnsupportedMediaType(String),
+    /// The caller has no such resource (another user's is none of theirs either).
+    #[error("{0}")]
+    NotFound(&'static str),
     /// `If-Match` named a version that is no longer current.
     #[error("the reaction is at version {current}, not the one If-Match named")]
     PreconditionFailed { current: u64 },
@@ -42,6 +45,7 @@ impl ApiError {
             Self::Validation(err) => err.problem_type(),
             Self::Unauthorized => ProblemType::Unauthorized,
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
+            Self::NotFound(_) => ProblemType::NotFound,
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,
             Self::KeyReused { .. } => ProblemType::IdempotencyKeyReused,
             Self::RateLimited { .. } => ProblemType::RateLimited,

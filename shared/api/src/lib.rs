@@ -3,6 +3,7 @@
 
 mod counts;
 pub mod edge;
+mod erasure;
 mod error;
 mod reactions;
 
@@ -12,7 +13,7 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
-use likes_store::{CachedCounts, CountsStore, RateLimitsStore, ReactionsStore};
+use likes_store::{CachedCounts, CountsStore, ErasuresStore, RateLimitsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -27,10 +28,12 @@ pub enum Endpoint {
     GetLikeCount,
     BatchGetLikeCounts,
     BatchGetItems,
+    EraseReactions,
+    GetErasure,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 8] = [
+    pub const ALL: [Endpoint; 10] = [
         Self::PutReaction,
         Self::PutLike,
         Self::DeleteLike,
@@ -39,6 +42,8 @@ impl Endpoint {
         Self::GetLikeCount,
         Self::BatchGetLikeCounts,
         Self::BatchGetItems,
+        Self::EraseReactions,
+        Self::GetErasure,
     ];
 
     /// The function's crate under `functions/`, which template.yaml names as its code.
@@ -52,6 +57,8 @@ impl Endpoint {
             Self::GetLikeCount => "get-like-count",
             Self::BatchGetLikeCounts => "batch-get-like-counts",
             Self::BatchGetItems => "batch-get-items",
+            Self::EraseReactions => "erase-reactions",
+            Self::GetErasure => "get-erasure",
         }
     }
 
@@ -60,7 +67,15 @@ impl Endpoint {
     }
 
     fn needs_reactions(self) -> bool {
-        !matches!(self, Self::GetLikeCount | Self::BatchGetLikeCounts)
+        !matches!(
+            self,
+            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::EraseReactions | Self::GetErasure
+        )
+    }
+
+    /// The erasure endpoints see only the Erasures table; the eraser does the deleting.
+    fn needs_erasures(self) -> bool {
+        matches!(self, Self::EraseReactions | Self::GetErasure)
     }
 
     fn needs_counts(self) -> bool {
@@ -98,6 +113,7 @@ pub enum ConfigError {
 pub struct Config {
     pub reactions_table: Option<String>,
     pub counts_table: Option<String>,
+    pub erasures_table: Option<String>,
     pub cursor_key: Option<CursorKey>,
     /// The RateLimits table and the limit the write endpoints hold each user to.
     pub write_limit: Option<(String, WriteLimit)>,
@@ -148,6 +164,7 @@ impl Config {
         Ok(Self {
             reactions_table: var("REACTIONS_TABLE", endpoint.needs_reactions())?,
             counts_table: var("COUNTS_TABLE", endpoint.needs_counts())?,
+            erasures_table: var("ERASURES_TABLE", endpoint.needs_erasures())?,
             cursor_key,
             write_limit,
         })
@@ -160,6 +177,7 @@ pub struct App {
     reactions: Option<ReactionsStore>,
     /// Count reads go through the container's cache: warm invocations share it.
     counts: Option<CachedCounts>,
+    erasures: Option<ErasuresStore>,
     cursor_key: Option<CursorKey>,
     rate_limits: Option<RateLimitsStore>,
 }
@@ -178,6 +196,9 @@ impl App {
             rate_limits: config
                 .write_limit
                 .map(|(table, limit)| RateLimitsStore::new(dynamodb.clone(), table, limit)),
+            erasures: config
+                .erasures_table
+                .map(|table| ErasuresStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -193,6 +214,12 @@ impl App {
 
     fn counts(&self) -> Result<&CachedCounts, ApiError> {
         self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
+    }
+
+    fn erasures(&self) -> Result<&ErasuresStore, ApiError> {
+        self.erasures
+            .as_ref()
+            .ok_or(ApiError::Config("ERASURES_TABLE"))
     }
 
     fn rate_limits(&self) -> Result<&RateLimitsStore, ApiError> {
@@ -220,6 +247,8 @@ impl App {
             Endpoint::GetLikeCount => counts::get_like_count(self, request).await,
             Endpoint::BatchGetLikeCounts => counts::batch_get_like_counts(self, request).await,
             Endpoint::BatchGetItems => counts::batch_get_items(self, request).await,
+            Endpoint::EraseReactions => erasure::erase_reactions(self, request).await,
+            Endpoint::GetErasure => erasure::get_erasure(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response
@@ -305,5 +334,18 @@ mod tests {
         assert!(matches!(zero, Err(ConfigError::WriteLimit(_))));
         let read = config(Endpoint::GetReaction, &[("REACTIONS_TABLE", "r")]).unwrap();
         assert!(read.write_limit.is_none());
+    }
+
+    #[test]
+    fn the_erasure_endpoints_need_only_the_erasures_table() {
+        for endpoint in [Endpoint::EraseReactions, Endpoint::GetErasure] {
+            let only = config(endpoint, &[("ERASURES_TABLE", "e")]).unwrap();
+            assert_eq!(only.erasures_table.as_deref(), Some("e"));
+            assert!(only.reactions_table.is_none() && only.write_limit.is_none());
+            assert_eq!(
+                config(endpoint, &[]).unwrap_err().to_string(),
+                "environment variable ERASURES_TABLE is required"
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod clock;
 pub mod cursor;
+pub mod erasure;
 pub mod ids;
 pub mod limit;
 pub mod pipeline;
@@ -14,6 +15,7 @@ pub mod reconcile;
 pub mod write;
 
 pub use cursor::{CursorKey, LikedCursor};
+pub use erasure::{ErasureId, ErasureJob, ErasureStatus};
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
 pub use limit::{Admission, WriteLimit};
 pub use problem::ProblemType;
@@ -27,6 +29,8 @@ pub use write::{
 pub enum ValidationError {
     #[error("item_id {0:?} is not 1-128 characters of [A-Za-z0-9_.:-]")]
     ItemId(String),
+    #[error("erasure_id {0:?} is not an erasure id this service issued")]
+    ErasureId(String),
     #[error("state {0:?} is not one of LIKE, DISLIKE, NONE")]
     UnknownState(String),
     #[error("the Idempotency-Key header is required on this endpoint")]

@@ -5,6 +5,7 @@
 pub enum ProblemType {
     Validation,
     Unauthorized,
+    NotFound,
     PreconditionFailed,
     PayloadTooLarge,
     UnsupportedMediaType,
@@ -19,6 +20,7 @@ impl ProblemType {
         match self {
             Self::Validation => 400,
             Self::Unauthorized => 401,
+            Self::NotFound => 404,
             Self::PreconditionFailed => 412,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
@@ -33,6 +35,7 @@ impl ProblemType {
         match self {
             Self::Validation => "The request is not valid",
             Self::Unauthorized => "A valid bearer token is required",
+            Self::NotFound => "No such resource of the caller",
             Self::PreconditionFailed => "The reaction changed since that version",
             Self::PayloadTooLarge => "The request body is too large",
             Self::UnsupportedMediaType => "The request body must be JSON",
@@ -48,6 +51,7 @@ impl ProblemType {
         match self {
             Self::Validation => "/problems/validation",
             Self::Unauthorized => "/problems/unauthorized",
+            Self::NotFound => "/problems/not-found",
             Self::PreconditionFailed => "/problems/precondition-failed",
             Self::PayloadTooLarge => "/problems/payload-too-large",
             Self::UnsupportedMediaType => "/problems/unsupported-media-type",

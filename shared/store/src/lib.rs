@@ -3,6 +3,7 @@
 
 pub mod cached_counts;
 pub mod counts;
+pub mod erasures;
 mod error;
 pub mod freshness;
 pub mod metrics;
@@ -13,6 +14,7 @@ pub mod rows;
 
 pub use cached_counts::{CachedCounts, CountsAsOf};
 pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
+pub use erasures::{ErasureStart, ErasuresStore};
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use rate_limits::RateLimitsStore;

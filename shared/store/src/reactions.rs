@@ -11,7 +11,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, WriteRequest as BatchWrite,
 };
 use aws_sdk_dynamodb::Client;
 use likes_core::write::{self, Clause};
@@ -27,8 +28,9 @@ use crate::StoreError;
 /// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.
 pub const LIKED_AT_INDEX: &str = "by_liked_at";
 
-/// BatchGetItem rounds for keys DynamoDB left unprocessed before giving up (throttled).
-const BATCH_GET_ATTEMPTS: u32 = 5;
+/// BatchGetItem / BatchWriteItem rounds for keys DynamoDB left unprocessed before giving up
+/// (throttled).
+const BATCH_ATTEMPTS: u32 = 5;
 
 #[derive(Debug, Clone)]
 pub struct ReactionsStore {
@@ -185,7 +187,7 @@ impl ReactionsStore {
         // asked again with backoff, a bounded number of times.
         for group in items.chunks(100) {
             let mut keys: Vec<Item> = group.iter().map(|item| key(user, item)).collect();
-            for attempt in 0..BATCH_GET_ATTEMPTS {
+            for attempt in 0..BATCH_ATTEMPTS {
                 if keys.is_empty() {
                     break;
                 }
@@ -282,6 +284,94 @@ impl ReactionsStore {
             LikedCursor::new(last.liked_at_ms, &last.item_id)
         });
         Ok(LikedPage { items, next })
+    }
+}
+
+impl ReactionsStore {
+    /// Up to `limit` item ids of `user`'s rows after `after` (from the start with `None`),
+    /// in key order: keys only, strongly consistent, so a row just written is seen.
+    pub async fn item_keys(
+        &self,
+        user: &UserId,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let start = after
+            .map(|item_id| {
+                rows::to_item(&ReactionKey {
+                    user_id: user.as_str().to_owned(),
+                    item_id: item_id.to_owned(),
+                })
+            })
+            .transpose()?;
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("user_id = :user")
+            .expression_attribute_values(":user", string(user.as_str()))
+            .projection_expression("user_id, item_id")
+            .consistent_read(true)
+            .limit(limit as i32)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("Query", err))?;
+        output
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|row| Ok(rows::from_item::<ReactionKey>(row)?.item_id))
+            .collect()
+    }
+
+    /// Deletes `user`'s rows of `items` (account erasure), 25 a BatchWriteItem; rows
+    /// DynamoDB leaves unprocessed (throttling) are sent again with backoff, a bounded number
+    /// of times. Deleting a row that is gone already is no change, so a retry is harmless.
+    /// Each removed row's REMOVE record takes its reaction out of the counts.
+    pub async fn delete_rows(&self, user: &UserId, items: &[String]) -> Result<(), StoreError> {
+        for group in items.chunks(25) {
+            let mut requests = group
+                .iter()
+                .map(|item_id| {
+                    let key = rows::to_item(&ReactionKey {
+                        user_id: user.as_str().to_owned(),
+                        item_id: item_id.clone(),
+                    })?;
+                    let delete = DeleteRequest::builder()
+                        .set_key(Some(key))
+                        .build()
+                        .map_err(|e| StoreError::Request(e.to_string()))?;
+                    Ok(BatchWrite::builder().delete_request(delete).build())
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            for attempt in 0..BATCH_ATTEMPTS {
+                if requests.is_empty() {
+                    break;
+                }
+                if attempt > 0 {
+                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
+                }
+                let output = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut requests))
+                    .send()
+                    .await
+                    .map_err(|err| StoreError::aws("BatchWriteItem", err))?;
+                requests = output
+                    .unprocessed_items
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default();
+            }
+            if !requests.is_empty() {
+                return Err(StoreError::Throttled {
+                    operation: "BatchWriteItem",
+                });
+            }
+        }
+        Ok(())
     }
 }
 

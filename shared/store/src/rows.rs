@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use likes_core::ReactionState;
+use likes_core::{ErasureStatus, ReactionState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +58,14 @@ pub mod attr {
     // RateLimits (PK user_id): the bucket's `tat` on the clock of its `rate`; TTL `expires_at`.
     pub const TAT: &str = "tat";
     pub const RATE: &str = "rate";
+    // Erasures (PK user_id, SK erasure_id): jobs, and the guard `#active` naming the running
+    // one (`active_id`). Jobs also keep `created_at` and, once done, `expires_at` for TTL.
+    pub const ERASURE_ID: &str = "erasure_id";
+    pub const STATUS: &str = "status";
+    pub const STEP: &str = "step";
+    pub const REACTIONS_ERASED: &str = "reactions_erased";
+    pub const PLANNED: &str = "planned";
+    pub const ACTIVE_ID: &str = "active_id";
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -233,6 +241,47 @@ pub struct BucketRow {
     pub rate: u32,
 }
 
+/// The key of an Erasures row: a job's id, or the guard's `#active`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureKey {
+    pub user_id: String,
+    pub erasure_id: String,
+}
+
+/// An erasure job (`likes_core::erasure`): its progress and the keys its next slice deletes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErasureRow {
+    pub user_id: String,
+    pub erasure_id: String,
+    pub status: ErasureStatus,
+    pub step: u64,
+    pub reactions_erased: u64,
+    #[serde(default)]
+    pub planned: Vec<String>,
+    pub created_at: i64,
+    /// Epoch seconds, for the table's TTL; set when the job is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+/// A user's guard row `#active`: it exists exactly while a job of theirs runs, and names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErasureGuardRow {
+    pub user_id: String,
+    pub erasure_id: String,
+    pub active_id: String,
+}
+
+/// An Erasures stream image: the guard's image, and moto's keys-only INSERT, carry no status
+/// or step.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ErasureImage {
+    pub user_id: String,
+    pub erasure_id: String,
+    pub status: Option<ErasureStatus>,
+    pub step: Option<u64>,
+}
+
 impl ClaimRow {
     pub fn listed(&self) -> impl Iterator<Item = &str> {
         self.event_ids.split(',')
@@ -290,6 +339,35 @@ mod tests {
         let mut expected = [attr::ITEM_ID, attr::PROBED_AT, attr::USER_ID];
         expected.sort_unstable();
         assert_eq!(names(&to_item(&probe).unwrap()), expected);
+        let job = ErasureRow {
+            user_id: "u".into(),
+            erasure_id: "e".into(),
+            status: ErasureStatus::Running,
+            step: 0,
+            reactions_erased: 0,
+            planned: vec![],
+            created_at: 5,
+            expires_at: None,
+        };
+        let mut expected = [
+            attr::CREATED_AT,
+            attr::ERASURE_ID,
+            attr::PLANNED,
+            attr::REACTIONS_ERASED,
+            attr::STATUS,
+            attr::STEP,
+            attr::USER_ID,
+        ];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&job).unwrap()), expected);
+        let guard = ErasureGuardRow {
+            user_id: "u".into(),
+            erasure_id: "#active".into(),
+            active_id: "e".into(),
+        };
+        let mut expected = [attr::ACTIVE_ID, attr::ERASURE_ID, attr::USER_ID];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&guard).unwrap()), expected);
         assert_eq!(
             to_item(&claim).unwrap()[attr::EXPIRES_AT],
             AttributeValue::N("2".into())

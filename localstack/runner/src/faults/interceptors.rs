@@ -152,9 +152,33 @@ fn replace_response(
 /// Faults on the function's DynamoDB client: throttled count writes, and the crash after the
 /// k-th committed chunk. Also counts committed chunks and the count rows they wrote.
 #[derive(Debug)]
-pub(crate) struct CountWriteFaults(pub FaultContext);
+pub(crate) struct CountWriteFaults {
+    context: FaultContext,
+    /// The operation whose successes are the invocation's committed chunks, as
+    /// [`Faults::crash_after_chunks`] counts them.
+    chunk: &'static str,
+}
+
+impl CountWriteFaults {
+    /// The aggregator's: a chunk is one `TransactWriteItems` (its claim and count rows).
+    pub fn committing_chunks(context: FaultContext) -> Self {
+        Self {
+            context,
+            chunk: TRANSACT_WRITE_ITEMS,
+        }
+    }
+
+    /// The eraser's: a chunk is one `BatchWriteItem` of deletes.
+    pub fn committing_deletes(context: FaultContext) -> Self {
+        Self {
+            context,
+            chunk: BATCH_WRITE_ITEM,
+        }
+    }
+}
 
 const TRANSACT_WRITE_ITEMS: &str = "TransactWriteItems";
+const BATCH_WRITE_ITEM: &str = "BatchWriteItem";
 const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
 
 impl Intercept for CountWriteFaults {
@@ -185,19 +209,23 @@ impl Intercept for CountWriteFaults {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        refuse_if_dead(&self.0)?;
+        refuse_if_dead(&self.context)?;
         if operation(cfg) != Some(TRANSACT_WRITE_ITEMS) {
             return Ok(());
         }
         let chunks_committed = self
-            .0
+            .context
             .invocation
             .current()
             .map_or(0, |live| live.chunks_committed.load(Ordering::SeqCst));
-        let Some(throttle) = self.0.faults.take_count_write_throttle(chunks_committed) else {
+        let Some(throttle) = self
+            .context
+            .faults
+            .take_count_write_throttle(chunks_committed)
+        else {
             return Ok(());
         };
-        CounterCells::add(&self.0.counters.throttled_count_writes, 1);
+        CounterCells::add(&self.context.counters.throttled_count_writes, 1);
         let body = match throttle {
             Throttle::Request => serde_json::json!({
                 "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
@@ -245,18 +273,19 @@ impl Intercept for CountWriteFaults {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if operation(cfg) != Some(TRANSACT_WRITE_ITEMS)
-            || !matches!(context.output_or_error(), Some(Ok(_)))
-        {
+        let operation = operation(cfg);
+        if operation != Some(self.chunk) || !matches!(context.output_or_error(), Some(Ok(_))) {
             return Ok(());
         }
-        let size = cfg.load::<TransactionSize>().map_or(0, |s| s.0);
-        let counters = &self.0.counters;
-        CounterCells::add(&counters.transactions_committed, 1);
-        CounterCells::add(&counters.count_row_writes, size.saturating_sub(1) as u64);
-        if let Some(live) = self.0.invocation.current() {
+        if operation == Some(TRANSACT_WRITE_ITEMS) {
+            let size = cfg.load::<TransactionSize>().map_or(0, |s| s.0);
+            let counters = &self.context.counters;
+            CounterCells::add(&counters.transactions_committed, 1);
+            CounterCells::add(&counters.count_row_writes, size.saturating_sub(1) as u64);
+        }
+        if let Some(live) = self.context.invocation.current() {
             let chunks = live.chunks_committed.fetch_add(1, Ordering::SeqCst) + 1;
-            if self.0.faults.take_crash_at(chunks) {
+            if self.context.faults.take_crash_at(chunks) {
                 live.dead.store(true, Ordering::SeqCst);
                 live.died.notify_waiters();
                 live.died.notify_one();

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use lambda_runtime::LambdaEvent;
-use likes_aggregator::{Aggregator, AggregatorConfig, Publisher, PublisherConfig};
+use likes_aggregator::{
+    Aggregator, AggregatorConfig, Eraser, EraserConfig, Publisher, PublisherConfig,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +25,7 @@ use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext
 pub enum StreamFunction {
     Aggregator(AggregatorConfig),
     Publisher(PublisherConfig),
+    Eraser(EraserConfig),
 }
 
 impl StreamFunction {
@@ -38,6 +41,9 @@ impl StreamFunction {
                     .map(Self::Publisher)
                     .map_err(|e| e.to_string())
             }
+            "erase" => EraserConfig::from_lookup(|name| config.environment.get(name).cloned())
+                .map(Self::Eraser)
+                .map_err(|e| e.to_string()),
             other => Err(format!(
                 "no local handler for stream function binary {other:?}"
             )),
@@ -57,10 +63,20 @@ impl StreamFunction {
             Self::Aggregator(config) => {
                 let dynamodb = aws_sdk_dynamodb::Client::from_conf(
                     aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults(context))
+                        .interceptor(CountWriteFaults::committing_chunks(context))
                         .build(),
                 );
                 Handler::Aggregator(Aggregator::new(config.clone(), dynamodb))
+            }
+            // The eraser's "chunks" are its BatchWriteItem deletes: a crash after the k-th
+            // leaves a slice half done.
+            Self::Eraser(config) => {
+                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+                    aws_sdk_dynamodb::config::Builder::from(sdk)
+                        .interceptor(CountWriteFaults::committing_deletes(context))
+                        .build(),
+                );
+                Handler::Eraser(Eraser::new(config.clone(), dynamodb))
             }
             Self::Publisher(config) => {
                 let kinesis = aws_sdk_kinesis::Client::from_conf(
@@ -81,6 +97,7 @@ impl StreamFunction {
 enum Handler {
     Aggregator(Aggregator),
     Publisher(Publisher),
+    Eraser(Eraser),
 }
 
 pub struct FunctionInstance {
@@ -133,6 +150,7 @@ impl FunctionInstance {
             Handler::Publisher(publisher) => {
                 run(payload, context, |event| publisher.handle(event)).await
             }
+            Handler::Eraser(eraser) => run(payload, context, |event| eraser.handle(event)).await,
         }
     }
 }
