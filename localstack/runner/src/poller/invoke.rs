@@ -81,6 +81,18 @@ impl StreamFunction {
 enum Handler {
     Aggregator(Aggregator),
     Publisher(Publisher),
+    /// A test's function: records each event it receives and answers from a script.
+    #[cfg(test)]
+    Scripted(Arc<Script>),
+}
+
+/// What a scripted test function received, and what it answers next (`{}` once the
+/// script runs out).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Script {
+    pub received: std::sync::Mutex<Vec<Value>>,
+    pub answers: std::sync::Mutex<std::collections::VecDeque<Value>>,
 }
 
 pub struct FunctionInstance {
@@ -89,6 +101,14 @@ pub struct FunctionInstance {
 }
 
 impl FunctionInstance {
+    #[cfg(test)]
+    pub fn scripted(script: Arc<Script>) -> Self {
+        Self {
+            handler: Handler::Scripted(script),
+            invocation: Arc::default(),
+        }
+    }
+
     /// One invocation within the function's timeout; `Err` is a function error: the
     /// handler's, a timeout, or a crash a fault played after a committed chunk.
     pub async fn call(
@@ -132,6 +152,16 @@ impl FunctionInstance {
             }
             Handler::Publisher(publisher) => {
                 run(payload, context, |event| publisher.handle(event)).await
+            }
+            #[cfg(test)]
+            Handler::Scripted(script) => {
+                let event: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+                script.received.lock().unwrap().push(event);
+                let answer = script.answers.lock().unwrap().pop_front();
+                Ok(answer
+                    .unwrap_or_else(|| serde_json::json!({}))
+                    .to_string()
+                    .into_bytes())
             }
         }
     }
