@@ -131,9 +131,14 @@ impl StreamClient {
             }
             Self::Kinesis(client) => {
                 use aws_sdk_kinesis::types::ShardIteratorType as Type;
+                // By name: moto builds the iterator from the stream name alone, and one from
+                // an ARN does not read back.
+                let name = stream_arn
+                    .rsplit_once('/')
+                    .map_or(stream_arn, |(_, name)| name);
                 let request = client
                     .get_shard_iterator()
-                    .stream_arn(stream_arn)
+                    .stream_name(name)
                     .shard_id(shard_id);
                 let request = match (tail, starting_position) {
                     (Some(tail), _) => request
