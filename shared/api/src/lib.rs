@@ -4,6 +4,7 @@
 mod counts;
 pub mod edge;
 mod error;
+mod leaderboard;
 mod reactions;
 
 use std::convert::Infallible;
@@ -12,7 +13,7 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
-use likes_store::{CachedCounts, CountsStore, RateLimitsStore, ReactionsStore};
+use likes_store::{CachedCounts, CountsStore, LeaderboardStore, RateLimitsStore, ReactionsStore};
 
 pub use error::ApiError;
 
@@ -27,10 +28,11 @@ pub enum Endpoint {
     GetLikeCount,
     BatchGetLikeCounts,
     BatchGetItems,
+    GetLeaderboard,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 8] = [
+    pub const ALL: [Endpoint; 9] = [
         Self::PutReaction,
         Self::PutLike,
         Self::DeleteLike,
@@ -39,6 +41,7 @@ impl Endpoint {
         Self::GetLikeCount,
         Self::BatchGetLikeCounts,
         Self::BatchGetItems,
+        Self::GetLeaderboard,
     ];
 
     /// The function's crate under `functions/`, which template.yaml names as its code.
@@ -52,6 +55,7 @@ impl Endpoint {
             Self::GetLikeCount => "get-like-count",
             Self::BatchGetLikeCounts => "batch-get-like-counts",
             Self::BatchGetItems => "batch-get-items",
+            Self::GetLeaderboard => "get-leaderboard",
         }
     }
 
@@ -60,7 +64,10 @@ impl Endpoint {
     }
 
     fn needs_reactions(self) -> bool {
-        !matches!(self, Self::GetLikeCount | Self::BatchGetLikeCounts)
+        !matches!(
+            self,
+            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::GetLeaderboard
+        )
     }
 
     fn needs_counts(self) -> bool {
@@ -101,6 +108,7 @@ pub struct Config {
     pub cursor_key: Option<CursorKey>,
     /// The RateLimits table and the limit the write endpoints hold each user to.
     pub write_limit: Option<(String, WriteLimit)>,
+    pub leaderboard_table: Option<String>,
 }
 
 impl Config {
@@ -150,6 +158,7 @@ impl Config {
             counts_table: var("COUNTS_TABLE", endpoint.needs_counts())?,
             cursor_key,
             write_limit,
+            leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
         })
     }
 }
@@ -162,6 +171,7 @@ pub struct App {
     counts: Option<CachedCounts>,
     cursor_key: Option<CursorKey>,
     rate_limits: Option<RateLimitsStore>,
+    leaderboard: Option<LeaderboardStore>,
 }
 
 impl App {
@@ -178,6 +188,9 @@ impl App {
             rate_limits: config
                 .write_limit
                 .map(|(table, limit)| RateLimitsStore::new(dynamodb.clone(), table, limit)),
+            leaderboard: config
+                .leaderboard_table
+                .map(|table| LeaderboardStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -201,6 +214,12 @@ impl App {
             .ok_or(ApiError::Config("RATE_LIMITS_TABLE"))
     }
 
+    fn leaderboard(&self) -> Result<&LeaderboardStore, ApiError> {
+        self.leaderboard
+            .as_ref()
+            .ok_or(ApiError::Config("LEADERBOARD_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -209,7 +228,7 @@ impl App {
 
     /// Serves one request of `endpoint`; every error becomes its problem+json response here.
     /// An answer is private unless its endpoint gave it a shared cache policy: only the
-    /// counts are the same for every caller, and errors never are.
+    /// counts and the leaderboard are the same for every caller, and errors never are.
     pub async fn handle(&self, endpoint: Endpoint, request: Request) -> Response<Body> {
         let result = match endpoint {
             Endpoint::PutReaction => reactions::put_reaction(self, request).await,
@@ -220,6 +239,7 @@ impl App {
             Endpoint::GetLikeCount => counts::get_like_count(self, request).await,
             Endpoint::BatchGetLikeCounts => counts::batch_get_like_counts(self, request).await,
             Endpoint::BatchGetItems => counts::batch_get_items(self, request).await,
+            Endpoint::GetLeaderboard => leaderboard::get_leaderboard(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use lambda_runtime::LambdaEvent;
-use likes_aggregator::{Aggregator, AggregatorConfig, Publisher, PublisherConfig};
+use likes_aggregator::{
+    Aggregator, AggregatorConfig, Leaderboard, LeaderboardConfig, Publisher, PublisherConfig,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +25,7 @@ use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext
 pub enum StreamFunction {
     Aggregator(AggregatorConfig),
     Publisher(PublisherConfig),
+    Leaderboard(LeaderboardConfig),
 }
 
 impl StreamFunction {
@@ -36,6 +39,11 @@ impl StreamFunction {
             "publisher" => {
                 PublisherConfig::from_lookup(|name| config.environment.get(name).cloned())
                     .map(Self::Publisher)
+                    .map_err(|e| e.to_string())
+            }
+            "leaderboard" => {
+                LeaderboardConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Leaderboard)
                     .map_err(|e| e.to_string())
             }
             other => Err(format!(
@@ -70,6 +78,16 @@ impl StreamFunction {
                 );
                 Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
+            Self::Leaderboard(config) => {
+                // Its transactions carry the same faults as the aggregator's (a crash after
+                // the k-th committed chunk, throttles).
+                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+                    aws_sdk_dynamodb::config::Builder::from(sdk)
+                        .interceptor(CountWriteFaults(context))
+                        .build(),
+                );
+                Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
+            }
         };
         FunctionInstance {
             handler,
@@ -81,6 +99,7 @@ impl StreamFunction {
 enum Handler {
     Aggregator(Aggregator),
     Publisher(Publisher),
+    Leaderboard(Leaderboard),
     /// A test's function: records each event it receives and answers from a script.
     #[cfg(test)]
     Scripted(Arc<Script>),
@@ -152,6 +171,9 @@ impl FunctionInstance {
             }
             Handler::Publisher(publisher) => {
                 run(payload, context, |event| publisher.handle(event)).await
+            }
+            Handler::Leaderboard(leaderboard) => {
+                run(payload, context, |event| leaderboard.handle(event)).await
             }
             #[cfg(test)]
             Handler::Scripted(script) => {
