@@ -369,4 +369,43 @@ Resources:
         assert_eq!(window(0).unwrap(), None);
         assert!(window(901).is_err());
     }
+
+    #[test]
+    fn a_kinesis_event_is_a_mapping_of_its_stream_without_virtual_shards() {
+        let template = Template::parse(
+            r#"
+Resources:
+  Log:
+    Type: AWS::Kinesis::Stream
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: leaderboard } }
+    Properties:
+      Events:
+        Log:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt Log.Arn
+            StartingPosition: LATEST
+            BatchSize: 100
+            BisectBatchOnFunctionError: false
+"#,
+        )
+        .unwrap();
+        let mut resources = Resources::default();
+        let arn = "arn:aws:kinesis:us-east-1:123456789012:stream/p-Log";
+        resources.attributes.insert("Log.Arn".into(), arn.into());
+        let read = |overrides: &BTreeMap<String, Yaml>| {
+            MappingConfig::all(&template, &resources, "p", &BTreeMap::new(), overrides)
+        };
+        let mappings = read(&BTreeMap::new()).unwrap();
+        assert_eq!(mappings.len(), 1);
+        let m = &mappings[0];
+        assert_eq!(m.source, StreamSource::Kinesis);
+        assert_eq!(m.stream_arn, arn);
+        assert_eq!(m.starting_position, StartingPosition::Latest);
+        assert_eq!(m.batch_size, 100);
+        let window = [("TumblingWindowInSeconds".to_owned(), Yaml::from(30))];
+        assert!(read(&window.into()).is_err(), "refused, not emulated");
+    }
 }
