@@ -372,6 +372,8 @@ pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 
 /// The mapping that feeds account erasure jobs from the Erasures stream.
 pub const ERASE_FUNCTION: &str = "EraseFunction";
+/// The mapping that feeds the leaderboard from the Kinesis event log.
+pub const LEADERBOARD_FUNCTION: &str = "LeaderboardFunction";
 
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
@@ -402,6 +404,23 @@ impl TestStack {
     /// after 60 s).
     pub async fn settle_events(&self) -> likes_local::faults::Counters {
         self.publisher()
+            .settle(std::time::Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// The leaderboard's event source mapping (on the Kinesis log): its faults and counters.
+    pub fn leaderboard(&self) -> &likes_local::poller::Pipeline {
+        self.stack
+            .pipeline(LEADERBOARD_FUNCTION)
+            .expect("template.yaml maps the event log to LeaderboardFunction")
+    }
+
+    /// Waits until every flip in the Reactions stream now is on the event log and applied
+    /// to the leaderboard (panics after 60 s each).
+    pub async fn settle_leaderboard(&self) -> likes_local::faults::Counters {
+        self.settle_events().await;
+        self.leaderboard()
             .settle(std::time::Duration::from_secs(60))
             .await
             .unwrap_or_else(|err| panic!("{err}"))

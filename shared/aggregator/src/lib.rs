@@ -9,6 +9,7 @@ mod aggregator;
 mod decode;
 mod erasure;
 mod events;
+mod leaderboard;
 mod publisher;
 mod pulse;
 
@@ -19,6 +20,7 @@ pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishError, PublishFailure};
+pub use leaderboard::{Leaderboard, LeaderboardConfig};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 
@@ -69,6 +71,19 @@ pub async fn run_publisher() -> Result<(), lambda_runtime::Error> {
     let publisher = &publisher;
     lambda_runtime::run(service_fn(move |event| async move {
         publisher.handle(event).await
+    }))
+    .await
+}
+
+/// The whole of the leaderboard consumer's `main`.
+pub async fn run_leaderboard() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = LeaderboardConfig::from_env()?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let leaderboard = Leaderboard::new(config, aws_sdk_dynamodb::Client::new(&sdk));
+    let leaderboard = &leaderboard;
+    lambda_runtime::run(service_fn(move |event| async move {
+        leaderboard.handle(event).await
     }))
     .await
 }

@@ -5,6 +5,7 @@ mod counts;
 pub mod edge;
 mod erasure;
 mod error;
+mod leaderboard;
 mod reactions;
 
 use std::convert::Infallible;
@@ -13,7 +14,9 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
-use likes_store::{CachedCounts, CountsStore, ErasuresStore, RateLimitsStore, ReactionsStore};
+use likes_store::{
+    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, RateLimitsStore, ReactionsStore,
+};
 
 pub use error::ApiError;
 
@@ -30,10 +33,11 @@ pub enum Endpoint {
     BatchGetItems,
     EraseReactions,
     GetErasure,
+    GetLeaderboard,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 10] = [
+    pub const ALL: [Endpoint; 11] = [
         Self::PutReaction,
         Self::PutLike,
         Self::DeleteLike,
@@ -44,6 +48,7 @@ impl Endpoint {
         Self::BatchGetItems,
         Self::EraseReactions,
         Self::GetErasure,
+        Self::GetLeaderboard,
     ];
 
     /// The function's crate under `functions/`, which template.yaml names as its code.
@@ -59,6 +64,7 @@ impl Endpoint {
             Self::BatchGetItems => "batch-get-items",
             Self::EraseReactions => "erase-reactions",
             Self::GetErasure => "get-erasure",
+            Self::GetLeaderboard => "get-leaderboard",
         }
     }
 
@@ -69,7 +75,11 @@ impl Endpoint {
     fn needs_reactions(self) -> bool {
         !matches!(
             self,
-            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::EraseReactions | Self::GetErasure
+            Self::GetLikeCount
+                | Self::BatchGetLikeCounts
+                | Self::EraseReactions
+                | Self::GetErasure
+                | Self::GetLeaderboard
         )
     }
 
@@ -117,6 +127,7 @@ pub struct Config {
     pub cursor_key: Option<CursorKey>,
     /// The RateLimits table and the limit the write endpoints hold each user to.
     pub write_limit: Option<(String, WriteLimit)>,
+    pub leaderboard_table: Option<String>,
 }
 
 impl Config {
@@ -167,6 +178,7 @@ impl Config {
             erasures_table: var("ERASURES_TABLE", endpoint.needs_erasures())?,
             cursor_key,
             write_limit,
+            leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
         })
     }
 }
@@ -180,6 +192,7 @@ pub struct App {
     erasures: Option<ErasuresStore>,
     cursor_key: Option<CursorKey>,
     rate_limits: Option<RateLimitsStore>,
+    leaderboard: Option<LeaderboardStore>,
 }
 
 impl App {
@@ -199,6 +212,9 @@ impl App {
             erasures: config
                 .erasures_table
                 .map(|table| ErasuresStore::new(dynamodb.clone(), table)),
+            leaderboard: config
+                .leaderboard_table
+                .map(|table| LeaderboardStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -228,6 +244,12 @@ impl App {
             .ok_or(ApiError::Config("RATE_LIMITS_TABLE"))
     }
 
+    fn leaderboard(&self) -> Result<&LeaderboardStore, ApiError> {
+        self.leaderboard
+            .as_ref()
+            .ok_or(ApiError::Config("LEADERBOARD_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -236,7 +258,7 @@ impl App {
 
     /// Serves one request of `endpoint`; every error becomes its problem+json response here.
     /// An answer is private unless its endpoint gave it a shared cache policy: only the
-    /// counts are the same for every caller, and errors never are.
+    /// counts and the leaderboard are the same for every caller, and errors never are.
     pub async fn handle(&self, endpoint: Endpoint, request: Request) -> Response<Body> {
         let result = match endpoint {
             Endpoint::PutReaction => reactions::put_reaction(self, request).await,
@@ -249,6 +271,7 @@ impl App {
             Endpoint::BatchGetItems => counts::batch_get_items(self, request).await,
             Endpoint::EraseReactions => erasure::erase_reactions(self, request).await,
             Endpoint::GetErasure => erasure::get_erasure(self, request).await,
+            Endpoint::GetLeaderboard => leaderboard::get_leaderboard(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response

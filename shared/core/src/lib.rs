@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cursor;
 pub mod erasure;
 pub mod ids;
+pub mod leaderboard;
 pub mod limit;
 pub mod pipeline;
 pub mod problem;
@@ -47,6 +48,8 @@ pub enum ValidationError {
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]
     Limit(String),
+    #[error("window {0:?} is not one of day, all")]
+    Window(String),
     #[error("the request body is not valid: {0}")]
     Body(String),
     #[error("the request body is larger than {0} bytes")]

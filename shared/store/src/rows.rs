@@ -66,6 +66,10 @@ pub mod attr {
     pub const REACTIONS_ERASED: &str = "reactions_erased";
     pub const PLANNED: &str = "planned";
     pub const ACTIVE_ID: &str = "active_id";
+    // Leaderboard (PK board, SK item_id): score rows, event claims, shard progress.
+    pub const BOARD: &str = "board";
+    pub const SCORE: &str = "score";
+    pub const APPLIED_THROUGH: &str = "applied_through";
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -141,6 +145,27 @@ pub struct ProbeRow<'a> {
     pub user_id: &'a str,
     pub item_id: &'a str,
     pub probed_at: i64,
+}
+
+/// A leaderboard score row: an item's net likes on one board.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScoreRow {
+    pub item_id: String,
+    pub score: i64,
+}
+
+/// The claim of one applied event on the Leaderboard table, `#event#<event_id>` / item id.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventClaimRow {
+    pub board: String,
+    pub item_id: String,
+    pub expires_at: i64,
+}
+
+/// How far the leaderboard consumer applied one Kinesis shard, `#progress` / shard id.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BoardProgressRow {
+    pub applied_through: i64,
 }
 
 /// The key of a Counts row.

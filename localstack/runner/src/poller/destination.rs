@@ -6,7 +6,7 @@ use aws_smithy_types::DateTime;
 use serde_json::{json, Value};
 
 use super::epoch_now;
-use super::mapping::MappingConfig;
+use super::mapping::{MappingConfig, StreamSource};
 use super::record::BufferedRecord;
 
 /// Attempts at sending a batch's metadata to the on-failure destination.
@@ -19,8 +19,9 @@ pub enum GiveUp {
     RecordAgeExceeded,
 }
 
-/// The message Lambda sends for a DynamoDB stream batch it gave up on: the invocation's
-/// context and the batch's place in the shard (`DDBStreamBatchInfo`), never its records.
+/// The message Lambda sends for a stream batch it gave up on: the invocation's context and
+/// the batch's place in the shard (`DDBStreamBatchInfo`, `KinesisBatchInfo`), never its
+/// records.
 pub fn batch_info(
     config: &MappingConfig,
     shard_id: &str,
@@ -31,6 +32,10 @@ pub fn batch_info(
     let (condition, invoke_count) = match why {
         GiveUp::RetryAttemptsExhausted(attempts) => ("RetryAttemptsExhausted", attempts),
         GiveUp::RecordAgeExceeded => ("RecordAgeExceeded", 0),
+    };
+    let info = match config.source {
+        StreamSource::DynamoDb { .. } => "DDBStreamBatchInfo",
+        StreamSource::Kinesis => "KinesisBatchInfo",
     };
     Some(json!({
         "requestContext": {
@@ -46,7 +51,7 @@ pub fn batch_info(
         },
         "version": "1.0",
         "timestamp": iso_time(epoch_now()),
-        "DDBStreamBatchInfo": {
+        info: {
             "shardId": shard_id,
             "startSequenceNumber": first.raw_sequence_number,
             "endSequenceNumber": last.raw_sequence_number,

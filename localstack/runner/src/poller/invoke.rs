@@ -9,7 +9,8 @@ use std::sync::Arc;
 use aws_config::SdkConfig;
 use lambda_runtime::LambdaEvent;
 use likes_aggregator::{
-    Aggregator, AggregatorConfig, Eraser, EraserConfig, Publisher, PublisherConfig,
+    Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Publisher,
+    PublisherConfig,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -26,6 +27,7 @@ pub enum StreamFunction {
     Aggregator(AggregatorConfig),
     Publisher(PublisherConfig),
     Eraser(EraserConfig),
+    Leaderboard(LeaderboardConfig),
 }
 
 impl StreamFunction {
@@ -44,6 +46,11 @@ impl StreamFunction {
             "erase" => EraserConfig::from_lookup(|name| config.environment.get(name).cloned())
                 .map(Self::Eraser)
                 .map_err(|e| e.to_string()),
+            "leaderboard" => {
+                LeaderboardConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Leaderboard)
+                    .map_err(|e| e.to_string())
+            }
             other => Err(format!(
                 "no local handler for stream function binary {other:?}"
             )),
@@ -86,6 +93,16 @@ impl StreamFunction {
                 );
                 Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
+            Self::Leaderboard(config) => {
+                // Its transactions carry the same faults as the aggregator's (a crash after
+                // the k-th committed chunk, throttles).
+                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+                    aws_sdk_dynamodb::config::Builder::from(sdk)
+                        .interceptor(CountWriteFaults::committing_chunks(context))
+                        .build(),
+                );
+                Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
+            }
         };
         FunctionInstance {
             handler,
@@ -98,6 +115,19 @@ enum Handler {
     Aggregator(Aggregator),
     Publisher(Publisher),
     Eraser(Eraser),
+    Leaderboard(Leaderboard),
+    /// A test's function: records each event it receives and answers from a script.
+    #[cfg(test)]
+    Scripted(Arc<Script>),
+}
+
+/// What a scripted test function received, and what it answers next (`{}` once the
+/// script runs out).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Script {
+    pub received: std::sync::Mutex<Vec<Value>>,
+    pub answers: std::sync::Mutex<std::collections::VecDeque<Value>>,
 }
 
 pub struct FunctionInstance {
@@ -106,6 +136,14 @@ pub struct FunctionInstance {
 }
 
 impl FunctionInstance {
+    #[cfg(test)]
+    pub fn scripted(script: Arc<Script>) -> Self {
+        Self {
+            handler: Handler::Scripted(script),
+            invocation: Arc::default(),
+        }
+    }
+
     /// One invocation within the function's timeout; `Err` is a function error: the
     /// handler's, a timeout, or a crash a fault played after a committed chunk.
     pub async fn call(
@@ -151,6 +189,19 @@ impl FunctionInstance {
                 run(payload, context, |event| publisher.handle(event)).await
             }
             Handler::Eraser(eraser) => run(payload, context, |event| eraser.handle(event)).await,
+            Handler::Leaderboard(leaderboard) => {
+                run(payload, context, |event| leaderboard.handle(event)).await
+            }
+            #[cfg(test)]
+            Handler::Scripted(script) => {
+                let event: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+                script.received.lock().unwrap().push(event);
+                let answer = script.answers.lock().unwrap().pop_front();
+                Ok(answer
+                    .unwrap_or_else(|| serde_json::json!({}))
+                    .to_string()
+                    .into_bytes())
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
-//! What a `Type: DynamoDB` function event of the template declares, resolved against the
-//! local resources.
+//! What a `Type: DynamoDB` or `Type: Kinesis` function event of the template declares,
+//! resolved against the local resources.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +22,16 @@ pub enum StartingPosition {
     Latest,
 }
 
+/// The stream API a mapping polls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamSource {
+    /// A table's stream; DynamoDB places a record on a shard by the table's HASH key
+    /// attribute, which the local mapping splits virtual shards by.
+    DynamoDb { partition_key: String },
+    /// A Kinesis stream: each shard is polled as it is, never split (ParallelizationFactor 1).
+    Kinesis,
+}
+
 /// Where a batch's metadata goes once retries or record age are exhausted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnFailureQueue {
@@ -29,7 +39,7 @@ pub struct OnFailureQueue {
     pub arn: String,
 }
 
-/// One `Type: DynamoDB` event of a function, as the template declares it.
+/// One `Type: DynamoDB` or `Type: Kinesis` event of a function, as the template declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappingConfig {
     /// The function's logical id and the event's name.
@@ -39,8 +49,7 @@ pub struct MappingConfig {
     pub binary: String,
     pub function_arn: String,
     pub stream_arn: String,
-    /// The table's HASH key attribute: DynamoDB places a record on a shard by it.
-    pub partition_key: String,
+    pub source: StreamSource,
     pub starting_position: StartingPosition,
     pub batch_size: usize,
     pub batching_window: Duration,
@@ -67,7 +76,7 @@ pub struct MappingError {
 }
 
 impl MappingConfig {
-    /// The mappings of every `Type: DynamoDB` event in the template; `property_overrides`
+    /// The mappings of every `Type: DynamoDB` and `Type: Kinesis` event in the template; `property_overrides`
     /// are set over each event's `Properties` (a test trying an option the template does
     /// not declare yet).
     pub fn all(
@@ -83,9 +92,11 @@ impl MappingConfig {
                 continue;
             };
             for (event, spec) in events {
-                if spec["Type"].as_str() != Some("DynamoDB") {
-                    continue;
-                }
+                let kinesis = match spec["Type"].as_str() {
+                    Some("DynamoDB") => false,
+                    Some("Kinesis") => true,
+                    _ => continue,
+                };
                 let event = event.as_str().unwrap_or_default().to_owned();
                 let mut props = spec["Properties"].clone();
                 if let Some(map) = props.as_mapping_mut() {
@@ -101,7 +112,7 @@ impl MappingConfig {
                     props: &props,
                 };
                 let mapping = declared
-                    .parse(&event, environment_overrides)
+                    .parse(&event, kinesis, environment_overrides)
                     .map_err(|message| MappingError {
                         function: function.clone(),
                         event: event.clone(),
@@ -127,6 +138,7 @@ impl Declared<'_> {
     fn parse(
         &self,
         event: &str,
+        kinesis: bool,
         environment_overrides: &BTreeMap<String, String>,
     ) -> Result<MappingConfig, String> {
         let props = self.props;
@@ -144,7 +156,14 @@ impl Declared<'_> {
         let stream_arn = self
             .resources
             .resolve(self.template, &props["Stream"])
-            .ok_or("Stream does not resolve to a local table's stream")?;
+            .ok_or("Stream does not resolve to a local table's stream or Kinesis stream")?;
+        let source = if kinesis {
+            StreamSource::Kinesis
+        } else {
+            StreamSource::DynamoDb {
+                partition_key: self.partition_key()?,
+            }
+        };
         let starting_position = match props["StartingPosition"].as_str() {
             Some("TRIM_HORIZON") => StartingPosition::TrimHorizon,
             Some("LATEST") => StartingPosition::Latest,
@@ -161,6 +180,9 @@ impl Declared<'_> {
         };
         let tumbling_window = match props["TumblingWindowInSeconds"].as_u64() {
             None | Some(0) => None,
+            Some(_) if kinesis => {
+                return Err("TumblingWindowInSeconds is not emulated locally for Kinesis".into())
+            }
             Some(n) if n <= MAX_TUMBLING_WINDOW_SECONDS => Some(Duration::from_secs(n)),
             Some(n) => {
                 return Err(format!(
@@ -187,7 +209,7 @@ impl Declared<'_> {
                 self.prefix, self.function
             ),
             stream_arn,
-            partition_key: self.partition_key()?,
+            source,
             starting_position,
             batch_size,
             batching_window: Duration::from_secs(
@@ -318,7 +340,12 @@ Resources:
             (m.batch_size, m.batching_window),
             (1000, Duration::from_secs(1))
         );
-        assert_eq!(m.partition_key, "user_id");
+        assert_eq!(
+            m.source,
+            StreamSource::DynamoDb {
+                partition_key: "user_id".into()
+            }
+        );
         assert_eq!(m.tumbling_window, None);
         assert_eq!(m.maximum_retry_attempts, Some(10));
         assert_eq!(m.maximum_record_age, None);
@@ -341,5 +368,44 @@ Resources:
         assert_eq!(window(30).unwrap(), Some(Duration::from_secs(30)));
         assert_eq!(window(0).unwrap(), None);
         assert!(window(901).is_err());
+    }
+
+    #[test]
+    fn a_kinesis_event_is_a_mapping_of_its_stream_without_virtual_shards() {
+        let template = Template::parse(
+            r#"
+Resources:
+  Log:
+    Type: AWS::Kinesis::Stream
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: leaderboard } }
+    Properties:
+      Events:
+        Log:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt Log.Arn
+            StartingPosition: LATEST
+            BatchSize: 100
+            BisectBatchOnFunctionError: false
+"#,
+        )
+        .unwrap();
+        let mut resources = Resources::default();
+        let arn = "arn:aws:kinesis:us-east-1:123456789012:stream/p-Log";
+        resources.attributes.insert("Log.Arn".into(), arn.into());
+        let read = |overrides: &BTreeMap<String, Yaml>| {
+            MappingConfig::all(&template, &resources, "p", &BTreeMap::new(), overrides)
+        };
+        let mappings = read(&BTreeMap::new()).unwrap();
+        assert_eq!(mappings.len(), 1);
+        let m = &mappings[0];
+        assert_eq!(m.source, StreamSource::Kinesis);
+        assert_eq!(m.stream_arn, arn);
+        assert_eq!(m.starting_position, StartingPosition::Latest);
+        assert_eq!(m.batch_size, 100);
+        let window = [("TumblingWindowInSeconds".to_owned(), Yaml::from(30))];
+        assert!(read(&window.into()).is_err(), "refused, not emulated");
     }
 }

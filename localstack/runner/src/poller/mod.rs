@@ -1,6 +1,7 @@
-//! Event source mappings for DynamoDB streams, run locally with AWS semantics: what Lambda's
-//! pollers do in the cloud, for every function event of `Type: DynamoDB` in the template,
-//! each mapping with checkpoints of its own (two functions on one stream are two mappings).
+//! Event source mappings for DynamoDB streams and Kinesis streams, run locally with AWS
+//! semantics: what Lambda's pollers do in the cloud, for every function event of
+//! `Type: DynamoDB` or `Type: Kinesis` in the template, each mapping with checkpoints of its
+//! own (two functions on one stream are two mappings).
 //!
 //! moto keeps one shard per table; AWS spreads a table's keys over several. Each stream
 //! shard is read once and its records split by partition key into N virtual shards
@@ -18,6 +19,11 @@
 //! before the lowest failed record and retries from it; retries are bounded by
 //! `MaximumRetryAttempts`, records by `MaximumRecordAgeInSeconds`, after which the batch's
 //! metadata (`DDBStreamBatchInfo`) goes to the on-failure destination and the shard moves on.
+//!
+//! A Kinesis mapping is the same poller over the Kinesis API (ListShards, GetShardIterator,
+//! GetRecords): each Kinesis shard is one shard of the mapping, never split, its records
+//! handed over as the Lambda Kinesis event (base64 data, `eventID` `<shard id>:<sequence
+//! number>`), its failures retried, checkpointed and given up (`KinesisBatchInfo`) alike.
 
 mod destination;
 mod invoke;
@@ -26,6 +32,7 @@ mod reader;
 mod record;
 mod retry;
 mod shard;
+mod stream;
 mod supervisor;
 mod window;
 
@@ -41,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{CounterCells, Counters, Faults};
 use invoke::StreamFunction;
 
-pub use mapping::{MappingConfig, MappingError, OnFailureQueue, StartingPosition};
+pub use mapping::{MappingConfig, MappingError, OnFailureQueue, StartingPosition, StreamSource};
 pub use reader::virtual_shard_id;
 pub use record::SequenceNumber;
 pub use window::Bounds;
@@ -229,8 +236,8 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Starts the mapping's poller on a thread of its own, splitting each stream shard into
-    /// `virtual_shards` shards.
+    /// Starts the mapping's poller on a thread of its own, splitting each DynamoDB stream
+    /// shard into `virtual_shards` shards (a Kinesis shard is never split).
     pub fn start(
         config: MappingConfig,
         virtual_shards: usize,
@@ -244,7 +251,10 @@ impl Pipeline {
         let function = StreamFunction::for_binary(&config).map_err(|m| error(&config, m))?;
         let shared = Arc::new(Shared {
             enabled: AtomicBool::new(config.enabled),
-            virtual_shards: virtual_shards.max(1),
+            virtual_shards: match config.source {
+                StreamSource::DynamoDb { .. } => virtual_shards.max(1),
+                StreamSource::Kinesis => 1,
+            },
             config,
             faults: Arc::default(),
             counters: Arc::default(),

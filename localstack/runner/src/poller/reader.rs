@@ -1,16 +1,16 @@
 //! Reads one stream shard and routes its records to the virtual shards that share it:
 //! moto keeps one shard per table, AWS several, so the local mapping splits each real
-//! shard by partition key into `LIKES_STREAM_SHARDS` virtual ones.
+//! DynamoDB stream shard by partition key into `LIKES_STREAM_SHARDS` virtual ones. A
+//! Kinesis shard has one virtual shard: itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
-use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::mapping::StartingPosition;
-use super::record::{virtual_shard, BufferedRecord, RecordError};
+use super::mapping::StreamSource;
+use super::record::{BufferedRecord, RecordError};
+use super::stream::StreamClient;
 use super::{epoch_now, Shared, POLL_INTERVAL};
 use crate::faults::CounterCells;
 
@@ -19,9 +19,13 @@ pub const READ_ERROR_PAUSE: Duration = Duration::from_millis(200);
 /// GetRecords takes at most 1,000 records.
 const READ_LIMIT: i32 = 1000;
 
-/// The name of virtual shard `n` of a stream shard.
-pub fn virtual_shard_id(stream_shard: &str, n: usize) -> String {
-    format!("{stream_shard}-v{n}")
+/// The name of virtual shard `n` of a stream shard: a Kinesis shard is not split, so its
+/// one virtual shard keeps its name (the `shardId-…` of its records' `eventID`).
+pub fn virtual_shard_id(source: &StreamSource, stream_shard: &str, n: usize) -> String {
+    match source {
+        StreamSource::DynamoDb { .. } => format!("{stream_shard}-v{n}"),
+        StreamSource::Kinesis => stream_shard.to_owned(),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +39,7 @@ enum ReadError {
 pub struct StreamReader {
     shared: Arc<Shared>,
     shard_id: String,
-    streams: aws_sdk_dynamodbstreams::Client,
+    streams: Arc<StreamClient>,
     iterator: Option<String>,
     /// The last record read from the shard.
     tail: Option<String>,
@@ -48,7 +52,7 @@ impl StreamReader {
     pub fn new(
         shared: Arc<Shared>,
         shard_id: String,
-        streams: aws_sdk_dynamodbstreams::Client,
+        streams: Arc<StreamClient>,
         outlets: Vec<UnboundedSender<BufferedRecord>>,
     ) -> Self {
         Self {
@@ -111,62 +115,50 @@ impl StreamReader {
         }
         // A stale or expired iterator (moto: HTTP 500): the caller acquires a new one after
         // the last record read, so nothing is skipped or read twice.
-        let output = self
-            .streams
-            .get_records()
-            .shard_iterator(iterator)
-            .limit(READ_LIMIT)
-            .send()
-            .await
-            .map_err(|e| ReadError::Stream(DisplayErrorContext(e).to_string()))?;
-        let arrived = Instant::now();
         let config = &self.shared.config;
-        let records = output.records.unwrap_or_default();
-        for record in &records {
+        let page = self
+            .streams
+            .get_records(
+                iterator,
+                READ_LIMIT,
+                &self.shard_id,
+                &config.stream_arn,
+                self.outlets.len(),
+            )
+            .await
+            .map_err(ReadError::Stream)?;
+        let read = page.records.len();
+        for record in page.records {
             // Never skip a record silently: an unreadable one stops the read here, and the
             // next read starts at it again.
-            let n = virtual_shard(record, &config.partition_key, self.outlets.len())?;
-            let buffered = BufferedRecord::read(record, &config.stream_arn, arrived)?;
+            let (n, buffered) = record?;
             self.tail = Some(buffered.raw_sequence_number.clone());
-            let id = virtual_shard_id(&self.shard_id, n);
+            let id = virtual_shard_id(&config.source, &self.shard_id, n);
             self.shared.shard_progress(&id, |p| p.routed += 1);
             // A virtual shard's inbox outlives the reader unless the mapping is stopping.
             let _ = self.outlets[n].send(buffered);
         }
         self.shared
-            .stream_progress(&self.shard_id, |p| p.records_read += records.len() as u64);
-        match output.next_shard_iterator {
+            .stream_progress(&self.shard_id, |p| p.records_read += read as u64);
+        match page.next_iterator {
             Some(next) => self.iterator = Some(next),
             None => {
                 self.closed = true;
                 self.outlets.clear();
             }
         }
-        Ok(records.len())
+        Ok(read)
     }
 
     async fn acquire_iterator(&self) -> Result<String, String> {
-        let request = self
-            .streams
-            .get_shard_iterator()
-            .stream_arn(&self.shared.config.stream_arn)
-            .shard_id(&self.shard_id);
-        let request = match (&self.tail, self.shared.config.starting_position) {
-            (Some(tail), _) => request
-                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(tail),
-            (None, StartingPosition::TrimHorizon) => {
-                request.shard_iterator_type(ShardIteratorType::TrimHorizon)
-            }
-            (None, StartingPosition::Latest) => {
-                request.shard_iterator_type(ShardIteratorType::Latest)
-            }
-        };
-        request
-            .send()
+        let config = &self.shared.config;
+        self.streams
+            .shard_iterator(
+                &config.stream_arn,
+                &self.shard_id,
+                self.tail.as_deref(),
+                config.starting_position,
+            )
             .await
-            .map_err(|e| DisplayErrorContext(e).to_string())?
-            .shard_iterator
-            .ok_or_else(|| "GetShardIterator returned no iterator".to_owned())
     }
 }

@@ -2,7 +2,13 @@
 
 use std::time::Instant;
 
-use aws_lambda_events::event::dynamodb::{EventRecord, StreamRecord, StreamViewType, UserIdentity};
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::dynamodb::{
+    Event, EventRecord, StreamRecord, StreamViewType, UserIdentity,
+};
+use aws_lambda_events::event::kinesis::{
+    KinesisEncryptionType, KinesisEvent, KinesisEventRecord, KinesisRecord,
+};
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record};
 use sha2::{Digest, Sha256};
 
@@ -39,13 +45,58 @@ impl PartialOrd for SequenceNumber {
     }
 }
 
+/// A record in Lambda's event shape for its stream.
+#[derive(Debug, Clone)]
+pub enum LambdaRecord {
+    DynamoDb(EventRecord),
+    Kinesis(KinesisEventRecord),
+}
+
+impl LambdaRecord {
+    /// The DynamoDB record (a time window event holds only those).
+    pub fn dynamodb(&self) -> Option<&EventRecord> {
+        match self {
+            Self::DynamoDb(record) => Some(record),
+            Self::Kinesis(_) => None,
+        }
+    }
+
+    fn json_bytes(&self) -> serde_json::Result<usize> {
+        match self {
+            Self::DynamoDb(record) => serde_json::to_vec(record),
+            Self::Kinesis(record) => serde_json::to_vec(record),
+        }
+        .map(|json| json.len())
+    }
+}
+
+/// The plain invocation event for a batch: the Lambda DynamoDB event or the Kinesis event,
+/// as the batch's records are (one mapping polls one kind of stream).
+pub fn plain_event<'a>(
+    batch: impl IntoIterator<Item = &'a LambdaRecord>,
+) -> serde_json::Result<Vec<u8>> {
+    let mut dynamodb = Event::default();
+    let mut kinesis = KinesisEvent::default();
+    for record in batch {
+        match record {
+            LambdaRecord::DynamoDb(record) => dynamodb.records.push(record.clone()),
+            LambdaRecord::Kinesis(record) => kinesis.records.push(record.clone()),
+        }
+    }
+    if kinesis.records.is_empty() {
+        serde_json::to_vec(&dynamodb)
+    } else {
+        serde_json::to_vec(&kinesis)
+    }
+}
+
 /// A stream record read and not yet acknowledged, already in Lambda's event shape.
 #[derive(Debug, Clone)]
 pub struct BufferedRecord {
     pub sequence_number: SequenceNumber,
     /// As the stream spells it, for `batchItemFailures` and the DLQ message.
     pub raw_sequence_number: String,
-    pub lambda: EventRecord,
+    pub lambda: LambdaRecord,
     pub json_bytes: usize,
     pub created_at_secs: f64,
     pub arrived: Instant,
@@ -115,10 +166,61 @@ impl BufferedRecord {
             user
         });
         lambda.change = change;
+        Self::new(
+            raw,
+            LambdaRecord::DynamoDb(lambda),
+            created_at_secs,
+            arrived,
+        )
+    }
+
+    /// A Kinesis record as Lambda hands it to the function: data base64 in JSON,
+    /// `approximateArrivalTimestamp` in epoch seconds, `eventID` `<shard id>:<sequence number>`.
+    pub fn read_kinesis(
+        record: &aws_sdk_kinesis::types::Record,
+        shard_id: &str,
+        stream_arn: &str,
+        arrived: Instant,
+    ) -> Result<Self, RecordError> {
+        let raw = record.sequence_number().to_owned();
+        let created_at_secs = record
+            .approximate_arrival_timestamp()
+            .map(|t| t.as_secs_f64())
+            .unwrap_or_else(epoch_now);
+        let mut kinesis = KinesisRecord::default();
+        kinesis.approximate_arrival_timestamp = SecondTimestamp(
+            chrono::DateTime::from_timestamp_micros((created_at_secs * 1_000_000.0) as i64)
+                .unwrap_or_default(),
+        );
+        kinesis.data.extend_from_slice(record.data().as_ref());
+        kinesis.encryption_type = match record.encryption_type() {
+            Some(aws_sdk_kinesis::types::EncryptionType::Kms) => KinesisEncryptionType::Kms,
+            _ => KinesisEncryptionType::None,
+        };
+        kinesis.partition_key = record.partition_key().unwrap_or_default().to_owned();
+        kinesis.sequence_number = raw.clone();
+        kinesis.kinesis_schema_version = Some("1.0".into());
+        let mut lambda = KinesisEventRecord::default();
+        lambda.aws_region = stream_arn.split(':').nth(3).map(str::to_owned);
+        lambda.event_id = Some(format!("{shard_id}:{raw}"));
+        lambda.event_name = Some("aws:kinesis:record".into());
+        lambda.event_source = Some("aws:kinesis".into());
+        lambda.event_source_arn = Some(stream_arn.to_owned());
+        lambda.event_version = Some("1.0".into());
+        lambda.kinesis = kinesis;
+        Self::new(raw, LambdaRecord::Kinesis(lambda), created_at_secs, arrived)
+    }
+
+    fn new(
+        raw: String,
+        lambda: LambdaRecord,
+        created_at_secs: f64,
+        arrived: Instant,
+    ) -> Result<Self, RecordError> {
         Ok(Self {
             sequence_number: SequenceNumber::new(&raw),
             raw_sequence_number: raw,
-            json_bytes: serde_json::to_vec(&lambda)?.len(),
+            json_bytes: lambda.json_bytes()?,
             lambda,
             created_at_secs,
             arrived,
@@ -202,7 +304,7 @@ mod tests {
         let read = BufferedRecord::read(&record("u1"), arn, Instant::now()).unwrap();
         assert_eq!(read.raw_sequence_number, "1100000000017454423009");
         assert_eq!(read.created_at_secs, 1_700_000_000.25);
-        let lambda = serde_json::to_value(&read.lambda).unwrap();
+        let lambda = serde_json::to_value(read.lambda.dynamodb().unwrap()).unwrap();
         assert_eq!(lambda["eventVersion"], "1.1");
         assert_eq!(lambda["eventSourceARN"], arn);
         // Whole epoch seconds, as Lambda writes them.

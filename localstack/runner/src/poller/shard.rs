@@ -5,14 +5,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::dynamodb::EventRecord;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::destination::GiveUp;
 use super::invoke::{Answer, FunctionInstance, Outcome};
 use super::mapping::MappingConfig;
-use super::record::{BufferedRecord, SequenceNumber};
+use super::record::{plain_event, BufferedRecord, SequenceNumber};
 use super::window::{Bounds, OpenWindow};
 use super::{epoch_now, Delivery, Shared, POLL_INTERVAL};
 use crate::faults::CounterCells;
@@ -215,12 +215,7 @@ impl VirtualShard {
         if is_duplicate {
             CounterCells::add(&counters.duplicate_deliveries, 1);
         }
-        let records: Vec<EventRecord> = self
-            .buffer
-            .iter()
-            .take(len)
-            .map(|r| r.lambda.clone())
-            .collect();
+        let batch = self.buffer.iter().take(len).map(|r| &r.lambda);
         let mut open = match (
             self.window.take(),
             self.buffer.front().and_then(|r| self.bounds_of(r)),
@@ -231,6 +226,9 @@ impl VirtualShard {
         };
         let (payload, delivery) = match &open {
             Some(open) => {
+                // Only DynamoDB mappings take tumbling windows.
+                let records: Vec<EventRecord> =
+                    batch.filter_map(|r| r.dynamodb().cloned()).collect();
                 let event =
                     open.event(records, &self.place.id, &self.config().stream_arn, is_final);
                 (
@@ -238,14 +236,7 @@ impl VirtualShard {
                     Delivery::of_window(&event, open.bounds),
                 )
             }
-            None => {
-                let mut event = Event::default();
-                event.records = records;
-                (
-                    serde_json::to_vec(&event),
-                    Delivery::plain(&self.place.id, len),
-                )
-            }
+            None => (plain_event(batch), Delivery::plain(&self.place.id, len)),
         };
         self.shared.record_delivery(delivery);
         self.shared.shard_progress(&self.place.id, |p| {
@@ -325,5 +316,163 @@ impl VirtualShard {
                 p.checkpoint = Some(last);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use aws_lambda_events::event::kinesis::KinesisEvent;
+    use aws_sdk_kinesis::primitives::Blob;
+    use serde_json::json;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::poller::invoke::Script;
+    use crate::poller::mapping::{StartingPosition, StreamSource};
+
+    const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/events";
+    const SHARD: &str = "shardId-000000000001";
+
+    fn config() -> MappingConfig {
+        MappingConfig {
+            function: "Consumer".into(),
+            event: "Events".into(),
+            binary: "consumer".into(),
+            function_arn: "arn:aws:lambda:us-east-1:123456789012:function:p-Consumer".into(),
+            stream_arn: STREAM.into(),
+            source: StreamSource::Kinesis,
+            starting_position: StartingPosition::TrimHorizon,
+            batch_size: 5,
+            batching_window: Duration::ZERO,
+            tumbling_window: None,
+            maximum_retry_attempts: Some(3),
+            maximum_record_age: None,
+            report_batch_item_failures: true,
+            on_failure: None,
+            enabled: true,
+            function_timeout: Duration::from_secs(5),
+            environment: BTreeMap::new(),
+        }
+    }
+
+    fn record(seq: u64) -> BufferedRecord {
+        let record = aws_sdk_kinesis::types::Record::builder()
+            .sequence_number(format!("4959{seq:020}"))
+            .data(Blob::new(format!("event {seq}")))
+            .partition_key(format!("item#{seq}"))
+            .approximate_arrival_timestamp(aws_smithy_types::DateTime::from_secs(1_700_000_000))
+            .build()
+            .unwrap();
+        BufferedRecord::read_kinesis(&record, SHARD, STREAM, Instant::now()).unwrap()
+    }
+
+    /// The data of every record of every event the function received, in order.
+    fn deliveries(script: &Script) -> Vec<Vec<String>> {
+        let received = script.received.lock().unwrap();
+        received
+            .iter()
+            .map(|event| {
+                let event: KinesisEvent = serde_json::from_value(event.clone()).unwrap();
+                event
+                    .records
+                    .iter()
+                    .map(|r| String::from_utf8(r.kinesis.data.to_vec()).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn kinesis_batches_arrive_in_order_and_a_partial_failure_retries_from_the_failed_record()
+    {
+        let shared = Arc::new(Shared {
+            config: config(),
+            virtual_shards: 1,
+            faults: Arc::default(),
+            counters: Arc::default(),
+            enabled: true.into(),
+            stop: tokio_util::sync::CancellationToken::new(),
+            progress: Default::default(),
+            deliveries: Default::default(),
+            failure: Default::default(),
+        });
+        let script = Arc::new(Script::default());
+        // The first batch fails at its third record (and its fifth: the lowest counts); the
+        // retry from it succeeds, and is delivered twice as if its checkpoint were lost.
+        let failed = record(3).raw_sequence_number;
+        script.answers.lock().unwrap().push_back(json!({
+            "batchItemFailures": [
+                {"itemIdentifier": record(5).raw_sequence_number},
+                {"itemIdentifier": failed},
+            ]
+        }));
+        shared.faults.duplicate_next_batches(1);
+        let (outlet, inbox) = mpsc::unbounded_channel();
+        for seq in 1..=5 {
+            outlet.send(record(seq)).unwrap();
+        }
+        drop(outlet);
+        let place = ShardPlace {
+            index: 0,
+            id: SHARD.into(),
+            stream_shard: SHARD.into(),
+        };
+        let sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::Config::builder()
+                .behavior_version_latest()
+                .build(),
+        );
+        let shard = VirtualShard::new(
+            shared.clone(),
+            place,
+            FunctionInstance::scripted(script.clone()),
+            sqs,
+            inbox,
+        );
+        tokio::time::timeout(Duration::from_secs(10), shard.run())
+            .await
+            .expect("the shard finishes its records");
+
+        let all: Vec<String> = (1..=5).map(|n| format!("event {n}")).collect();
+        assert_eq!(
+            deliveries(&script),
+            [all.clone(), all[2..].to_vec(), all[2..].to_vec()],
+            "in order; the retry starts at the lowest failed record; the duplicate repeats it"
+        );
+        let first = script.received.lock().unwrap()[0]["Records"][0].clone();
+        assert_eq!(first["eventSource"], "aws:kinesis");
+        assert_eq!(first["eventSourceARN"], STREAM);
+        assert_eq!(
+            first["eventID"],
+            format!("{SHARD}:{}", record(1).raw_sequence_number)
+        );
+        assert_eq!(first["kinesis"]["partitionKey"], "item#1");
+        assert_eq!(
+            first["kinesis"]["data"], "ZXZlbnQgMQ==",
+            "base64 of \"event 1\""
+        );
+        let typed: KinesisEvent =
+            serde_json::from_value(script.received.lock().unwrap()[0].clone()).unwrap();
+        assert_eq!(
+            typed.records[0]
+                .kinesis
+                .approximate_arrival_timestamp
+                .timestamp(),
+            1_700_000_000
+        );
+        let progress = shared.with_progress(|p| p.shards[SHARD].clone());
+        assert_eq!(progress.acknowledged, 5);
+        assert_eq!(
+            progress.checkpoint.as_deref(),
+            Some(record(5).raw_sequence_number.as_str())
+        );
+        let counters = shared.counters.snapshot();
+        assert_eq!(
+            (counters.partial_failures, counters.duplicate_deliveries),
+            (1, 1)
+        );
     }
 }

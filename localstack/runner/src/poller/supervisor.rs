@@ -5,14 +5,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::retry::RetryConfig;
 use aws_config::SdkConfig;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use tokio::sync::mpsc;
 
 use super::invoke::StreamFunction;
 use super::reader::{virtual_shard_id, StreamReader};
 use super::shard::{ShardPlace, VirtualShard};
+use super::stream::StreamClient;
 use super::Shared;
 
 /// How often the stream's shard list is read again (splits open child shards).
@@ -40,17 +39,11 @@ pub fn run_mapping(shared: Arc<Shared>, function: StreamFunction, sdk: SdkConfig
 }
 
 async fn supervise(shared: Arc<Shared>, function: StreamFunction, sdk: SdkConfig) {
-    // The reader handles a failed read itself (moto answers a stale iterator with a 500 the
-    // SDK would retry in vain): re-acquiring the iterator is the only useful retry.
-    let streams = aws_sdk_dynamodbstreams::Client::from_conf(
-        aws_sdk_dynamodbstreams::config::Builder::from(&sdk)
-            .retry_config(RetryConfig::disabled())
-            .build(),
-    );
+    let streams = Arc::new(StreamClient::new(&shared.config.source, &sdk));
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let mut started = BTreeSet::new();
     loop {
-        match list_shards(&streams, &shared.config.stream_arn).await {
+        match streams.list_shards(&shared.config.stream_arn).await {
             Ok(shards) => {
                 let listed: BTreeSet<&String> = shards.iter().map(|(id, _)| id).collect();
                 for (shard, parent) in &shards {
@@ -76,7 +69,7 @@ fn start_stream_shard(
     shard: &str,
     function: &StreamFunction,
     sdk: &SdkConfig,
-    streams: &aws_sdk_dynamodbstreams::Client,
+    streams: &Arc<StreamClient>,
     sqs: &aws_sdk_sqs::Client,
 ) {
     shared.stream_progress(shard, |_| {});
@@ -86,7 +79,7 @@ fn start_stream_shard(
         outlets.push(outlet);
         let place = ShardPlace {
             index: n,
-            id: virtual_shard_id(shard, n),
+            id: virtual_shard_id(&shared.config.source, shard, n),
             stream_shard: shard.to_owned(),
         };
         shared.shard_progress(&place.id, |p| {
@@ -104,34 +97,4 @@ fn start_stream_shard(
     }
     let reader = StreamReader::new(shared.clone(), shard.to_owned(), streams.clone(), outlets);
     tokio::task::spawn_local(reader.run());
-}
-
-/// Every shard of the stream with its parent.
-async fn list_shards(
-    client: &aws_sdk_dynamodbstreams::Client,
-    stream_arn: &str,
-) -> Result<Vec<(String, Option<String>)>, String> {
-    let mut shards = Vec::new();
-    let mut start = None;
-    loop {
-        let output = client
-            .describe_stream()
-            .stream_arn(stream_arn)
-            .set_exclusive_start_shard_id(start.take())
-            .send()
-            .await
-            .map_err(|e| DisplayErrorContext(e).to_string())?;
-        let Some(description) = output.stream_description else {
-            return Ok(shards);
-        };
-        for shard in description.shards.unwrap_or_default() {
-            if let Some(id) = shard.shard_id {
-                shards.push((id, shard.parent_shard_id));
-            }
-        }
-        match description.last_evaluated_shard_id {
-            Some(last) => start = Some(last),
-            None => return Ok(shards),
-        }
-    }
 }

@@ -1,9 +1,9 @@
 //! DynamoDB tables from their template properties.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, LocalSecondaryIndex,
-    PointInTimeRecoverySpecification, Projection, ProjectionType, ScalarAttributeType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    LocalSecondaryIndex, PointInTimeRecoverySpecification, Projection, ProjectionType,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -17,6 +17,8 @@ struct TableProperties {
     attribute_definitions: Vec<AttributeDef>,
     #[serde(default)]
     local_secondary_indexes: Vec<IndexDef>,
+    #[serde(default)]
+    global_secondary_indexes: Vec<IndexDef>,
     stream_specification: Option<StreamDef>,
     time_to_live_specification: Option<TtlDef>,
     point_in_time_recovery_specification: Option<PitrDef>,
@@ -84,6 +86,17 @@ fn key_schema(elements: &[KeyElement]) -> Result<Vec<KeySchemaElement>, String> 
         .collect()
 }
 
+impl ProjectionDef {
+    fn projection(&self) -> Projection {
+        Projection::builder()
+            .projection_type(ProjectionType::from(self.projection_type.as_str()))
+            .set_non_key_attributes(
+                (!self.non_key_attributes.is_empty()).then(|| self.non_key_attributes.clone()),
+            )
+            .build()
+    }
+}
+
 pub(super) struct CreatedTable {
     pub arn: String,
     pub stream_arn: Option<String>,
@@ -119,20 +132,22 @@ pub(super) async fn create_table(
         .set_key_schema(Some(key_schema(&props.key_schema).map_err(shape)?))
         .set_attribute_definitions(Some(attributes));
     for index in &props.local_secondary_indexes {
-        let projection = Projection::builder()
-            .projection_type(ProjectionType::from(
-                index.projection.projection_type.as_str(),
-            ))
-            .set_non_key_attributes(
-                (!index.projection.non_key_attributes.is_empty())
-                    .then(|| index.projection.non_key_attributes.clone()),
-            )
-            .build();
         request = request.local_secondary_indexes(
             LocalSecondaryIndex::builder()
                 .index_name(&index.index_name)
                 .set_key_schema(Some(key_schema(&index.key_schema).map_err(shape)?))
-                .projection(projection)
+                .projection(index.projection.projection())
+                .build()
+                .map_err(|e| shape(e.to_string()))?,
+        );
+    }
+    // On-demand tables: the indexes take no provisioned throughput either.
+    for index in &props.global_secondary_indexes {
+        request = request.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(&index.index_name)
+                .set_key_schema(Some(key_schema(&index.key_schema).map_err(shape)?))
+                .projection(index.projection.projection())
                 .build()
                 .map_err(|e| shape(e.to_string()))?,
         );
