@@ -148,7 +148,7 @@ impl TestStack {
     }
 
     /// As [`TestStack::start`] with `shards` virtual shards per stream shard and
-    /// `properties` set over every stream mapping's (`MaximumRetryAttempts`, say).
+    /// `properties` set over every DynamoDB-stream mapping's (`MaximumRetryAttempts`, say).
     pub async fn start_with_mappings(shards: usize, properties: &[(&str, i64)]) -> Self {
         let properties = properties
             .iter()

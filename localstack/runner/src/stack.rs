@@ -118,8 +118,8 @@ pub struct StackOptions {
     /// probes, scheduled reconciliation). Tests of the count pipeline alone fire none, so the
     /// stream holds only what they wrote.
     pub schedules: Schedules,
-    /// Properties set over every stream mapping's (a test trying an option the template
-    /// does not declare yet); empty runs the template as is.
+    /// Properties set over every DynamoDB-stream mapping's (a test trying an option the
+    /// template does not declare yet); empty runs the template as is.
     pub mapping_overrides: BTreeMap<String, serde_yaml::Value>,
     /// Virtual shards per stream shard (see [`stream_shards_from_env`]).
     pub stream_shards: usize,

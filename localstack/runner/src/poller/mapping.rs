@@ -76,9 +76,9 @@ pub struct MappingError {
 }
 
 impl MappingConfig {
-    /// The mappings of every `Type: DynamoDB` and `Type: Kinesis` event in the template; `property_overrides`
-    /// are set over each event's `Properties` (a test trying an option the template does
-    /// not declare yet).
+    /// The mappings of every `Type: DynamoDB` and `Type: Kinesis` event in the template;
+    /// `property_overrides` are set over each DynamoDB-stream event's `Properties` (a test of
+    /// the count pipeline trying an option the template does not declare yet).
     pub fn all(
         template: &Template,
         resources: &Resources,
@@ -99,7 +99,7 @@ impl MappingConfig {
                 };
                 let event = event.as_str().unwrap_or_default().to_owned();
                 let mut props = spec["Properties"].clone();
-                if let Some(map) = props.as_mapping_mut() {
+                if let Some(map) = props.as_mapping_mut().filter(|_| !kinesis) {
                     for (name, value) in property_overrides {
                         map.insert(Yaml::from(name.as_str()), value.clone());
                     }
