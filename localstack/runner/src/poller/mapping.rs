@@ -372,14 +372,15 @@ Resources:
 
     #[test]
     fn a_kinesis_event_is_a_mapping_of_its_stream_without_virtual_shards() {
-        let template = Template::parse(
-            r#"
+        let template = |extra: &str| {
+            Template::parse(&format!(
+                r#"
 Resources:
   Log:
     Type: AWS::Kinesis::Stream
   Fn:
     Type: AWS::Serverless::Function
-    Metadata: { BuildProperties: { Binary: leaderboard } }
+    Metadata: {{ BuildProperties: {{ Binary: leaderboard }} }}
     Properties:
       Events:
         Log:
@@ -389,23 +390,31 @@ Resources:
             StartingPosition: LATEST
             BatchSize: 100
             BisectBatchOnFunctionError: false
-"#,
-        )
-        .unwrap();
+{extra}"#
+            ))
+            .unwrap()
+        };
         let mut resources = Resources::default();
         let arn = "arn:aws:kinesis:us-east-1:123456789012:stream/p-Log";
         resources.attributes.insert("Log.Arn".into(), arn.into());
-        let read = |overrides: &BTreeMap<String, Yaml>| {
-            MappingConfig::all(&template, &resources, "p", &BTreeMap::new(), overrides)
+        let read = |template: &Template, overrides: &BTreeMap<String, Yaml>| {
+            MappingConfig::all(template, &resources, "p", &BTreeMap::new(), overrides)
         };
-        let mappings = read(&BTreeMap::new()).unwrap();
+        let plain = template("");
+        let mappings = read(&plain, &BTreeMap::new()).unwrap();
         assert_eq!(mappings.len(), 1);
         let m = &mappings[0];
         assert_eq!(m.source, StreamSource::Kinesis);
         assert_eq!(m.stream_arn, arn);
         assert_eq!(m.starting_position, StartingPosition::Latest);
         assert_eq!(m.batch_size, 100);
+        let windowed = template("            TumblingWindowInSeconds: 30\n");
+        assert!(
+            read(&windowed, &BTreeMap::new()).is_err(),
+            "refused, not emulated"
+        );
+        // A count-pipeline test's overrides are for the DynamoDB-stream mappings only.
         let window = [("TumblingWindowInSeconds".to_owned(), Yaml::from(30))];
-        assert!(read(&window.into()).is_err(), "refused, not emulated");
+        assert!(read(&plain, &window.into()).is_ok());
     }
 }
