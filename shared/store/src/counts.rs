@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -24,7 +23,7 @@ use likes_core::{Delta, ItemId};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::error::condition_held;
+use crate::error::{cancelled, condition_held};
 use crate::freshness::FreshnessStore;
 use crate::rows::attr::{CLAIM_ID, DISLIKE_COUNT, ITEM_ID, LIKE_COUNT, PARTITIONS, UPDATED_AT};
 use crate::rows::{self, ClaimRow, CountKey, CountRow, Item};
@@ -218,16 +217,9 @@ impl CountsWriter {
                 .set_transact_items(Some(actions.clone()))
                 .send()
                 .await;
-            let err = match result {
-                Ok(_) => return Ok(CommitOutcome::Committed),
-                Err(err) => err,
+            let Some((reasons, err)) = cancelled("TransactWriteItems", result)? else {
+                return Ok(CommitOutcome::Committed);
             };
-            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
-                err.as_service_error()
-            else {
-                return Err(StoreError::aws("TransactWriteItems", err));
-            };
-            let reasons = cancelled.cancellation_reasons();
             if let Some(claim) = reasons
                 .first()
                 .filter(|r| r.code() == Some("ConditionalCheckFailed"))

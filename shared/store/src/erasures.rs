@@ -3,7 +3,6 @@
 //! conditional: a job starts only where no guard is, a slice commits only at the step it
 //! read, and the last slice marks the job done and drops the guard in one transaction.
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -11,6 +10,7 @@ use aws_sdk_dynamodb::Client;
 use likes_core::erasure::{ACTIVE_GUARD, DONE_RETENTION_S};
 use likes_core::{ErasureId, ErasureJob, ErasureStatus, UserId};
 
+use crate::error::cancelled;
 use crate::rows::{self, attr, number, ErasureGuardRow, ErasureKey, ErasureRow, Item};
 use crate::StoreError;
 
@@ -80,16 +80,9 @@ impl ErasuresStore {
                 .set_transact_items(Some(actions.clone()))
                 .send()
                 .await;
-            let err = match result {
-                Ok(_) => return Ok(ErasureStart::Started(job_of(job)?)),
-                Err(err) => err,
+            let Some((reasons, err)) = cancelled("TransactWriteItems (erasure)", result)? else {
+                return Ok(ErasureStart::Started(job_of(job)?));
             };
-            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
-                err.as_service_error()
-            else {
-                return Err(StoreError::aws("TransactWriteItems (erasure)", err));
-            };
-            let reasons = cancelled.cancellation_reasons();
             let running = reasons
                 .first()
                 .filter(|r| r.code() == Some("ConditionalCheckFailed"))
@@ -220,19 +213,16 @@ impl ErasuresStore {
             .transact_items(TransactWriteItem::builder().delete(guard).build())
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(cancelled))
-                    if cancelled
-                        .cancellation_reasons()
-                        .first()
-                        .is_some_and(|r| r.code() == Some("ConditionalCheckFailed")) =>
-                {
-                    Ok(false)
-                }
-                _ => Err(StoreError::aws("TransactWriteItems (erasure done)", err)),
-            },
+        match cancelled("TransactWriteItems (erasure done)", result)? {
+            None => Ok(true),
+            Some((reasons, _))
+                if reasons
+                    .first()
+                    .is_some_and(|r| r.code() == Some("ConditionalCheckFailed")) =>
+            {
+                Ok(false)
+            }
+            Some((_, err)) => Err(StoreError::aws("TransactWriteItems (erasure done)", err)),
         }
     }
 

@@ -1,4 +1,9 @@
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::{
+    TransactWriteItemsError, TransactWriteItemsOutput,
+};
+use aws_sdk_dynamodb::types::CancellationReason;
 
 /// A store call whose I/O failed, in terms a caller can act on. What a call came to in the
 /// domain's terms (a replay, a stale version) is its `Ok` value, never one of these.
@@ -44,6 +49,30 @@ where
         Ok(_) => Ok(true),
         Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(false),
         Err(err) => Err(StoreError::aws(operation, err)),
+    }
+}
+
+pub(crate) type TransactionError = SdkError<TransactWriteItemsError, HttpResponse>;
+
+/// A cancelled transaction: DynamoDB's reasons, one per action in action order, and the
+/// error itself, for a caller that surfaces it.
+pub(crate) type Cancelled = (Vec<CancellationReason>, TransactionError);
+
+/// A transaction's outcome: `Ok(None)` when it committed, `Ok(Some(_))` when DynamoDB
+/// cancelled it, the error for any other failure.
+pub(crate) fn cancelled(
+    operation: &'static str,
+    result: Result<TransactWriteItemsOutput, TransactionError>,
+) -> Result<Option<Cancelled>, StoreError> {
+    let err = match result {
+        Ok(_) => return Ok(None),
+        Err(err) => err,
+    };
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+            Ok(Some((cancelled.cancellation_reasons().to_vec(), err)))
+        }
+        _ => Err(StoreError::aws(operation, err)),
     }
 }
 

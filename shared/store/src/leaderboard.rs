@@ -6,13 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use likes_core::leaderboard::{rank, score_deltas, Entry, Window, DAY_RETENTION_MS};
 use likes_core::pipeline::ReactionEvent;
 
-use crate::error::condition_held;
+use crate::error::{cancelled, condition_held};
 use crate::rows::attr::{APPLIED_THROUGH, BOARD, EXPIRES_AT, ITEM_ID, SCORE};
 use crate::rows::{self, number, BoardProgressRow, EventClaimRow, ScoreRow};
 use crate::StoreError;
@@ -65,17 +64,10 @@ impl LeaderboardStore {
                 .set_transact_items(Some(actions))
                 .send()
                 .await;
-            let err = match result {
-                Ok(_) => return Ok(pending.len()),
-                Err(err) => err,
-            };
-            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
-                err.as_service_error()
-            else {
-                return Err(StoreError::aws("TransactWriteItems", err));
-            };
             // Reasons come in action order: the claims first, one per pending event.
-            let reasons = cancelled.cancellation_reasons();
+            let Some((reasons, err)) = cancelled("TransactWriteItems", result)? else {
+                return Ok(pending.len());
+            };
             let claimed: Vec<bool> = (0..pending.len())
                 .map(|at| reasons.get(at).and_then(|r| r.code()) == Some("ConditionalCheckFailed"))
                 .collect();
