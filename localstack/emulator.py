@@ -18,6 +18,7 @@ test run that crashes never leaves an emulator behind.
 """
 
 import argparse
+import copy
 import io
 import json
 import logging
@@ -215,39 +216,119 @@ def stop(signum, frame):
     raise SystemExit(0)
 
 
-def keep_streams_through_rollbacks():
-    """A cancelled TransactWriteItems must leave the tables' streams as they were.
+def roll_transactions_back_in_place():
+    """A cancelled TransactWriteItems puts back what it touched, and nothing else moves.
 
-    moto rolls a cancelled transaction back by putting deep copies of its tables, taken
-    before it, in their place (moto 5: DynamoDBBackend.transact_write_items). Each copy
-    brings a copy of the table's stream shard, so every open shard iterator (a stream
-    poller's) keeps reading the discarded shard: it sees the records of the writes that
-    were rolled back, and never another record of that table. DynamoDB writes nothing to a
-    stream for a cancelled transaction. Here the live shard stays in place, cut back to the
-    records it held before the transaction.
+    moto 5 rolls a cancelled transaction back by deep-copying every table it names before
+    it starts (DynamoDBBackend.transact_write_items) and putting the copies in their place.
+    That has two costs. Every transaction copies whole tables: the Leaderboard table holds a
+    claim per event and the Counts table every count row, so each transaction cost more as a
+    run went on (a test putting 2,000 likes slowed from 20 to 10 writes a second). And each
+    copy brings a copy of the table's stream shard, so every open shard iterator (a stream
+    poller's) kept reading the discarded shard: it saw the records of the writes that were
+    rolled back, and never another record of that table. DynamoDB writes nothing to a stream
+    for a cancelled transaction.
+
+    Here the live tables stay in place: the items the transaction names are copied before
+    it, and if it is cancelled they are put back and the tables' stream shards cut back to
+    the records they held. The emulator's lock makes that atomic.
     """
-    from moto.dynamodb.models import DynamoDBBackend
+    import moto.dynamodb.models as models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
 
-    cancelled_write = DynamoDBBackend.transact_write_items
+    moto_transaction = models.DynamoDBBackend.transact_write_items
+
+    class KeepTables:
+        """moto's `copy` module, as the transaction sees it: tables are not copied."""
+
+        @staticmethod
+        def deepcopy(value, memo=None):
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    def named_items(backend, transact_items):
+        for entry in transact_items:
+            _, op = next(iter(entry.items()))
+            table = backend.tables.get(op.get("TableName"))
+            attrs = op.get("Key") or op.get("Item") or {}
+            if table is None or table.hash_key_attr not in attrs:
+                continue
+            if table.range_key_attr and table.range_key_attr not in attrs:
+                continue
+            hash_key = DynamoType(attrs[table.hash_key_attr])
+            range_key = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
+            yield table, hash_key, range_key
+
+    def put_back(table, hash_key, range_key, item):
+        rows = table.items[hash_key] if range_key is not None else table.items
+        slot = range_key if range_key is not None else hash_key
+        if item is None:
+            rows.pop(slot, None)
+        else:
+            rows[slot] = item
 
     def transact_write_items(self, transact_items):
-        shards = {
-            name: (table.stream_shard, len(table.stream_shard.items))
-            for name, table in self.tables.items()
-            if table.stream_shard is not None
-        }
+        before = [
+            (table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key)))
+            for table, hash_key, range_key in named_items(self, transact_items)
+        ]
+        tables = {id(table): table for table, *_ in before}.values()
+        shards = [(t.stream_shard, len(t.stream_shard.items)) for t in tables if t.stream_shard is not None]
+        models.copy = KeepTables
         try:
-            return cancelled_write(self, transact_items)
+            return moto_transaction(self, transact_items)
         except Exception:
-            for name, (shard, held) in shards.items():
-                table = self.tables.get(name)
-                if table is not None and table.stream_shard is not shard:
-                    del shard.items[held:]
-                    shard.table = table
-                    table.stream_shard = shard
+            # Newest first, so a key named twice ends as it was before the first.
+            for table, hash_key, range_key, item in reversed(before):
+                put_back(table, hash_key, range_key, item)
+            for shard, held in shards:
+                del shard.items[held:]
             raise
+        finally:
+            models.copy = copy
 
-    DynamoDBBackend.transact_write_items = transact_write_items
+    models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def read_kinesis_shards_by_position():
+    """GetRecords and PutRecord(s) on a Kinesis shard cost the same however long it is.
+
+    moto 5 keeps a shard's records in an ordered dict keyed by sequence number, and both
+    finds the shard's last sequence number (on every record put) and the records after an
+    iterator (on every GetRecords) by walking all of it: each put and each poll costs the
+    shard's whole length. A local run's event log holds tens of thousands of events and
+    several consumers poll each shard, so the emulator slowed down as the log grew (a test
+    putting 2,000 likes on one item went from 20 to 12 writes a second). Its sequence
+    numbers are 1, 2, 3... per shard, so the records after an iterator are found by
+    position; a shard whose numbers are not that run (moto moved records on a reshard) is
+    read moto's way.
+    """
+    from moto.kinesis.models import Shard
+
+    walking_read = Shard.get_records
+
+    def first(shard):
+        return next(iter(shard.records), 0)
+
+    def last(shard):
+        return next(reversed(shard.records), 0)
+
+    def get_records(self, last_sequence_id, limit):
+        records = self.records
+        if not records or last(self) - first(self) + 1 != len(records):
+            return walking_read(self, last_sequence_id, limit)
+        after = max(int(last_sequence_id), first(self) - 1)
+        newest = last(self)
+        take = newest - after if limit is None else min(limit, newest - after)
+        results = [records[n] for n in range(after + 1, after + 1 + max(take, 0))]
+        if not results:
+            return [], int(last_sequence_id), 0
+        behind = records[newest].created_at - results[-1].created_at
+        return results, results[-1].sequence_number, int(behind * 1000)
+
+    Shard.get_records = get_records
+    Shard.get_min_sequence_number = first
+    Shard.get_max_sequence_number = last
 
 
 def main(argv=None):
@@ -263,7 +344,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    keep_streams_through_rollbacks()
+    roll_transactions_back_in_place()
+    read_kinesis_shards_by_position()
     app = SerializedApp(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True, request_handler=QuietRequestHandler)
     host, port = server.server_address[:2]

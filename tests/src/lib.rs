@@ -374,6 +374,8 @@ pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 pub const ERASE_FUNCTION: &str = "EraseFunction";
 /// The mapping that feeds the leaderboard from the Kinesis event log.
 pub const LEADERBOARD_FUNCTION: &str = "LeaderboardFunction";
+/// The mapping that feeds the likers lists from the Kinesis event log.
+pub const LIKERS_FUNCTION: &str = "LikersFunction";
 
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
@@ -411,16 +413,37 @@ impl TestStack {
 
     /// The leaderboard's event source mapping (on the Kinesis log): its faults and counters.
     pub fn leaderboard(&self) -> &likes_local::poller::Pipeline {
+        self.log_reader(LEADERBOARD_FUNCTION)
+    }
+
+    /// The likers consumer's event source mapping (on the Kinesis log).
+    pub fn likers(&self) -> &likes_local::poller::Pipeline {
+        self.log_reader(LIKERS_FUNCTION)
+    }
+
+    fn log_reader(&self, function: &str) -> &likes_local::poller::Pipeline {
         self.stack
-            .pipeline(LEADERBOARD_FUNCTION)
-            .expect("template.yaml maps the event log to LeaderboardFunction")
+            .pipeline(function)
+            .unwrap_or_else(|| panic!("template.yaml maps the event log to {function}"))
     }
 
     /// Waits until every flip in the Reactions stream now is on the event log and applied
     /// to the leaderboard (panics after 60 s each).
     pub async fn settle_leaderboard(&self) -> likes_local::faults::Counters {
+        self.settle_log_reader(self.leaderboard()).await
+    }
+
+    /// The same for the likers lists.
+    pub async fn settle_likers(&self) -> likes_local::faults::Counters {
+        self.settle_log_reader(self.likers()).await
+    }
+
+    async fn settle_log_reader(
+        &self,
+        reader: &likes_local::poller::Pipeline,
+    ) -> likes_local::faults::Counters {
         self.settle_events().await;
-        self.leaderboard()
+        reader
             .settle(std::time::Duration::from_secs(60))
             .await
             .unwrap_or_else(|err| panic!("{err}"))

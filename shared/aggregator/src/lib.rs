@@ -4,12 +4,14 @@
 //! - [`Publisher`]: the Kinesis event log, on its own checkpoint.
 //! - [`Pulse`]: every shard's watermark turned into one `as_of`, and probes for quiet shards.
 //! - [`Eraser`]: account erasure jobs, one paced slice per record of the Erasures stream.
+//! - [`Leaderboard`] and [`Likers`]: read models of the Kinesis event log.
 
 mod aggregator;
 mod decode;
 mod erasure;
 mod events;
 mod leaderboard;
+mod likers;
 mod publisher;
 mod pulse;
 
@@ -21,6 +23,7 @@ pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishError, PublishFailure};
 pub use leaderboard::{Leaderboard, LeaderboardConfig};
+pub use likers::{Likers, LikersConfig};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 
@@ -84,6 +87,19 @@ pub async fn run_leaderboard() -> Result<(), lambda_runtime::Error> {
     let leaderboard = &leaderboard;
     lambda_runtime::run(service_fn(move |event| async move {
         leaderboard.handle(event).await
+    }))
+    .await
+}
+
+/// The whole of the likers consumer's `main`.
+pub async fn run_likers() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = LikersConfig::from_env()?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let likers = Likers::new(config, aws_sdk_dynamodb::Client::new(&sdk));
+    let likers = &likers;
+    lambda_runtime::run(service_fn(move |event| async move {
+        likers.handle(event).await
     }))
     .await
 }

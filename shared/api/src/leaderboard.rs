@@ -4,7 +4,7 @@
 use lambda_http::http::header::CACHE_CONTROL;
 use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::{now_ms, rfc3339};
-use likes_core::leaderboard::{parse_limit, Window};
+use likes_core::leaderboard::Window;
 use serde::Serialize;
 
 use crate::edge::respond_json;
@@ -30,7 +30,7 @@ struct BoardBody {
 pub async fn get_leaderboard(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let params = request.query_string_parameters();
     let window = Window::parse(params.first("window").unwrap_or("all"), now_ms())?;
-    let limit = parse_limit(params.first("limit"))?;
+    let limit = likes_core::page::limit(params.first("limit"), 10)?;
     let board = app.leaderboard()?.board(&window, limit).await?;
     Ok(respond_json(
         Response::builder()

@@ -6,6 +6,7 @@ pub mod edge;
 mod erasure;
 mod error;
 mod leaderboard;
+mod likers;
 mod reactions;
 
 use std::convert::Infallible;
@@ -15,7 +16,8 @@ use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{service_fn, Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
 use likes_store::{
-    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, RateLimitsStore, ReactionsStore,
+    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, RateLimitsStore,
+    ReactionsStore,
 };
 
 pub use error::ApiError;
@@ -34,10 +36,11 @@ pub enum Endpoint {
     EraseReactions,
     GetErasure,
     GetLeaderboard,
+    ListLikers,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 11] = [
+    pub const ALL: [Endpoint; 12] = [
         Self::PutReaction,
         Self::PutLike,
         Self::DeleteLike,
@@ -49,6 +52,7 @@ impl Endpoint {
         Self::EraseReactions,
         Self::GetErasure,
         Self::GetLeaderboard,
+        Self::ListLikers,
     ];
 
     /// The function's crate under `functions/`, which template.yaml names as its code.
@@ -65,6 +69,7 @@ impl Endpoint {
             Self::EraseReactions => "erase-reactions",
             Self::GetErasure => "get-erasure",
             Self::GetLeaderboard => "get-leaderboard",
+            Self::ListLikers => "list-likers",
         }
     }
 
@@ -80,6 +85,7 @@ impl Endpoint {
                 | Self::EraseReactions
                 | Self::GetErasure
                 | Self::GetLeaderboard
+                | Self::ListLikers
         )
     }
 
@@ -96,7 +102,7 @@ impl Endpoint {
     }
 
     fn needs_cursor_key(self) -> bool {
-        self == Self::ListLikedItems
+        matches!(self, Self::ListLikedItems | Self::ListLikers)
     }
 
     /// Every write is limited per user; reads are not.
@@ -128,6 +134,7 @@ pub struct Config {
     /// The RateLimits table and the limit the write endpoints hold each user to.
     pub write_limit: Option<(String, WriteLimit)>,
     pub leaderboard_table: Option<String>,
+    pub likers_table: Option<String>,
 }
 
 impl Config {
@@ -179,6 +186,7 @@ impl Config {
             cursor_key,
             write_limit,
             leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
+            likers_table: var("LIKERS_TABLE", endpoint == Endpoint::ListLikers)?,
         })
     }
 }
@@ -193,6 +201,7 @@ pub struct App {
     cursor_key: Option<CursorKey>,
     rate_limits: Option<RateLimitsStore>,
     leaderboard: Option<LeaderboardStore>,
+    likers: Option<LikersStore>,
 }
 
 impl App {
@@ -215,6 +224,9 @@ impl App {
             leaderboard: config
                 .leaderboard_table
                 .map(|table| LeaderboardStore::new(dynamodb.clone(), table)),
+            likers: config
+                .likers_table
+                .map(|table| LikersStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -250,6 +262,10 @@ impl App {
             .ok_or(ApiError::Config("LEADERBOARD_TABLE"))
     }
 
+    fn likers(&self) -> Result<&LikersStore, ApiError> {
+        self.likers.as_ref().ok_or(ApiError::Config("LIKERS_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -272,6 +288,7 @@ impl App {
             Endpoint::EraseReactions => erasure::erase_reactions(self, request).await,
             Endpoint::GetErasure => erasure::get_erasure(self, request).await,
             Endpoint::GetLeaderboard => leaderboard::get_leaderboard(self, request).await,
+            Endpoint::ListLikers => likers::list_likers(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response

@@ -6,7 +6,7 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::rfc3339;
 use likes_core::{
     Admission, IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId,
-    ValidationError, WriteOutcome, WriteRequest,
+    WriteOutcome, WriteRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +15,6 @@ use crate::{ApiError, App};
 
 /// A reaction body is `{"state": "LIKE"}`: anything past a few hundred bytes is not one.
 const MAX_REACTION_BODY: usize = 1024;
-const DEFAULT_PAGE: usize = 20;
-const MAX_PAGE: usize = 100;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -171,14 +169,8 @@ pub async fn get_reaction(app: &App, request: Request) -> Result<Response<Body>,
 pub async fn list_liked_items(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let user = edge::user(&request)?;
     let params = request.query_string_parameters();
-    let limit = match params.first("limit") {
-        None => DEFAULT_PAGE,
-        Some(raw) => raw
-            .parse()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| ValidationError::Limit(raw.chars().take(32).collect()))?,
-    };
+    let limit =
+        likes_core::page::limit(params.first("limit"), likes_core::page::DEFAULT_LIST_LIMIT)?;
     let key = app.cursor_key()?;
     let after = params
         .first("cursor")

@@ -1,20 +1,24 @@
-//! Opaque page cursors for "my liked items", signed and bound to the user they were made for.
+//! Opaque page cursors, signed and bound to what they page through: "my liked items" cursors
+//! to their user, "who liked" cursors to their item.
 //!
-//! Wire form: `base64url(payload) "." base64url(HMAC-SHA256(key, "likes-cursor-v1" 0 user 0 payload))`.
-//! The payload is the position (liked_at, item_id) of the last item on the page; a cursor from
-//! another user, or with any byte changed, fails verification.
+//! Wire form: `base64url(payload) "." base64url(HMAC-SHA256(key, domain 0 scope 0 payload))`
+//! (each part length-prefixed). The payload is the position of the last entry on the page; a
+//! cursor made for another user or item, for the other list, or with any byte changed, fails
+//! verification.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::ids::{ItemId, UserId};
 use crate::ValidationError;
 
-const DOMAIN: &[u8] = b"likes-cursor-v1";
-/// Longer input is refused before decoding: a real cursor is under 300 characters.
+const LIKED_DOMAIN: &[u8] = b"likes-cursor-v1";
+const LIKERS_DOMAIN: &[u8] = b"likers-cursor-v1";
+/// Longer input is refused before decoding: a real cursor is under 400 characters.
 const MAX_CURSOR_LEN: usize = 512;
 
 /// The key cursors are signed with (configuration: `CURSOR_SIGNING_KEY`).
@@ -30,13 +34,46 @@ impl CursorKey {
         Ok(Self(secret.to_vec()))
     }
 
-    fn mac(&self, user: &UserId, payload: &[u8]) -> Hmac<Sha256> {
+    fn mac(&self, domain: &[u8], scope: &str, payload: &[u8]) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
-        for part in [DOMAIN, user.as_str().as_bytes(), payload] {
+        for part in [domain, scope.as_bytes(), payload] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part);
         }
         mac
+    }
+
+    fn seal(&self, domain: &[u8], scope: &str, position: &impl Serialize) -> String {
+        let payload = serde_json::to_vec(position).expect("cursor serializes");
+        let tag = self.mac(domain, scope, &payload).finalize().into_bytes();
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(&payload),
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    fn open<T: DeserializeOwned>(
+        &self,
+        domain: &[u8],
+        scope: &str,
+        raw: &str,
+    ) -> Result<T, ValidationError> {
+        if raw.len() > MAX_CURSOR_LEN {
+            return Err(ValidationError::Cursor);
+        }
+        let (payload, tag) = raw.split_once('.').ok_or(ValidationError::Cursor)?;
+        let payload = URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| ValidationError::Cursor)?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| ValidationError::Cursor)?;
+        // Constant-time comparison: a forger learns nothing from timing.
+        self.mac(domain, scope, &payload)
+            .verify_slice(&tag)
+            .map_err(|_| ValidationError::Cursor)?;
+        serde_json::from_slice(&payload).map_err(|_| ValidationError::Cursor)
     }
 }
 
@@ -64,33 +101,33 @@ impl LikedCursor {
     }
 
     pub fn encode(&self, key: &CursorKey, user: &UserId) -> String {
-        let payload = serde_json::to_vec(self).expect("cursor serializes");
-        let tag = key.mac(user, &payload).finalize().into_bytes();
-        format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(&payload),
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+        key.seal(LIKED_DOMAIN, user.as_str(), self)
     }
 
     pub fn decode(raw: &str, key: &CursorKey, user: &UserId) -> Result<Self, ValidationError> {
-        if raw.len() > MAX_CURSOR_LEN {
-            return Err(ValidationError::Cursor);
-        }
-        let (payload, tag) = raw.split_once('.').ok_or(ValidationError::Cursor)?;
-        let payload = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| ValidationError::Cursor)?;
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
-            .map_err(|_| ValidationError::Cursor)?;
-        // Constant-time comparison: a forger learns nothing from timing.
-        key.mac(user, &payload)
-            .verify_slice(&tag)
-            .map_err(|_| ValidationError::Cursor)?;
-        let cursor: LikedCursor =
-            serde_json::from_slice(&payload).map_err(|_| ValidationError::Cursor)?;
+        let cursor: Self = key.open(LIKED_DOMAIN, user.as_str(), raw)?;
         ItemId::parse(&cursor.item_id).map_err(|_| ValidationError::Cursor)?;
+        Ok(cursor)
+    }
+}
+
+/// Where the next page of an item's likers starts: after this (liked_at, user_id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LikersCursor {
+    #[serde(rename = "t")]
+    pub liked_at_ms: i64,
+    #[serde(rename = "u")]
+    pub user_id: String,
+}
+
+impl LikersCursor {
+    pub fn encode(&self, key: &CursorKey, item: &ItemId) -> String {
+        key.seal(LIKERS_DOMAIN, item.as_str(), self)
+    }
+
+    pub fn decode(raw: &str, key: &CursorKey, item: &ItemId) -> Result<Self, ValidationError> {
+        let cursor: Self = key.open(LIKERS_DOMAIN, item.as_str(), raw)?;
+        UserId::parse(&cursor.user_id).map_err(|_| ValidationError::Cursor)?;
         Ok(cursor)
     }
 }
@@ -160,6 +197,28 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_likers_cursor_is_bound_to_its_item_and_never_passes_for_a_liked_cursor() {
+        let item = |id: &str| ItemId::parse(id).unwrap();
+        let position = LikersCursor {
+            liked_at_ms: 1_700_000_000_123,
+            user_id: "alice".into(),
+        };
+        let raw = position.encode(&key(), &item("game:1"));
+        assert_eq!(
+            LikersCursor::decode(&raw, &key(), &item("game:1")).unwrap(),
+            position
+        );
+        assert_eq!(
+            LikersCursor::decode(&raw, &key(), &item("game:2")),
+            Err(ValidationError::Cursor)
+        );
+        // The same scope string in the other list's domain: refused both ways.
+        assert!(LikedCursor::decode(&raw, &key(), &user("game:1")).is_err());
+        let liked = cursor().encode(&key(), &user("game:1"));
+        assert!(LikersCursor::decode(&liked, &key(), &item("game:1")).is_err());
     }
 
     #[test]

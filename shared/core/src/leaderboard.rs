@@ -83,20 +83,6 @@ pub fn score_deltas<'a>(
     deltas
 }
 
-/// `limit` as a client sends it: 1-100, 10 when absent.
-pub fn parse_limit(raw: Option<&str>) -> Result<usize, ValidationError> {
-    const DEFAULT: usize = 10;
-    const MAX: usize = 100;
-    match raw {
-        None => Ok(DEFAULT),
-        Some(raw) => raw
-            .parse()
-            .ok()
-            .filter(|n| (1..=MAX).contains(n))
-            .ok_or_else(|| ValidationError::Limit(raw.chars().take(32).collect())),
-    }
-}
-
 /// One item's place on a board.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -196,14 +182,9 @@ mod tests {
     }
 
     #[test]
-    fn windows_and_limits_are_validated() {
+    fn windows_are_validated() {
         assert_eq!(Window::parse("all", DEC_1), Ok(Window::All));
         assert_eq!(Window::parse("day", DEC_1), Ok(Window::day_of(DEC_1)));
         assert!(Window::parse("week", DEC_1).is_err());
-        assert_eq!(parse_limit(None), Ok(10));
-        assert_eq!(parse_limit(Some("100")), Ok(100));
-        for bad in ["0", "101", "ten", "-1", ""] {
-            assert!(parse_limit(Some(bad)).is_err(), "{bad}");
-        }
     }
 }

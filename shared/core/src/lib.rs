@@ -8,14 +8,16 @@ pub mod cursor;
 pub mod erasure;
 pub mod ids;
 pub mod leaderboard;
+pub mod likers;
 pub mod limit;
+pub mod page;
 pub mod pipeline;
 pub mod problem;
 pub mod reaction;
 pub mod reconcile;
 pub mod write;
 
-pub use cursor::{CursorKey, LikedCursor};
+pub use cursor::{CursorKey, LikedCursor, LikersCursor};
 pub use erasure::{ErasureId, ErasureJob, ErasureStatus};
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
 pub use limit::{Admission, WriteLimit};
@@ -44,7 +46,7 @@ pub enum ValidationError {
     IfMatch,
     #[error("the token's subject claim is not a usable user id")]
     UserId,
-    #[error("the cursor is not valid for this user")]
+    #[error("the cursor is not one this list issued (another user's or item's, or changed)")]
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]
     Limit(String),

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use likes_core::leaderboard::{rank, score_deltas, Entry, Window, DAY_RETENTION_MS};
-use likes_core::pipeline::ReactionEvent;
+use likes_core::leaderboard::{rank, score_deltas, Entry, Window};
+use likes_core::pipeline::{ReactionEvent, REPLAY_HORIZON_MS};
 
 use crate::error::{cancelled, condition_held};
 use crate::rows::attr::{APPLIED_THROUGH, BOARD, EXPIRES_AT, ITEM_ID, SCORE};
@@ -94,8 +94,7 @@ impl LeaderboardStore {
         now_ms: i64,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let mut actions = Vec::new();
-        // The claim outlives the log's retention: no delivery can bring the event back after.
-        let claim_expires_at = (now_ms + DAY_RETENTION_MS) / 1000;
+        let claim_expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
         for event in events {
             let claim = EventClaimRow {
                 board: format!("{EVENT_CLAIM_PREFIX}{}", event.event_id),

@@ -70,6 +70,10 @@ pub mod attr {
     pub const BOARD: &str = "board";
     pub const SCORE: &str = "score";
     pub const APPLIED_THROUGH: &str = "applied_through";
+    // Likers (PK bucket `item_id#<n>`, SK user_id): `op_id`, and while liked `position`
+    // (the by_position index's sort key) and `liked_at`; tombstones `expires_at`.
+    pub const BUCKET: &str = "bucket";
+    pub const POSITION: &str = "position";
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -166,6 +170,13 @@ pub struct EventClaimRow {
 #[derive(Debug, Clone, Deserialize)]
 pub struct BoardProgressRow {
     pub applied_through: i64,
+}
+
+/// A liked entry as the Likers table's `by_position` index returns it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LikerRow {
+    pub user_id: String,
+    pub liked_at: i64,
 }
 
 /// The key of a Counts row.
@@ -396,6 +407,27 @@ mod tests {
         assert_eq!(
             to_item(&claim).unwrap()[attr::EXPIRES_AT],
             AttributeValue::N("2".into())
+        );
+    }
+
+    #[test]
+    fn liker_rows_read_the_index_projection() {
+        let row: LikerRow = from_item(Item::from([
+            (attr::BUCKET.into(), AttributeValue::S("game:1#7".into())),
+            (attr::USER_ID.into(), AttributeValue::S("u1".into())),
+            (
+                attr::POSITION.into(),
+                AttributeValue::S("001700000000000#u1".into()),
+            ),
+            (
+                attr::LIKED_AT.into(),
+                AttributeValue::N("1700000000000".into()),
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (row.user_id.as_str(), row.liked_at),
+            ("u1", 1_700_000_000_000)
         );
     }
 

@@ -175,10 +175,19 @@ impl CountWriteFaults {
             chunk: BATCH_WRITE_ITEM,
         }
     }
+
+    /// The likers consumer's: a chunk is one entry's conditional `UpdateItem`.
+    pub fn committing_updates(context: FaultContext) -> Self {
+        Self {
+            context,
+            chunk: UPDATE_ITEM,
+        }
+    }
 }
 
 const TRANSACT_WRITE_ITEMS: &str = "TransactWriteItems";
 const BATCH_WRITE_ITEM: &str = "BatchWriteItem";
+const UPDATE_ITEM: &str = "UpdateItem";
 const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
 
 impl Intercept for CountWriteFaults {

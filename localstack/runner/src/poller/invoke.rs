@@ -9,8 +9,8 @@ use std::sync::Arc;
 use aws_config::SdkConfig;
 use lambda_runtime::LambdaEvent;
 use likes_aggregator::{
-    Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Publisher,
-    PublisherConfig,
+    Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Likers,
+    LikersConfig, Publisher, PublisherConfig,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -28,6 +28,7 @@ pub enum StreamFunction {
     Publisher(PublisherConfig),
     Eraser(EraserConfig),
     Leaderboard(LeaderboardConfig),
+    Likers(LikersConfig),
 }
 
 impl StreamFunction {
@@ -51,6 +52,9 @@ impl StreamFunction {
                     .map(Self::Leaderboard)
                     .map_err(|e| e.to_string())
             }
+            "likers" => LikersConfig::from_lookup(|name| config.environment.get(name).cloned())
+                .map(Self::Likers)
+                .map_err(|e| e.to_string()),
             other => Err(format!(
                 "no local handler for stream function binary {other:?}"
             )),
@@ -103,6 +107,15 @@ impl StreamFunction {
                 );
                 Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
             }
+            // A crash after the k-th entry written leaves a batch half applied.
+            Self::Likers(config) => {
+                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+                    aws_sdk_dynamodb::config::Builder::from(sdk)
+                        .interceptor(CountWriteFaults::committing_updates(context))
+                        .build(),
+                );
+                Handler::Likers(Likers::new(config.clone(), dynamodb))
+            }
         };
         FunctionInstance {
             handler,
@@ -116,6 +129,7 @@ enum Handler {
     Publisher(Publisher),
     Eraser(Eraser),
     Leaderboard(Leaderboard),
+    Likers(Likers),
     /// A test's function: records each event it receives and answers from a script.
     #[cfg(test)]
     Scripted(Arc<Script>),
@@ -192,6 +206,7 @@ impl FunctionInstance {
             Handler::Leaderboard(leaderboard) => {
                 run(payload, context, |event| leaderboard.handle(event)).await
             }
+            Handler::Likers(likers) => run(payload, context, |event| likers.handle(event)).await,
             #[cfg(test)]
             Handler::Scripted(script) => {
                 let event: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;

@@ -15,9 +15,13 @@ use crate::{Delta, ItemId, Transition};
 
 pub use freshness::{counts_as_of, StreamShard};
 pub use routing::{
-    event_partition_key, hot_items, overflow_partition, route_chunk, CountLayout, CountTarget,
-    Lane, RowDelta, HOT_ITEM_CHANGES,
+    event_partition_key, hot_items, overflow_partition, route_chunk, user_hash, CountLayout,
+    CountTarget, Lane, RowDelta, HOT_ITEM_CHANGES,
 };
+
+/// How long a consumer of the event log remembers what it applied (claims, tombstones): past
+/// the log's 24 h retention, so no delivery can bring an event back once it is forgotten.
+pub const REPLAY_HORIZON_MS: i64 = 2 * 86_400_000;
 
 /// TransactWriteItems takes 100 actions: the claim and at most 99 count rows.
 pub const MAX_CHUNK_ITEMS: usize = 99;

@@ -153,9 +153,14 @@ pub fn route_chunk(
 /// flips spread over every shard of the stream instead of saturating one. At most
 /// 128 + 1 + 8 characters, inside Kinesis's 256.
 pub fn event_partition_key(user_id: &str, item: &ItemId) -> String {
+    format!("{item}#{:08x}", user_hash(user_id))
+}
+
+/// A stable, evenly spread hash of a user id: the first four bytes of its SHA-256. What
+/// spreads one item's writes over the event log's shards and the likers' buckets.
+pub fn user_hash(user_id: &str) -> u32 {
     let digest = Sha256::digest(user_id.as_bytes());
-    let user_hash = u32::from_be_bytes(digest[..4].try_into().expect("4 bytes"));
-    format!("{item}#{user_hash:08x}")
+    u32::from_be_bytes(digest[..4].try_into().expect("4 bytes"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,139 @@
+//! The Likers table: who liked an item, derived from the event log. One entry per (item,
+//! user) in the item's bucket (PK `bucket` = `item_id#<n>`, SK `user_id`) holding the `op_id`
+//! of the last flip applied to it; while the user likes the item it also holds its
+//! `position` (liked_at then user id) and `liked_at`, which put it in the `by_position`
+//! index the pages read. An unliked entry is a tombstone (no position, a TTL).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use likes_core::likers::{buckets, newest_first, position, Liker, LikerChange, LikerUpdate};
+use likes_core::{ItemId, LikersCursor};
+
+use crate::error::condition_held;
+use crate::rows::attr::{BUCKET, EXPIRES_AT, LIKED_AT, OP_ID, POSITION, USER_ID};
+use crate::rows::{self, number, LikerRow};
+use crate::StoreError;
+
+/// The index of liked entries per bucket, by position.
+pub const POSITION_INDEX: &str = "by_position";
+
+/// A page of an item's likers, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LikersPage {
+    pub likers: Vec<Liker>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<LikersCursor>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LikersStore {
+    client: Client,
+    table: String,
+}
+
+impl LikersStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// Applies one flip to its entry, only over an older one: `Ok(false)` when the entry
+    /// already holds this flip or a later one (a duplicate, or a delivery out of order),
+    /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
+    /// applied concurrently and in any order.
+    pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
+        let request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(BUCKET, AttributeValue::S(update.bucket.clone()))
+            .key(USER_ID, AttributeValue::S(update.user_id.clone()))
+            .condition_expression("attribute_not_exists(#op_id) OR #op_id < :op_id")
+            .expression_attribute_names("#op_id", OP_ID)
+            .expression_attribute_names("#position", POSITION)
+            .expression_attribute_names("#liked_at", LIKED_AT)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":op_id", number(update.op_id));
+        let request = match update.change {
+            LikerChange::Liked { liked_at_ms } => request
+                .update_expression(
+                    "SET #op_id = :op_id, #position = :position, #liked_at = :liked_at \
+                     REMOVE #expires_at",
+                )
+                .expression_attribute_values(
+                    ":position",
+                    AttributeValue::S(position(liked_at_ms, &update.user_id)),
+                )
+                .expression_attribute_values(":liked_at", number(liked_at_ms)),
+            LikerChange::Unliked { keep_until_ms } => request
+                .update_expression(
+                    "SET #op_id = :op_id, #expires_at = :expires_at REMOVE #position, #liked_at",
+                )
+                .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
+        };
+        condition_held("UpdateItem", request.send().await)
+    }
+
+    /// The newest `limit` likers of `item` after `after`: one Query of every bucket's index
+    /// (concurrently) for its newest `limit + 1` entries, merged.
+    pub async fn page(
+        &self,
+        item: &ItemId,
+        limit: usize,
+        after: Option<&LikersCursor>,
+    ) -> Result<LikersPage, StoreError> {
+        let after = after.map(|cursor| position(cursor.liked_at_ms, &cursor.user_id));
+        let mut reads = tokio::task::JoinSet::new();
+        for bucket in buckets(item) {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(POSITION_INDEX)
+                .expression_attribute_names("#bucket", BUCKET)
+                .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+                .scan_index_forward(false)
+                .limit(limit as i32 + 1);
+            let query = match &after {
+                None => query.key_condition_expression("#bucket = :bucket"),
+                Some(after) => query
+                    .key_condition_expression("#bucket = :bucket AND #position < :after")
+                    .expression_attribute_names("#position", POSITION)
+                    .expression_attribute_values(":after", AttributeValue::S(after.clone())),
+            };
+            reads.spawn(query.send());
+        }
+        let mut runs = Vec::with_capacity(reads.len());
+        while let Some(read) = reads.join_next().await {
+            let output = read
+                .map_err(|err| StoreError::Request(format!("a bucket read died: {err}")))?
+                .map_err(|err| StoreError::aws("Query", err))?;
+            let run = output
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .map(|item| {
+                    let row: LikerRow = rows::from_item(item)?;
+                    Ok(Liker {
+                        user_id: row.user_id,
+                        liked_at_ms: row.liked_at,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            runs.push(run);
+        }
+        let (likers, more) = newest_first(runs, limit);
+        let next = more.then(|| {
+            let last = likers
+                .last()
+                .expect("a page with more after it is not empty");
+            LikersCursor {
+                liked_at_ms: last.liked_at_ms,
+                user_id: last.user_id.clone(),
+            }
+        });
+        Ok(LikersPage { likers, next })
+    }
+}

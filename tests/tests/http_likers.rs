@@ -1,0 +1,301 @@
+//! `GET /v1/items/{item_id}/likers` through the local front: thousands of likers of one item
+//! listed newest first across its buckets, each once, equal to the Reactions table's own
+//! LIKE rows however often the event log and its consumer deliver, re-cut or crash; unlikes
+//! and account erasure take users off the list.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use likes_local::faults::Recut;
+use likes_tests::TestStack;
+use serde_json::{json, Value};
+
+const ITEM: &str = "viral:1";
+
+async fn like(stack: &TestStack, user: &str, item: &str) {
+    stack
+        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
+        .send()
+        .await
+        .assert_status(200);
+}
+
+/// Every user in `users` likes `item`, a few requests in flight at once.
+async fn like_all(stack: &TestStack, users: &[String], item: &str) {
+    const LANES: usize = 8;
+    let lane = |n: usize| async move {
+        for user in users.iter().skip(n).step_by(LANES) {
+            like(stack, user, item).await;
+        }
+    };
+    tokio::join!(
+        lane(0),
+        lane(1),
+        lane(2),
+        lane(3),
+        lane(4),
+        lane(5),
+        lane(6),
+        lane(7)
+    );
+}
+
+async fn likers_page(stack: &TestStack, item: &str, query: &str) -> Value {
+    let response = stack
+        .request(
+            "GET",
+            &format!("/v1/items/{item}/likers?{query}"),
+            Some("reader"),
+        )
+        .send()
+        .await;
+    response.assert_status(200);
+    assert_eq!(response.header("cache-control"), Some("private, no-store"));
+    response.json()
+}
+
+/// Every page of `item`'s likers at `limit` per page: (user_id, liked_at) in order.
+async fn all_likers(stack: &TestStack, item: &str, limit: usize) -> Vec<(String, String)> {
+    let mut listed = Vec::new();
+    let mut query = format!("limit={limit}");
+    loop {
+        let page = likers_page(stack, item, &query).await;
+        let items = page["items"].as_array().expect("items").clone();
+        assert!(items.len() <= limit, "{page}");
+        for liker in &items {
+            listed.push((
+                liker["user_id"].as_str().expect("user_id").to_owned(),
+                liker["liked_at"].as_str().expect("liked_at").to_owned(),
+            ));
+        }
+        match page["next_cursor"].as_str() {
+            None => {
+                assert_eq!(page["next_cursor"], Value::Null);
+                return listed;
+            }
+            Some(cursor) => {
+                assert_eq!(items.len(), limit, "only the last page is short");
+                query = format!("limit={limit}&cursor={cursor}");
+            }
+        }
+    }
+}
+
+/// The item's likers as the source of truth holds them: its LIKE rows in the Reactions
+/// table, newest first (ties by user id, descending), with liked_at as the API writes it.
+async fn liked_rows(stack: &TestStack, item: &str) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    let mut start = None;
+    loop {
+        let page = stack
+            .dynamodb()
+            .scan()
+            .table_name(stack.name("ReactionsTable"))
+            .filter_expression("item_id = :item AND #state = :like")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":item", AttributeValue::S(item.into()))
+            .expression_attribute_values(":like", AttributeValue::S("LIKE".into()))
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .expect("Scan of the Reactions table");
+        for row in page.items() {
+            let user = row["user_id"].as_s().expect("user_id").clone();
+            let liked_at: i64 = row["liked_at"]
+                .as_n()
+                .expect("liked_at")
+                .parse()
+                .expect("a number");
+            rows.push((liked_at, user));
+        }
+        match page.last_evaluated_key {
+            Some(key) => start = Some(key),
+            None => break,
+        }
+    }
+    rows.sort_by(|a, b| b.cmp(a));
+    rows.into_iter()
+        .map(|(at, user)| (user, likes_core::clock::rfc3339(at)))
+        .collect()
+}
+
+#[tokio::test]
+async fn thousands_of_likers_list_newest_first_once_each_under_duplicates_recuts_and_crashes() {
+    let stack = TestStack::start().await;
+    // The log holds some events twice; the likers consumer gets batches twice, dies after
+    // its 2nd and 1st entry written, and its retries are cut shorter, then longer.
+    stack.publisher().faults().duplicate_next_batches(2);
+    let faults = stack.likers().faults();
+    faults.duplicate_next_batches(3);
+    faults.crash_after_chunks(2);
+    faults.crash_after_chunks(1);
+    faults.recut_next_retries([Recut::Shorter(30), Recut::Longer(50)]);
+
+    let users: Vec<String> = (0..2_000).map(|n| format!("fan{n:04}")).collect();
+    like_all(&stack, &users, ITEM).await;
+    // Some change their minds: 100 unlike, 50 turn to DISLIKE, 20 of those who unliked
+    // like again (a new liked_at), and one likes another item only.
+    for user in &users[..100] {
+        stack
+            .request("DELETE", &format!("/v1/items/{ITEM}/like"), Some(user))
+            .send()
+            .await
+            .assert_status(200);
+    }
+    for user in &users[100..150] {
+        stack
+            .request("PUT", &format!("/v1/items/{ITEM}/reaction"), Some(user))
+            .header("Idempotency-Key", &format!("dislike-{user}"))
+            .json(&json!({"state": "DISLIKE"}))
+            .send()
+            .await
+            .assert_status(200);
+    }
+    like_all(&stack, &users[..20], ITEM).await;
+    like(&stack, "elsewhere", "viral:2").await;
+
+    let counters = stack.settle_likers().await;
+    assert!(
+        counters.duplicate_deliveries >= 3 && counters.crashes >= 2 && !faults.armed(),
+        "every fault was played (the re-cuts on the crashes' retries): {counters:?}"
+    );
+    assert!(
+        stack.publisher().counters().duplicate_deliveries >= 2,
+        "the log holds duplicates"
+    );
+
+    let expected = liked_rows(&stack, ITEM).await;
+    assert_eq!(expected.len(), 2_000 - 150 + 20, "the writes went through");
+    let listed = all_likers(&stack, ITEM, 100).await;
+    assert_eq!(listed.len(), expected.len());
+    assert_eq!(listed, expected, "exactly the LIKE rows, newest first");
+    let distinct: BTreeSet<&String> = listed.iter().map(|(user, _)| user).collect();
+    assert_eq!(distinct.len(), listed.len(), "each user once");
+    // The default page is 20.
+    let first = likers_page(&stack, ITEM, "").await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(20));
+    let other = likers_page(&stack, "viral:2", "").await;
+    assert_eq!(other["items"][0]["user_id"], "elsewhere");
+    assert_eq!(other["next_cursor"], Value::Null);
+}
+
+#[tokio::test]
+async fn account_erasure_takes_a_user_off_every_likers_list() {
+    let stack = TestStack::start().await;
+    let items = ["game:a", "game:b", "game:c"];
+    for item in items {
+        for user in ["keeper", "leaver"] {
+            like(&stack, user, item).await;
+        }
+    }
+    stack.settle_likers().await;
+    let users = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|liker| liker["user_id"].as_str().expect("user_id").to_owned())
+            .collect()
+    };
+    for item in items {
+        assert_eq!(
+            users(&likers_page(&stack, item, "").await),
+            ["leaver", "keeper"],
+            "newest first"
+        );
+    }
+    let erasure = stack
+        .request("DELETE", "/v1/users/me/reactions", Some("leaver"))
+        .send()
+        .await;
+    erasure.assert_status(202);
+    let id = erasure.json()["erasure_id"]
+        .as_str()
+        .expect("an erasure id")
+        .to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = stack
+            .request("GET", &format!("/v1/users/me/erasure/{id}"), Some("leaver"))
+            .send()
+            .await
+            .json();
+        if job["status"] == "done" {
+            assert_eq!(job["reactions_erased"], 3, "{job}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "erasure not done: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stack.settle_likers().await;
+    for item in items {
+        assert_eq!(users(&likers_page(&stack, item, "").await), ["keeper"]);
+    }
+}
+
+#[tokio::test]
+async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() {
+    let stack = TestStack::start().await;
+    for n in 0..3 {
+        like(&stack, &format!("user{n}"), "game:a").await;
+    }
+    like(&stack, "user0", "game:b").await;
+    stack.settle_likers().await;
+    let page = likers_page(&stack, "game:a", "limit=2").await;
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let next = likers_page(&stack, "game:a", &format!("limit=2&cursor={cursor}")).await;
+    assert_eq!(next["items"].as_array().map(Vec::len), Some(1));
+
+    let liked_cursor = {
+        like(&stack, "user0", "game:c").await;
+        let liked = stack
+            .request("GET", "/v1/users/me/liked-items?limit=1", Some("user0"))
+            .send()
+            .await
+            .json();
+        liked["next_cursor"]
+            .as_str()
+            .expect("a next page")
+            .to_owned()
+    };
+    let mut tampered = cursor.clone().into_bytes();
+    let last = tampered.len() - 1;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).expect("ASCII");
+    for (item, query) in [
+        ("game:a", "limit=0".to_owned()),
+        ("game:a", "limit=101".to_owned()),
+        ("game:a", "limit=ten".to_owned()),
+        ("game:a", "cursor=garbage".to_owned()),
+        ("game:a", format!("cursor={tampered}")),
+        // Another item's cursor, and a liked-items cursor, are not this list's.
+        ("game:b", format!("cursor={cursor}")),
+        ("game:a", format!("cursor={liked_cursor}")),
+        ("bad%20id", String::new()),
+    ] {
+        let problem = stack
+            .request(
+                "GET",
+                &format!("/v1/items/{item}/likers?{query}"),
+                Some("reader"),
+            )
+            .send()
+            .await
+            .problem(400);
+        assert_eq!(problem["status"], 400, "{item}?{query}: {problem}");
+    }
+    // Who liked what is for signed-in callers.
+    stack
+        .request("GET", "/v1/items/game:a/likers", None)
+        .send()
+        .await
+        .assert_status(401);
+}
