@@ -9,6 +9,7 @@ pub mod erasure;
 pub mod ids;
 pub mod leaderboard;
 pub mod limit;
+pub mod live;
 pub mod pipeline;
 pub mod problem;
 pub mod reaction;

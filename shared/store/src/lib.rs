@@ -1,12 +1,14 @@
 //! DynamoDB adapters of Likes. Each module owns one use of one AWS service; the domain
 //! decisions they act on live in `likes-core`.
 
+mod batch;
 pub mod cached_counts;
 pub mod counts;
 pub mod erasures;
 mod error;
 pub mod freshness;
 pub mod leaderboard;
+pub mod live;
 pub mod metrics;
 pub mod rate_limits;
 pub mod reactions;
@@ -19,5 +21,6 @@ pub use erasures::{ErasureStart, ErasuresStore};
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use leaderboard::{Board, LeaderboardStore};
+pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage};
 pub use rate_limits::RateLimitsStore;
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};
