@@ -12,6 +12,7 @@ use likes_aggregator::{
     Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Publisher,
     PublisherConfig,
 };
+use likes_live::{BroadcastConfig, Broadcaster};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -28,6 +29,7 @@ pub enum StreamFunction {
     Publisher(PublisherConfig),
     Eraser(EraserConfig),
     Leaderboard(LeaderboardConfig),
+    Broadcaster(BroadcastConfig),
 }
 
 impl StreamFunction {
@@ -49,6 +51,11 @@ impl StreamFunction {
             "leaderboard" => {
                 LeaderboardConfig::from_lookup(|name| config.environment.get(name).cloned())
                     .map(Self::Leaderboard)
+                    .map_err(|e| e.to_string())
+            }
+            "live-broadcast" => {
+                BroadcastConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Broadcaster)
                     .map_err(|e| e.to_string())
             }
             other => Err(format!(
@@ -103,6 +110,12 @@ impl StreamFunction {
                 );
                 Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
             }
+            // Its posts go to the local WebSocket front, which its endpoint names.
+            Self::Broadcaster(config) => Handler::Broadcaster(Box::new(Broadcaster::new(
+                config.clone(),
+                sdk,
+                aws_sdk_dynamodb::Client::new(sdk),
+            ))),
         };
         FunctionInstance {
             handler,
@@ -116,6 +129,8 @@ enum Handler {
     Publisher(Publisher),
     Eraser(Eraser),
     Leaderboard(Leaderboard),
+    /// Boxed: it holds clients of three services.
+    Broadcaster(Box<Broadcaster>),
     /// A test's function: records each event it receives and answers from a script.
     #[cfg(test)]
     Scripted(Arc<Script>),
@@ -191,6 +206,9 @@ impl FunctionInstance {
             Handler::Eraser(eraser) => run(payload, context, |event| eraser.handle(event)).await,
             Handler::Leaderboard(leaderboard) => {
                 run(payload, context, |event| leaderboard.handle(event)).await
+            }
+            Handler::Broadcaster(broadcaster) => {
+                run(payload, context, |event| broadcaster.handle(event)).await
             }
             #[cfg(test)]
             Handler::Scripted(script) => {
