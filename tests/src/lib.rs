@@ -265,6 +265,17 @@ pub fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The nearest-rank percentile `p` (0-100) of `values`; 0 for none.
+pub fn percentile(values: &[u64], p: f64) -> u64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 pub fn now_seconds() -> i64 {
     likes_core::clock::now_ms() / 1000
 }

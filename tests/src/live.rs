@@ -19,6 +19,8 @@ pub const BROADCAST_FUNCTION: &str = "LiveBroadcastFunction";
 #[derive(Debug, Clone)]
 pub struct Received {
     pub at: Instant,
+    /// The same moment on the wall clock (epoch millis), to compare with event times.
+    pub at_ms: i64,
     pub message: Value,
 }
 
@@ -66,8 +68,8 @@ impl Watcher {
                             Message::Text(text) => {
                                 let message = serde_json::from_str(text.as_str())
                                     .unwrap_or_else(|_| panic!("not JSON: {text}"));
-                                let at = Instant::now();
-                                if sender.send(Received { at, message }).is_err() {
+                                let (at, at_ms) = (Instant::now(), likes_core::clock::now_ms());
+                                if sender.send(Received { at, at_ms, message }).is_err() {
                                     return;
                                 }
                             }
