@@ -202,6 +202,39 @@ async fn dropped_and_gone_connections_lose_their_rows() {
 }
 
 #[tokio::test]
+async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
+    let stack = TestStack::start_with_schedules().await;
+    let (slow, other) = ("game:live-throttled", "game:live-other");
+    let mut watcher = stack.watcher("w").await;
+    watcher.subscribe(&[slow, other]).await;
+    assert_eq!(watcher.collect(Duration::from_secs(2)).await.len(), 2);
+    let front = stack
+        .stack
+        .socket_front()
+        .expect("the template has a WebSocket API");
+    // The first post is refused twice (429); its third attempt goes through, and the other
+    // item's push arrives too.
+    front.throttle_next_posts(2);
+    like(&stack, "u1", slow).await;
+    like(&stack, "u2", other).await;
+    let mut received = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while [slow, other].iter().any(|item| {
+        counts_of(&received, item)
+            .iter()
+            .all(|r| r.message["like_count"] != 1)
+    }) {
+        let left = deadline
+            .checked_duration_since(std::time::Instant::now())
+            .unwrap_or_else(|| panic!("both items' likes never arrived: {received:?}"));
+        if let Some(message) = watcher.next(left).await {
+            received.push(message);
+        }
+    }
+    assert_eq!(front.throttled_posts(), 2, "the fault fired");
+}
+
+#[tokio::test]
 async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
     let stack = TestStack::start().await;
     let mut watcher = stack.watcher("w").await;

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -79,6 +80,9 @@ pub struct SocketFront {
     selection_member: Option<String>,
     routes: HashMap<String, SocketTarget>,
     links: Mutex<HashMap<String, Link>>,
+    /// Fault switch: the next posts answered 429, as API Gateway throttles them.
+    throttle_posts: AtomicU32,
+    throttled_posts: AtomicU32,
 }
 
 /// What a request carried that the events need.
@@ -104,7 +108,19 @@ impl SocketFront {
                 .map(|target| (target.route_key.clone(), target))
                 .collect(),
             links: Mutex::default(),
+            throttle_posts: AtomicU32::new(0),
+            throttled_posts: AtomicU32::new(0),
         }
+    }
+
+    /// Answers the next `n` posts to any connection 429 `LimitExceededException`.
+    pub fn throttle_next_posts(&self, n: u32) {
+        self.throttle_posts.store(n, Ordering::SeqCst);
+    }
+
+    /// Posts answered 429 so far.
+    pub fn throttled_posts(&self) -> u32 {
+        self.throttled_posts.load(Ordering::SeqCst)
     }
 
     /// Serves until the task is dropped or aborted.
@@ -400,6 +416,15 @@ impl SocketFront {
             return error(410, "GoneException", "The connection is not open");
         };
         match method {
+            hyper::Method::POST
+                if self
+                    .throttle_posts
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok() =>
+            {
+                self.throttled_posts.fetch_add(1, Ordering::SeqCst);
+                error(429, "LimitExceededException", "Too Many Requests")
+            }
             hyper::Method::POST => {
                 let text = String::from_utf8_lossy(&body).into_owned();
                 if link.outbound.send(Outbound::Text(text)).is_err() {

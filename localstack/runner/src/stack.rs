@@ -175,6 +175,8 @@ pub struct Stack {
     pub resources: Resources,
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
+    /// The WebSocket front, when the template declares a WebSocket API.
+    socket_front: Option<Arc<SocketFront>>,
     tasks: Vec<JoinHandle<()>>,
     /// One per `Type: DynamoDB` function event; dropping them stops their pollers.
     pipelines: Vec<Pipeline>,
@@ -242,8 +244,9 @@ impl Stack {
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let mut tasks = vec![tokio::spawn(front.serve(listener))];
-        if let Some(socket_front) = socket_front {
-            tasks.push(tokio::spawn(Arc::new(socket_front).serve(ws_listener)));
+        let socket_front = socket_front.map(Arc::new);
+        if let Some(socket_front) = &socket_front {
+            tasks.push(tokio::spawn(socket_front.clone().serve(ws_listener)));
         }
         for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
             if options.schedules.fires(&schedule.function) {
@@ -256,6 +259,7 @@ impl Stack {
             resources,
             http_addr,
             ws_addr,
+            socket_front,
             tasks,
             pipelines,
             environment_overrides: options.environment_overrides,
@@ -264,6 +268,11 @@ impl Stack {
 
     pub fn http_url(&self) -> String {
         format!("http://{}", self.http_addr)
+    }
+
+    /// The WebSocket front (its fault switches), when the template declares a WebSocket API.
+    pub fn socket_front(&self) -> Option<&SocketFront> {
+        self.socket_front.as_deref()
     }
 
     /// The WebSocket API's URL, as a client connects to it.
