@@ -235,6 +235,94 @@ async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
 }
 
 #[tokio::test]
+async fn the_management_api_answers_the_sdk_as_api_gateway_does() {
+    use aws_sdk_apigatewaymanagement::operation::post_to_connection::PostToConnectionError;
+    use aws_sdk_apigatewaymanagement::primitives::Blob;
+
+    let stack = TestStack::start().await;
+    let endpoint = stack
+        .stack
+        .function_environment(likes_tests::live::BROADCAST_FUNCTION)
+        .unwrap()["LIVE_CONNECTIONS_ENDPOINT"]
+        .clone();
+    assert_eq!(
+        endpoint,
+        format!("{}/live", stack.ws_url().replace("ws://", "http://"))
+    );
+    let client = aws_sdk_apigatewaymanagement::Client::from_conf(
+        aws_sdk_apigatewaymanagement::config::Builder::from(&stack.stack.aws.sdk)
+            .endpoint_url(&endpoint)
+            .build(),
+    );
+    let mut watcher = stack.watcher("w").await;
+    let connections = stack.live_rows("LiveConnectionsTable").await;
+    let Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) =
+        connections[0].get("connection_id").cloned()
+    else {
+        panic!("a connection row: {connections:?}");
+    };
+
+    client
+        .post_to_connection()
+        .connection_id(&id)
+        .data(Blob::new(r#"{"hello":1}"#))
+        .send()
+        .await
+        .expect("a post to an open connection");
+    assert_eq!(
+        watcher.next(Duration::from_secs(5)).await.unwrap().message,
+        json!({"hello": 1})
+    );
+    let described = client
+        .get_connection()
+        .connection_id(&id)
+        .send()
+        .await
+        .expect("an open connection is described");
+    assert!(described.connected_at().is_some());
+    assert_eq!(
+        described.identity().and_then(|i| i.source_ip()),
+        Some("127.0.0.1")
+    );
+
+    client
+        .delete_connection()
+        .connection_id(&id)
+        .send()
+        .await
+        .expect("an open connection is closed");
+    assert!(
+        watcher.next(Duration::from_secs(5)).await.is_none(),
+        "closed"
+    );
+    for _ in 0..50 {
+        if stack.live_rows("LiveConnectionsTable").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        stack.live_rows("LiveConnectionsTable").await.is_empty(),
+        "$disconnect ran for the closed connection"
+    );
+    let gone = client
+        .post_to_connection()
+        .connection_id(&id)
+        .data(Blob::new("late"))
+        .send()
+        .await
+        .expect_err("a closed connection is gone");
+    assert!(
+        matches!(
+            gone.as_service_error(),
+            Some(PostToConnectionError::GoneException(_))
+        ),
+        "{gone:?}"
+    );
+    assert_eq!(gone.raw_response().map(|r| r.status().as_u16()), Some(410));
+}
+
+#[tokio::test]
 async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
     let stack = TestStack::start().await;
     let mut watcher = stack.watcher("w").await;

@@ -435,9 +435,9 @@ impl SocketFront {
             hyper::Method::GET => plain(
                 200,
                 json!({
-                    "ConnectedAt": rfc3339(link.connected_at_ms),
-                    "LastActiveAt": rfc3339(link.last_active_ms),
-                    "Identity": {"SourceIp": link.source_ip, "UserAgent": link.user_agent},
+                    "connectedAt": rfc3339(link.connected_at_ms),
+                    "lastActiveAt": rfc3339(link.last_active_ms),
+                    "identity": {"sourceIp": link.source_ip, "userAgent": link.user_agent},
                 }),
             ),
             hyper::Method::DELETE => {
