@@ -382,7 +382,7 @@ impl PushClaims {
 
     /// Marks the push claimed at `claimed_at` finished at `now_ms`. A counts push (`Some`) records what
     /// it sent and its `as_of` (never lowering the newest one recorded); a stale push
-    /// (`None`) forgets the last counts, so the next counts push is sent whatever it holds.
+    /// (`None`) forgets both, so the next event's counts are pushed whatever they hold.
     pub async fn finish(
         &self,
         item: &ItemId,
@@ -423,7 +423,11 @@ impl PushClaims {
                             .update_expression("SET #finished = :claimed, #finished_at = :now, #likes = :l, #dislikes = :d"),
                     }
                 }
-                None => update.update_expression("SET #finished = :claimed, #finished_at = :now REMOVE #likes, #dislikes"),
+                None => update
+                    .update_expression(
+                        "SET #finished = :claimed, #finished_at = :now REMOVE #likes, #dislikes, #pushed",
+                    )
+                    .expression_attribute_names("#pushed", PUSHED_AS_OF),
             }
             .send()
         };
