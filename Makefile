@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile
+.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -141,3 +141,11 @@ bench-cold-start: .venv
 # limits, conflicts, staleness. No emulator. Writes docs/scale.svg.
 bench-scale:
 	cargo bench -q -p likes-tests --bench scale
+
+# Figures, not a timed test: live counts with LIKES_BENCH_LIVE_WATCHERS (1,000) WebSocket
+# watchers on one item while distinct users like it as fast as the emulator takes writes
+# (LIKES_BENCH_LIVE_LIKES, 600): messages per watcher per second, push latency from event time
+# p50/p99, the broadcaster's count reads and posts per second (README, Live counts). Counts and
+# latencies through the local fronts, so a debug build serves.
+bench-live: .venv
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench live

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 pub use likes_local::stack;
 
 pub mod exports;
+pub mod live;
 
 /// A running stack for one test.
 pub struct TestStack {
@@ -103,6 +104,21 @@ impl TestStack {
         .await
     }
 
+    /// [`TestStack::start_with_schedules`] with environment variables set over the template's
+    /// for every function that declares them (a live test's shorter catch-up bound, say).
+    pub async fn start_with_environment(environment: &[(&str, &str)]) -> Self {
+        let mut overrides = test_overrides();
+        overrides.extend(parameters_of(environment));
+        Self::start_with(
+            overrides,
+            Schedules::All,
+            BTreeMap::new(),
+            stream_shards(),
+            BTreeMap::new(),
+        )
+        .await
+    }
+
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
     /// the pulse is fired, the scheduled reconciliation is not, and epochs are
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
@@ -177,6 +193,7 @@ impl TestStack {
         let options = StackOptions {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ws_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
             schedules,
             mapping_overrides,
@@ -246,6 +263,17 @@ pub fn env_count(name: &str, default: usize) -> usize {
                 .unwrap_or_else(|_| panic!("{name}={v} is not a count"))
         })
         .unwrap_or(default)
+}
+
+/// The nearest-rank percentile `p` (0-100) of `values`; 0 for none.
+pub fn percentile(values: &[u64], p: f64) -> u64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 pub fn now_seconds() -> i64 {

@@ -35,6 +35,10 @@ fi
 sed "s#^\( *\)CodeUri: functions/\(.*\)\$#\1CodeUri: $src/target/lambda/\2/#" \
   "$src/template.yaml" > "$work/template.yaml"
 
+# The live API's $connect checks tokens against the issuer's keys: by default the local
+# development HS256 key (LIKES_LOCAL_JWT_SECRET's default, base64url), as likes-local signs.
+local_jwks='{"keys":[{"kty":"oct","alg":"HS256","kid":"local","k":"bG9jYWwtZGV2LXNlY3JldA"}]}'
+
 cd "$work"
 "$work/venv/bin/samlocal" deploy \
   --template-file "$work/template.yaml" \
@@ -44,5 +48,6 @@ cd "$work"
   --capabilities CAPABILITY_IAM \
   --no-confirm-changeset \
   --no-fail-on-empty-changeset \
-  --parameter-overrides "JwtIssuer=${LIKES_JWT_ISSUER:-likes-local}" "JwtAudience=${LIKES_JWT_AUDIENCE:-likes}"
+  --parameter-overrides "JwtIssuer=${LIKES_JWT_ISSUER:-likes-local}" "JwtAudience=${LIKES_JWT_AUDIENCE:-likes}" \
+    "JwtJwks=${LIKES_JWT_JWKS:-$local_jwks}"
 echo "likes: stack deployed"

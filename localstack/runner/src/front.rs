@@ -376,7 +376,7 @@ fn gateway_message(status: u16, message: &str) -> HttpResponse {
         .expect("static response is valid")
 }
 
-fn form_decode(raw: &str) -> String {
+pub(crate) fn form_decode(raw: &str) -> String {
     percent_encoding::percent_decode_str(&raw.replace('+', " "))
         .decode_utf8_lossy()
         .into_owned()

@@ -12,6 +12,10 @@ use serde_json::{Map, Value};
 
 /// The documented local development default. Never used outside the local stack.
 pub const DEFAULT_LOCAL_SECRET: &str = "local-dev-secret";
+/// The issuer and audience of local tokens: the local stack deploys the template with them
+/// (`JwtIssuer`, `JwtAudience`), so the live API's `$connect` checks them as in AWS.
+pub const LOCAL_ISSUER: &str = "https://likes.local";
+pub const LOCAL_AUDIENCE: &str = "likes-local";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JwtError {
@@ -33,6 +37,7 @@ pub enum JwtError {
 
 #[derive(Clone)]
 pub struct JwtAuthorizer {
+    secret: Vec<u8>,
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
@@ -48,6 +53,7 @@ impl JwtAuthorizer {
         validation.validate_aud = false;
         validation.required_spec_claims = HashSet::new();
         Self {
+            secret: secret.as_ref().to_vec(),
             encoding: EncodingKey::from_secret(secret.as_ref()),
             decoding: DecodingKey::from_secret(secret.as_ref()),
             validation,
@@ -63,9 +69,27 @@ impl JwtAuthorizer {
 
     /// A token for `sub`, valid for `ttl_seconds` from `now` (for tests and `likes-local token`).
     pub fn mint(&self, sub: &str, now: i64, ttl_seconds: i64) -> String {
-        let claims = serde_json::json!({ "sub": sub, "iat": now, "exp": now + ttl_seconds });
+        let claims = serde_json::json!({
+            "sub": sub,
+            "iss": LOCAL_ISSUER,
+            "aud": LOCAL_AUDIENCE,
+            "iat": now,
+            "exp": now + ttl_seconds,
+        });
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .expect("HS256 signs any claims")
+    }
+
+    /// The signing key as an issuer publishes its keys (a JWKS document, here one symmetric
+    /// HS256 key): what the local stack deploys the template's `JwtJwks` with.
+    pub fn jwks(&self) -> String {
+        serde_json::json!({"keys": [{
+            "kty": "oct",
+            "alg": "HS256",
+            "kid": "local",
+            "k": URL_SAFE_NO_PAD.encode(&self.secret),
+        }]})
+        .to_string()
     }
 
     /// Checks an `Authorization` header value and returns the claims as API Gateway passes

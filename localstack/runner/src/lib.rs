@@ -11,6 +11,7 @@ pub mod operator;
 pub mod poller;
 pub mod resources;
 pub mod schedule;
+pub mod socket_front;
 pub mod stack;
 pub mod template;
 

@@ -14,10 +14,11 @@ use tokio::task::JoinHandle;
 
 use crate::emulator::{Emulator, EmulatorError};
 use crate::front::{Front, RouteTarget};
-use crate::jwt::JwtAuthorizer;
+use crate::jwt::{JwtAuthorizer, LOCAL_AUDIENCE, LOCAL_ISSUER};
 use crate::poller::{MappingConfig, MappingError, Pipeline};
 use crate::resources::{self, ResourceError, Resources};
 use crate::schedule::{Schedule, ScheduleError};
+use crate::socket_front::{SocketFront, SocketTarget};
 use crate::template::{self, Template, TemplateError};
 
 /// The documented local default for secrets the template generates in AWS (the cursor
@@ -41,6 +42,8 @@ pub enum StackError {
     StreamShards(String),
     #[error("function {function}: {message}")]
     Function { function: String, message: String },
+    #[error("template.yaml declares {0} WebSocket APIs; the local stack serves one")]
+    WebSocketApis(usize),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -111,6 +114,8 @@ pub struct StackOptions {
     /// Resources are named `<prefix>-<LogicalId>`.
     pub prefix: String,
     pub http_addr: SocketAddr,
+    /// Where the WebSocket API is served (its management API too).
+    pub ws_addr: SocketAddr,
     /// Environment variables set over the template's values, for every function that
     /// declares them (tests use it to cut smaller chunks); empty runs the template as is.
     pub environment_overrides: BTreeMap<String, String>,
@@ -169,6 +174,9 @@ pub struct Stack {
     pub template: Template,
     pub resources: Resources,
     pub http_addr: SocketAddr,
+    pub ws_addr: SocketAddr,
+    /// The WebSocket front, when the template declares a WebSocket API.
+    socket_front: Option<Arc<SocketFront>>,
     tasks: Vec<JoinHandle<()>>,
     /// One per `Type: DynamoDB` function event; dropping them stops their pollers.
     pipelines: Vec<Pipeline>,
@@ -178,14 +186,25 @@ pub struct Stack {
 impl Stack {
     /// Creates the template's resources, serves its HTTP API and polls its streams.
     pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
-        let template =
-            Template::load(&template::default_path())?.with_parameters(options.parameters.clone());
+        let template = Template::load(&template::default_path())?
+            .with_parameters(local_parameters(options.parameters.clone()));
         let secrets: BTreeMap<String, String> = template
             .resources_of("AWS::SecretsManager::Secret")
             .into_keys()
             .map(|id| (id, local_cursor_key()))
             .collect();
-        let resources = resources::create(&template, &aws.sdk, &options.prefix, secrets).await?;
+        let mut resources =
+            resources::create(&template, &aws.sdk, &options.prefix, secrets).await?;
+        let ws_listener = listen(options.ws_addr).await?;
+        let ws_addr = local_addr(&ws_listener, options.ws_addr)?;
+        let socket_front = socket_front(
+            &template,
+            &mut resources,
+            &aws.sdk,
+            &options.prefix,
+            ws_addr,
+            &options.environment_overrides,
+        )?;
         let routes = template
             .http_routes()?
             .into_iter()
@@ -211,16 +230,8 @@ impl Stack {
                 })
             })
             .collect::<Result<Vec<_>, StackError>>()?;
-        let listener = TcpListener::bind(options.http_addr)
-            .await
-            .map_err(|source| StackError::Listen {
-                addr: options.http_addr,
-                source,
-            })?;
-        let http_addr = listener.local_addr().map_err(|source| StackError::Listen {
-            addr: options.http_addr,
-            source,
-        })?;
+        let listener = listen(options.http_addr).await?;
+        let http_addr = local_addr(&listener, options.http_addr)?;
         let pipelines = MappingConfig::all(
             &template,
             &resources,
@@ -233,6 +244,10 @@ impl Stack {
         .collect::<Result<Vec<_>, _>>()?;
         let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
         let mut tasks = vec![tokio::spawn(front.serve(listener))];
+        let socket_front = socket_front.map(Arc::new);
+        if let Some(socket_front) = &socket_front {
+            tasks.push(tokio::spawn(socket_front.clone().serve(ws_listener)));
+        }
         for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
             if options.schedules.fires(&schedule.function) {
                 tasks.push(schedule.start(&aws.sdk, options.stream_shards as u32)?);
@@ -243,6 +258,8 @@ impl Stack {
             template,
             resources,
             http_addr,
+            ws_addr,
+            socket_front,
             tasks,
             pipelines,
             environment_overrides: options.environment_overrides,
@@ -251,6 +268,16 @@ impl Stack {
 
     pub fn http_url(&self) -> String {
         format!("http://{}", self.http_addr)
+    }
+
+    /// The WebSocket front (its fault switches), when the template declares a WebSocket API.
+    pub fn socket_front(&self) -> Option<&SocketFront> {
+        self.socket_front.as_deref()
+    }
+
+    /// The WebSocket API's URL, as a client connects to it.
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}", self.ws_addr)
     }
 
     /// The event source mappings (one per `Type: DynamoDB` function event).
@@ -307,6 +334,86 @@ fn function_app(
     let config = Config::from_lookup(endpoint, |name| variables.get(name).cloned())
         .map_err(|err| failed(err.to_string()))?;
     Ok(App::new(config, sdk))
+}
+
+async fn listen(addr: SocketAddr) -> Result<TcpListener, StackError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StackError::Listen { addr, source })
+}
+
+fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, StackError> {
+    listener.local_addr().map_err(|source| StackError::Listen {
+        addr: asked,
+        source,
+    })
+}
+
+/// The parameters the template is deployed with locally: the caller's, over the local
+/// token issuer's (its issuer, audience and signing key, which the live API's `$connect`
+/// checks tokens against as it checks the real issuer's in AWS).
+fn local_parameters(mut parameters: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for (name, value) in [
+        ("JwtIssuer", LOCAL_ISSUER.to_owned()),
+        ("JwtAudience", LOCAL_AUDIENCE.to_owned()),
+        ("JwtJwks", JwtAuthorizer::from_env().jwks()),
+    ] {
+        parameters.entry(name.to_owned()).or_insert(value);
+    }
+    parameters
+}
+
+/// The template's WebSocket API on `ws_addr`: its `!Ref`s (the API id, the stage name) and
+/// its management endpoint resolve to the local front, and each route's function is built
+/// from its environment as the template declares it.
+fn socket_front(
+    template: &Template,
+    resources: &mut Resources,
+    sdk: &SdkConfig,
+    prefix: &str,
+    ws_addr: SocketAddr,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Option<SocketFront>, StackError> {
+    let apis = template.websocket_apis()?;
+    let api = match apis.as_slice() {
+        [] => return Ok(None),
+        [api] => api,
+        more => return Err(StackError::WebSocketApis(more.len())),
+    };
+    let api_id = format!("{prefix}-{}", api.api).to_lowercase();
+    resources.names.insert(api.api.clone(), api_id.clone());
+    resources
+        .names
+        .insert(api.stage.clone(), api.stage_name.clone());
+    resources.local_endpoints.insert(
+        format!("https://{api_id}.execute-api.{LOCAL_REGION}.amazonaws.com"),
+        format!("http://{ws_addr}"),
+    );
+    let targets = api
+        .routes
+        .iter()
+        .map(|route| {
+            let failed = |message: String| StackError::Function {
+                function: route.function.clone(),
+                message,
+            };
+            let environment = resources
+                .function_environment(template, &route.function, overrides)
+                .map_err(failed)?;
+            let function = likes_live::SocketFunction::for_binary(
+                &route.binary,
+                |name| environment.get(name).cloned(),
+                sdk,
+            )
+            .map_err(failed)?;
+            Ok(SocketTarget {
+                route_key: route.route_key.clone(),
+                function,
+                responds: route.responds,
+            })
+        })
+        .collect::<Result<Vec<_>, StackError>>()?;
+    Ok(Some(SocketFront::new(api, api_id, targets)))
 }
 
 fn local_cursor_key() -> String {

@@ -48,6 +48,30 @@ pub struct HttpRoute {
     pub authorizer: Option<String>,
 }
 
+/// The WebSocket API of the template (`AWS::ApiGatewayV2::Api`, protocol WEBSOCKET), its
+/// stage and routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSocketApi {
+    pub api: String,
+    /// The stage's logical id and `StageName`.
+    pub stage: String,
+    pub stage_name: String,
+    /// `RouteSelectionExpression`: `$request.body.<member>` is what the local front reads.
+    pub route_selection: String,
+    pub routes: Vec<WebSocketRoute>,
+}
+
+/// One `AWS::ApiGatewayV2::Route` and the function its integration invokes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSocketRoute {
+    pub route_key: String,
+    /// The function's logical id.
+    pub function: String,
+    pub binary: String,
+    /// A route response is declared: the function's answer body goes back to the client.
+    pub responds: bool,
+}
+
 impl Template {
     pub fn load(path: &Path) -> Result<Self, TemplateError> {
         let text = std::fs::read_to_string(path).map_err(|source| TemplateError::Read {
@@ -169,6 +193,72 @@ impl Template {
         Ok(routes)
     }
 
+    /// The template's WebSocket APIs with their routes: each route's `Target`
+    /// (`integrations/${Integration}`) names an integration whose `IntegrationUri` holds
+    /// `${Function.Arn}`.
+    pub fn websocket_apis(&self) -> Result<Vec<WebSocketApi>, TemplateError> {
+        let shape = |message: String| TemplateError::Shape(message);
+        let mut apis = Vec::new();
+        for (api, resource) in self.resources_of("AWS::ApiGatewayV2::Api") {
+            let props = &resource["Properties"];
+            if props["ProtocolType"].as_str() != Some("WEBSOCKET") {
+                continue;
+            }
+            let of_api = |r: &&Value| ref_target(&r["Properties"]["ApiId"]) == Some(api.as_str());
+            let (stage, stage_name) = self
+                .resources_of("AWS::ApiGatewayV2::Stage")
+                .into_iter()
+                .find(|(_, r)| of_api(r))
+                .and_then(|(id, r)| Some((id, r["Properties"]["StageName"].as_str()?.to_owned())))
+                .ok_or_else(|| shape(format!("{api}: no stage with a StageName")))?;
+            let responses = self.resources_of("AWS::ApiGatewayV2::RouteResponse");
+            let mut routes = Vec::new();
+            for (route, r) in self.resources_of("AWS::ApiGatewayV2::Route") {
+                if !of_api(&r) {
+                    continue;
+                }
+                let props = &r["Properties"];
+                let route_key = props["RouteKey"]
+                    .as_str()
+                    .ok_or_else(|| shape(format!("{route}: no RouteKey")))?;
+                let integration = sub_reference(&props["Target"], "integrations/")
+                    .ok_or_else(|| shape(format!("{route}: Target is not integrations/${{…}}")))?;
+                let uri = self
+                    .resource(&integration)
+                    .map(|i| &i["Properties"]["IntegrationUri"])
+                    .and_then(sub_text)
+                    .ok_or_else(|| shape(format!("{integration}: no IntegrationUri")))?;
+                let function = uri
+                    .split("${")
+                    .filter_map(|part| part.split_once(".Arn}"))
+                    .map(|(id, _)| id.to_owned())
+                    .next()
+                    .ok_or_else(|| {
+                        shape(format!("{integration}: IntegrationUri names no function"))
+                    })?;
+                routes.push(WebSocketRoute {
+                    route_key: route_key.to_owned(),
+                    binary: self.binary(&function)?,
+                    function,
+                    responds: responses
+                        .values()
+                        .any(|rr| ref_target(&rr["Properties"]["RouteId"]) == Some(route.as_str())),
+                });
+            }
+            apis.push(WebSocketApi {
+                route_selection: props["RouteSelectionExpression"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                api,
+                stage,
+                stage_name,
+                routes,
+            });
+        }
+        Ok(apis)
+    }
+
     /// SAM's rule for an `HttpApi` event: its own `Auth.Authorizer` wins (`NONE` makes the
     /// route public), else the `DefaultAuthorizer` of the API its `ApiId` names.
     fn route_authorizer(&self, props: &Value) -> Option<String> {
@@ -254,6 +344,21 @@ pub fn ref_target(value: &Value) -> Option<&str> {
         Value::Mapping(map) if map.len() == 1 => map.get("Ref").and_then(Value::as_str),
         _ => None,
     }
+}
+
+/// The text of a `!Sub` (short form or `{Fn::Sub: text}`).
+fn sub_text(value: &Value) -> Option<&str> {
+    match intrinsic(value)? {
+        (function, text) if function == "Sub" => text.as_str(),
+        _ => None,
+    }
+}
+
+/// `X` of a `!Sub '<prefix>${X}'`.
+fn sub_reference(value: &Value, prefix: &str) -> Option<String> {
+    let rest = sub_text(value)?.strip_prefix(prefix)?;
+    let name = rest.strip_prefix("${")?.strip_suffix('}')?;
+    Some(name.to_owned())
 }
 
 /// The `!GetAtt Resource.Attribute` of a value, if it is one.
@@ -394,6 +499,77 @@ Resources:
         assert_eq!(athena.condition("Long"), Some(true));
         assert_eq!(athena.resources_of("AWS::Athena::WorkGroup").len(), 1);
         assert_eq!(athena.condition("Missing"), None);
+    }
+
+    const SOCKETS: &str = r#"
+Resources:
+  Live:
+    Type: AWS::ApiGatewayV2::Api
+    Properties: { ProtocolType: WEBSOCKET, RouteSelectionExpression: $request.body.action }
+  Http:
+    Type: AWS::ApiGatewayV2::Api
+    Properties: { ProtocolType: HTTP }
+  Stage:
+    Type: AWS::ApiGatewayV2::Stage
+    Properties: { ApiId: !Ref Live, StageName: live }
+  ConnectRoute:
+    Type: AWS::ApiGatewayV2::Route
+    Properties: { ApiId: !Ref Live, RouteKey: $connect, Target: !Sub "integrations/${ConnectIntegration}" }
+  DefaultRoute:
+    Type: AWS::ApiGatewayV2::Route
+    Properties: { ApiId: !Ref Live, RouteKey: $default, Target: !Sub "integrations/${MessageIntegration}" }
+  DefaultResponse:
+    Type: AWS::ApiGatewayV2::RouteResponse
+    Properties: { ApiId: !Ref Live, RouteId: !Ref DefaultRoute, RouteResponseKey: $default }
+  ConnectIntegration:
+    Type: AWS::ApiGatewayV2::Integration
+    Properties:
+      IntegrationUri: !Sub "arn:${AWS::Partition}:apigateway:${AWS::Region}:lambda:path/2015-03-31/functions/${ConnectFn.Arn}/invocations"
+  MessageIntegration:
+    Type: AWS::ApiGatewayV2::Integration
+    Properties:
+      IntegrationUri: !Sub "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/${MessageFn.Arn}/invocations"
+  ConnectFn:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: live-connect } }
+  MessageFn:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: live-message } }
+"#;
+
+    #[test]
+    fn websocket_routes_come_from_routes_integrations_and_route_responses() {
+        let apis = Template::parse(SOCKETS).unwrap().websocket_apis().unwrap();
+        assert_eq!(apis.len(), 1, "the HTTP API is not a WebSocket API");
+        let api = &apis[0];
+        assert_eq!(
+            (
+                api.api.as_str(),
+                api.stage.as_str(),
+                api.stage_name.as_str()
+            ),
+            ("Live", "Stage", "live")
+        );
+        assert_eq!(api.route_selection, "$request.body.action");
+        let mut routes = api.routes.clone();
+        routes.sort_by(|a, b| a.route_key.cmp(&b.route_key));
+        assert_eq!(
+            routes,
+            vec![
+                WebSocketRoute {
+                    route_key: "$connect".into(),
+                    function: "ConnectFn".into(),
+                    binary: "live-connect".into(),
+                    responds: false,
+                },
+                WebSocketRoute {
+                    route_key: "$default".into(),
+                    function: "MessageFn".into(),
+                    binary: "live-message".into(),
+                    responds: true,
+                },
+            ]
+        );
     }
 
     #[test]

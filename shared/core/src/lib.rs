@@ -10,6 +10,7 @@ pub mod ids;
 pub mod leaderboard;
 pub mod likers;
 pub mod limit;
+pub mod live;
 pub mod page;
 pub mod pipeline;
 pub mod problem;

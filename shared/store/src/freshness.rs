@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 
+use crate::batch::BATCH_ATTEMPTS;
 use crate::error::condition_held;
 use crate::rows::{self, AsOfRow, CountKey, Item, ProbeRow, WatermarkRow};
 use crate::StoreError;
@@ -31,12 +32,8 @@ pub const PROBE_ITEM: &str = "#probe";
 pub const PROBE_USER_PREFIX: &str = "#probe#";
 /// A container re-reads `as_of` at most this often.
 const AS_OF_CACHE: Duration = Duration::from_secs(1);
-/// BatchGetItem takes at most 100 keys, BatchWriteItem 25 items.
+/// BatchGetItem takes at most 100 keys.
 const BATCH_GET_KEYS: usize = 100;
-const BATCH_WRITE_ITEMS: usize = 25;
-/// What a batch call left unprocessed (throttling) is asked for again, up to this many times
-/// in all.
-const BATCH_ATTEMPTS: u32 = 5;
 
 /// When `as_of` was last read, and what it was.
 type AsOfCache = Arc<Mutex<Option<(Instant, Option<i64>)>>>;
@@ -249,44 +246,12 @@ impl FreshnessStore {
         self.batch_put(reactions_table, rows).await
     }
 
-    /// Puts `rows` with BatchWriteItem (25 a request), asking again for what DynamoDB left
-    /// unprocessed, within the bounded backoff.
+    /// Puts `rows` with BatchWriteItem, asking again for what DynamoDB left unprocessed.
     async fn batch_put(&self, table: &str, rows: Vec<Item>) -> Result<(), StoreError> {
-        let requests: Vec<WriteRequest> = rows
+        let requests = rows
             .into_iter()
-            .map(|item| {
-                PutRequest::builder()
-                    .set_item(Some(item))
-                    .build()
-                    .map(|put| WriteRequest::builder().put_request(put).build())
-                    .map_err(|err| StoreError::Request(err.to_string()))
-            })
+            .map(crate::batch::put)
             .collect::<Result<_, _>>()?;
-        for page in requests.chunks(BATCH_WRITE_ITEMS) {
-            let mut pending = page.to_vec();
-            for attempt in 1..=BATCH_ATTEMPTS {
-                let output = self
-                    .client
-                    .batch_write_item()
-                    .request_items(table, pending)
-                    .send()
-                    .await
-                    .map_err(|err| StoreError::aws("BatchWriteItem", err))?;
-                pending = output
-                    .unprocessed_items
-                    .and_then(|mut left| left.remove(table))
-                    .unwrap_or_default();
-                if pending.is_empty() {
-                    break;
-                }
-                if attempt == BATCH_ATTEMPTS {
-                    return Err(StoreError::Throttled {
-                        operation: "BatchWriteItem",
-                    });
-                }
-                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
-            }
-        }
-        Ok(())
+        crate::batch::write_all(&self.client, table, requests).await
     }
 }

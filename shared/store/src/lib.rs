@@ -1,6 +1,7 @@
 //! DynamoDB adapters of Likes. Each module owns one use of one AWS service; the domain
 //! decisions they act on live in `likes-core`.
 
+mod batch;
 pub mod cached_counts;
 pub mod counts;
 pub mod erasures;
@@ -8,6 +9,7 @@ mod error;
 pub mod freshness;
 pub mod leaderboard;
 pub mod likers;
+pub mod live;
 pub mod metrics;
 pub mod rate_limits;
 pub mod reactions;
@@ -21,5 +23,6 @@ pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use leaderboard::{Board, LeaderboardStore};
 pub use likers::{LikersPage, LikersStore};
+pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage};
 pub use rate_limits::RateLimitsStore;
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

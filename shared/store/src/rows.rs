@@ -74,6 +74,20 @@ pub mod attr {
     // (the by_position index's sort key) and `liked_at`; tombstones `expires_at`.
     pub const BUCKET: &str = "bucket";
     pub const POSITION: &str = "position";
+    // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
+    pub const CONNECTION_ID: &str = "connection_id";
+    pub const ITEMS: &str = "items";
+    pub const CONNECTED_AT: &str = "connected_at";
+    // LiveSubscriptions (PK watch = `<item_id>#<bucket>`, SK connection_id); TTL `expires_at`.
+    pub const WATCH: &str = "watch";
+    // LivePushes (PK item_id): when the last push was claimed (epoch ms), the claim whose
+    // push finished and when, the newest `as_of` pushed and the counts last pushed; TTL `expires_at`.
+    pub const CLAIMED_AT: &str = "claimed_at";
+    pub const FINISHED: &str = "finished";
+    pub const FINISHED_AT: &str = "finished_at";
+    pub const PUSHED_AS_OF: &str = "pushed_as_of";
+    pub const PUSHED_LIKE_COUNT: &str = "pushed_like_count";
+    pub const PUSHED_DISLIKE_COUNT: &str = "pushed_dislike_count";
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -318,6 +332,40 @@ pub struct ErasureImage {
     pub step: Option<u64>,
 }
 
+/// A live connection, `connection_id`: whose it is and which items it watches, so its
+/// subscriptions can be found and removed when it goes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectionRow {
+    pub connection_id: String,
+    pub user_id: String,
+    #[serde(default)]
+    pub items: Vec<String>,
+    pub connected_at: i64,
+    /// Epoch seconds, for the table's TTL: past API Gateway's 2 h connection limit.
+    pub expires_at: i64,
+}
+
+/// One watcher of one item, in one bucket of the item's watchers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubscriptionRow {
+    pub watch: String,
+    pub connection_id: String,
+    pub expires_at: i64,
+}
+
+/// An item's push claim as a refused claim returns it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PushRow {
+    pub claimed_at: Option<i64>,
+    /// The `claimed_at` of the last push that finished, and when it finished.
+    pub finished: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub pushed_as_of: Option<i64>,
+    /// What the last finished counts push sent.
+    pub pushed_like_count: Option<u64>,
+    pub pushed_dislike_count: Option<u64>,
+}
+
 impl ClaimRow {
     pub fn listed(&self) -> impl Iterator<Item = &str> {
         self.event_ids.split(',')
@@ -404,6 +452,30 @@ mod tests {
         let mut expected = [attr::ACTIVE_ID, attr::ERASURE_ID, attr::USER_ID];
         expected.sort_unstable();
         assert_eq!(names(&to_item(&guard).unwrap()), expected);
+        let connection = ConnectionRow {
+            connection_id: "c".into(),
+            user_id: "u".into(),
+            items: vec!["game:1".into()],
+            connected_at: 6,
+            expires_at: 7,
+        };
+        let mut expected = [
+            attr::CONNECTED_AT,
+            attr::CONNECTION_ID,
+            attr::EXPIRES_AT,
+            attr::ITEMS,
+            attr::USER_ID,
+        ];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&connection).unwrap()), expected);
+        let subscription = SubscriptionRow {
+            watch: "game:1#0".into(),
+            connection_id: "c".into(),
+            expires_at: 7,
+        };
+        let mut expected = [attr::CONNECTION_ID, attr::EXPIRES_AT, attr::WATCH];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&subscription).unwrap()), expected);
         assert_eq!(
             to_item(&claim).unwrap()[attr::EXPIRES_AT],
             AttributeValue::N("2".into())

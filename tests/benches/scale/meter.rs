@@ -143,12 +143,4 @@ impl Histogram {
 }
 
 /// The nearest-rank percentile of per-second values.
-pub fn percentile(values: &[u64], p: f64) -> u64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
+pub use likes_tests::percentile;

@@ -1,8 +1,9 @@
 //! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
 //!
-//! - `likes-local run [--addr 127.0.0.1:3000] [--prefix likes] [--parameter NAME=VALUE]…`: the
-//!   whole service until Ctrl-C: resources, the HTTP front and the stream pollers that feed
-//!   the aggregator, with template parameters set over their defaults as a deploy sets them.
+//! - `likes-local run [--addr 127.0.0.1:3000] [--ws-addr 127.0.0.1:3001] [--prefix likes]
+//!   [--parameter NAME=VALUE]…`: the whole service until Ctrl-C: resources, the HTTP front,
+//!   the live WebSocket front and the stream pollers, with template parameters set over their
+//!   defaults as a deploy sets them.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
@@ -17,7 +18,7 @@ use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
 const USAGE: &str =
-    "usage: likes-local run [--addr HOST:PORT] [--prefix NAME] [--parameter NAME=VALUE]...
+    "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--prefix NAME] [--parameter NAME=VALUE]...
        likes-local exec -- CMD [ARGS...]
        likes-local token SUB [--ttl SECONDS]
        likes-local reconcile [--at RFC3339]";
@@ -55,6 +56,10 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         .unwrap_or("127.0.0.1:3000")
         .parse()
         .map_err(|e| format!("--addr: {e}"))?;
+    let ws_addr: SocketAddr = option(args, "--ws-addr")
+        .unwrap_or("127.0.0.1:3001")
+        .parse()
+        .map_err(|e| format!("--ws-addr: {e}"))?;
     let prefix = option(args, "--prefix").unwrap_or("likes").to_owned();
     let parameters = args
         .windows(2)
@@ -70,6 +75,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
     let options = StackOptions {
         prefix,
         http_addr,
+        ws_addr,
         environment_overrides: Default::default(),
         mapping_overrides: Default::default(),
         stream_shards: stack::stream_shards_from_env().map_err(|e| e.to_string())?,
@@ -85,6 +91,10 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
     };
     println!("Likes is running locally.");
     println!("  HTTP API      {}", stack.http_url());
+    println!(
+        "  Live counts   {}/?token=<token> (WebSocket)",
+        stack.ws_url()
+    );
     println!("  AWS endpoint  {} ({emulator})", stack.aws.endpoint_url);
     for (logical_id, name) in &stack.resources.names {
         println!("  {logical_id:<13} {name}");

@@ -12,6 +12,7 @@ use likes_aggregator::{
     Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Likers,
     LikersConfig, Publisher, PublisherConfig,
 };
+use likes_live::{BroadcastConfig, Broadcaster};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -29,6 +30,7 @@ pub enum StreamFunction {
     Eraser(EraserConfig),
     Leaderboard(LeaderboardConfig),
     Likers(LikersConfig),
+    Broadcaster(BroadcastConfig),
 }
 
 impl StreamFunction {
@@ -55,6 +57,11 @@ impl StreamFunction {
             "likers" => LikersConfig::from_lookup(|name| config.environment.get(name).cloned())
                 .map(Self::Likers)
                 .map_err(|e| e.to_string()),
+            "live-broadcast" => {
+                BroadcastConfig::from_lookup(|name| config.environment.get(name).cloned())
+                    .map(Self::Broadcaster)
+                    .map_err(|e| e.to_string())
+            }
             other => Err(format!(
                 "no local handler for stream function binary {other:?}"
             )),
@@ -116,6 +123,12 @@ impl StreamFunction {
                 );
                 Handler::Likers(Likers::new(config.clone(), dynamodb))
             }
+            // Its posts go to the local WebSocket front, which its endpoint names.
+            Self::Broadcaster(config) => Handler::Broadcaster(Box::new(Broadcaster::new(
+                config.clone(),
+                sdk,
+                aws_sdk_dynamodb::Client::new(sdk),
+            ))),
         };
         FunctionInstance {
             handler,
@@ -130,6 +143,8 @@ enum Handler {
     Eraser(Eraser),
     Leaderboard(Leaderboard),
     Likers(Likers),
+    /// Boxed: it holds clients of three services.
+    Broadcaster(Box<Broadcaster>),
     /// A test's function: records each event it receives and answers from a script.
     #[cfg(test)]
     Scripted(Arc<Script>),
@@ -207,6 +222,9 @@ impl FunctionInstance {
                 run(payload, context, |event| leaderboard.handle(event)).await
             }
             Handler::Likers(likers) => run(payload, context, |event| likers.handle(event)).await,
+            Handler::Broadcaster(broadcaster) => {
+                run(payload, context, |event| broadcaster.handle(event)).await
+            }
             #[cfg(test)]
             Handler::Scripted(script) => {
                 let event: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;

@@ -48,6 +48,10 @@ pub struct Resources {
     pub attributes: BTreeMap<String, String>,
     /// Secret values by the secret's logical id (local development defaults).
     pub secrets: BTreeMap<String, String>,
+    /// AWS endpoints the local stack serves itself: a function's environment value that
+    /// starts with a key (`https://<api id>.execute-api.<region>.amazonaws.com`) starts with
+    /// its value instead (the local WebSocket front).
+    pub local_endpoints: BTreeMap<String, String>,
 }
 
 impl Resources {
@@ -73,15 +77,28 @@ impl Resources {
             .environment(function)
             .into_iter()
             .map(|(name, value)| {
-                let resolved = match overrides.get(&name) {
-                    Some(value) => value.clone(),
-                    None => self.resolve(template, &value).ok_or_else(|| {
-                        format!("cannot resolve environment variable {name} locally")
-                    })?,
-                };
+                let resolved =
+                    match overrides.get(&name) {
+                        Some(value) => value.clone(),
+                        None => self.local_endpoint(self.resolve(template, &value).ok_or_else(
+                            || format!("cannot resolve environment variable {name} locally"),
+                        )?),
+                    };
                 Ok((name, resolved))
             })
             .collect()
+    }
+
+    /// `value` pointed at the local stand-in when it is an endpoint the stack serves.
+    fn local_endpoint(&self, value: String) -> String {
+        self.local_endpoints
+            .iter()
+            .find_map(|(aws, local)| {
+                value
+                    .strip_prefix(aws.as_str())
+                    .map(|rest| format!("{local}{rest}"))
+            })
+            .unwrap_or(value)
     }
 
     /// Resolves a template value (an environment variable, a resource property) as

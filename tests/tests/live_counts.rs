@@ -1,0 +1,455 @@
+//! Live counts through the local WebSocket front with a real WebSocket client: the counts on
+//! subscribe, coalesced pushes (at most one a second per item, the last one exact),
+//! unsubscribe, cleanup of dropped and gone connections, the message limits, the token check
+//! at `$connect`, and `stale` when counts cannot catch up.
+
+use std::time::Duration;
+
+use likes_tests::live::{Received, Watcher};
+use likes_tests::TestStack;
+use serde_json::{json, Value};
+
+async fn like(stack: &TestStack, user: &str, item: &str) {
+    stack
+        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
+        .send()
+        .await
+        .assert_status(200);
+}
+
+/// Waits until the public count route says `likes` (panics after 30 s).
+async fn wait_for_count(stack: &TestStack, item: &str, likes: u64) {
+    for _ in 0..150 {
+        if stack.like_count(item).await.json()["like_count"] == likes {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{item} never reached {likes} likes");
+}
+
+fn counts_of<'a>(received: &'a [Received], item: &str) -> Vec<&'a Received> {
+    received
+        .iter()
+        .filter(|r| r.message["type"] == "counts" && r.message["item_id"] == item)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_watcher_gets_counts_at_once_then_at_most_one_a_second_ending_at_the_exact_count() {
+    let stack = TestStack::start_with_schedules().await;
+    let item = "game:live-1";
+    like(&stack, "early", item).await;
+    wait_for_count(&stack, item, 1).await;
+    stack
+        .wait_for_as_of(likes_core::clock::now_ms(), Duration::from_secs(30))
+        .await;
+
+    let mut watcher = stack.watcher("watcher").await;
+    watcher.subscribe(&[item]).await;
+    let first = watcher
+        .next(Duration::from_secs(5))
+        .await
+        .expect("counts at once on subscribe");
+    assert_eq!(first.message["type"], "counts", "{}", first.message);
+    assert_eq!(first.message["item_id"], item);
+    assert_eq!(first.message["like_count"], 1);
+    assert_eq!(first.message["dislike_count"], 0);
+    assert!(first.message["as_of"].is_string(), "{}", first.message);
+
+    // Twelve likes from other users over about three seconds.
+    for n in 0..12 {
+        like(&stack, &format!("fan{n}"), item).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut received = watcher
+        .until(Duration::from_secs(30), |m| m["like_count"] == 13)
+        .await;
+    // Nothing after the exact count but the exact count.
+    received.extend(watcher.collect(Duration::from_secs(4)).await);
+    let pushes = counts_of(&received, item);
+    assert!(!pushes.is_empty());
+    assert!(
+        pushes.len() < 12,
+        "12 likes are coalesced into fewer pushes: {pushes:?}"
+    );
+    for pair in pushes.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(
+            gap >= Duration::from_millis(900),
+            "two pushes {gap:?} apart: {pushes:?}"
+        );
+        let (before, after) = (
+            &pair[0].message["like_count"],
+            &pair[1].message["like_count"],
+        );
+        assert!(
+            before.as_u64() <= after.as_u64(),
+            "counts went back: {pushes:?}"
+        );
+    }
+    let last = &pushes.last().expect("a push").message;
+    assert_eq!(last["like_count"], 13, "{pushes:?}");
+    assert_eq!(stack.like_count(item).await.json()["like_count"], 13);
+    assert!(
+        received.iter().all(|r| r.message["type"] == "counts"),
+        "{received:?}"
+    );
+}
+
+#[tokio::test]
+async fn unsubscribed_and_reconnected_watchers_get_what_they_asked_for() {
+    let stack = TestStack::start_with_schedules().await;
+    let (item, other) = ("game:live-2", "game:live-2b");
+    let mut stays = stack.watcher("stays").await;
+    let mut leaves = stack.watcher("leaves").await;
+    stays.subscribe(&[item]).await;
+    leaves.subscribe(&[item, other]).await;
+    assert_eq!(
+        stays.next(Duration::from_secs(5)).await.unwrap().message["like_count"],
+        0
+    );
+    // The subscribe's counts come in item order: `other` last.
+    let initial = leaves
+        .until(Duration::from_secs(30), |m| m["item_id"] == other)
+        .await;
+    assert_eq!(counts_of(&initial, item).len(), 1, "{initial:?}");
+    leaves.unsubscribe(&[item]).await;
+    // An unsubscribe is answered with nothing.
+    assert!(leaves.next(Duration::from_secs(1)).await.is_none());
+
+    like(&stack, "u1", item).await;
+    stays
+        .until(Duration::from_secs(30), |m| m["like_count"] == 1)
+        .await;
+    let after = leaves.collect(Duration::from_secs(3)).await;
+    assert!(
+        counts_of(&after, item).is_empty(),
+        "an unsubscribed watcher got a push: {after:?}"
+    );
+    // The connection still lists the item it kept.
+    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    assert_eq!(rows.len(), 2, "stays on item, leaves on other: {rows:?}");
+
+    // A watcher that reconnects and resubscribes gets the current counts at once.
+    drop(stays);
+    wait_for_count(&stack, item, 1).await;
+    let mut back = stack.watcher("stays").await;
+    back.subscribe(&[item]).await;
+    let current = back.next(Duration::from_secs(5)).await.unwrap().message;
+    assert_eq!(
+        (current["type"].clone(), current["like_count"].clone()),
+        (json!("counts"), json!(1))
+    );
+}
+
+#[tokio::test]
+async fn dropped_and_gone_connections_lose_their_rows() {
+    let stack = TestStack::start_with_schedules().await;
+    let item = "game:live-3";
+    let mut dropped = stack.watcher("dropped").await;
+    dropped.subscribe(&[item, "game:live-3b"]).await;
+    dropped.collect(Duration::from_secs(2)).await;
+    assert_eq!(stack.live_rows("LiveConnectionsTable").await.len(), 1);
+    assert_eq!(stack.live_rows("LiveSubscriptionsTable").await.len(), 2);
+    // The client vanishes without a close frame: $disconnect removes its rows.
+    dropped.drop_connection();
+    let mut cleaned = false;
+    for _ in 0..50 {
+        if stack.live_rows("LiveConnectionsTable").await.is_empty()
+            && stack.live_rows("LiveSubscriptionsTable").await.is_empty()
+        {
+            cleaned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cleaned, "the dropped connection's rows stayed");
+
+    // A connection whose $disconnect was lost: its rows exist, API Gateway says 410.
+    let store = stack.live_store();
+    store
+        .connect("ghost", "ghost-user", likes_core::clock::now_ms())
+        .await
+        .unwrap();
+    let id = likes_core::ItemId::parse(item).unwrap();
+    assert_eq!(
+        store.subscribe("ghost", &[id]).await.unwrap(),
+        likes_store::Watch::Subscribed
+    );
+    let mut live = stack.watcher("live").await;
+    live.subscribe(&[item]).await;
+    live.next(Duration::from_secs(5))
+        .await
+        .expect("counts on subscribe");
+    like(&stack, "u1", item).await;
+    live.until(Duration::from_secs(30), |m| m["like_count"] == 1)
+        .await;
+    let mut removed = false;
+    for _ in 0..50 {
+        if store.connection("ghost").await.unwrap().is_none() {
+            removed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(removed, "the push that met 410 removed the gone connection");
+    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    assert_eq!(
+        rows.len(),
+        1,
+        "only the live watcher's subscription is left: {rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
+    let stack = TestStack::start_with_schedules().await;
+    let (slow, other) = ("game:live-throttled", "game:live-other");
+    let mut watcher = stack.watcher("w").await;
+    watcher.subscribe(&[slow, other]).await;
+    assert_eq!(watcher.collect(Duration::from_secs(2)).await.len(), 2);
+    let front = stack
+        .stack
+        .socket_front()
+        .expect("the template has a WebSocket API");
+    // The first post is refused twice (429); its third attempt goes through, and the other
+    // item's push arrives too.
+    front.throttle_next_posts(2);
+    like(&stack, "u1", slow).await;
+    like(&stack, "u2", other).await;
+    let mut received = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while [slow, other].iter().any(|item| {
+        counts_of(&received, item)
+            .iter()
+            .all(|r| r.message["like_count"] != 1)
+    }) {
+        let left = deadline
+            .checked_duration_since(std::time::Instant::now())
+            .unwrap_or_else(|| panic!("both items' likes never arrived: {received:?}"));
+        if let Some(message) = watcher.next(left).await {
+            received.push(message);
+        }
+    }
+    assert_eq!(front.throttled_posts(), 2, "the fault fired");
+}
+
+#[tokio::test]
+async fn the_management_api_answers_the_sdk_as_api_gateway_does() {
+    use aws_sdk_apigatewaymanagement::operation::post_to_connection::PostToConnectionError;
+    use aws_sdk_apigatewaymanagement::primitives::Blob;
+
+    let stack = TestStack::start().await;
+    let endpoint = stack
+        .stack
+        .function_environment(likes_tests::live::BROADCAST_FUNCTION)
+        .unwrap()["LIVE_CONNECTIONS_ENDPOINT"]
+        .clone();
+    assert_eq!(
+        endpoint,
+        format!("{}/live", stack.ws_url().replace("ws://", "http://"))
+    );
+    let client = aws_sdk_apigatewaymanagement::Client::from_conf(
+        aws_sdk_apigatewaymanagement::config::Builder::from(&stack.stack.aws.sdk)
+            .endpoint_url(&endpoint)
+            .build(),
+    );
+    let mut watcher = stack.watcher("w").await;
+    let connections = stack.live_rows("LiveConnectionsTable").await;
+    let Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) =
+        connections[0].get("connection_id").cloned()
+    else {
+        panic!("a connection row: {connections:?}");
+    };
+
+    client
+        .post_to_connection()
+        .connection_id(&id)
+        .data(Blob::new(r#"{"hello":1}"#))
+        .send()
+        .await
+        .expect("a post to an open connection");
+    assert_eq!(
+        watcher.next(Duration::from_secs(5)).await.unwrap().message,
+        json!({"hello": 1})
+    );
+    let described = client
+        .get_connection()
+        .connection_id(&id)
+        .send()
+        .await
+        .expect("an open connection is described");
+    assert!(described.connected_at().is_some());
+    assert_eq!(
+        described.identity().and_then(|i| i.source_ip()),
+        Some("127.0.0.1")
+    );
+
+    client
+        .delete_connection()
+        .connection_id(&id)
+        .send()
+        .await
+        .expect("an open connection is closed");
+    assert!(
+        watcher.next(Duration::from_secs(5)).await.is_none(),
+        "closed"
+    );
+    for _ in 0..50 {
+        if stack.live_rows("LiveConnectionsTable").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        stack.live_rows("LiveConnectionsTable").await.is_empty(),
+        "$disconnect ran for the closed connection"
+    );
+    let gone = client
+        .post_to_connection()
+        .connection_id(&id)
+        .data(Blob::new("late"))
+        .send()
+        .await
+        .expect_err("a closed connection is gone");
+    assert!(
+        matches!(
+            gone.as_service_error(),
+            Some(PostToConnectionError::GoneException(_))
+        ),
+        "{gone:?}"
+    );
+    assert_eq!(gone.raw_response().map(|r| r.status().as_u16()), Some(410));
+}
+
+#[tokio::test]
+async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
+    let stack = TestStack::start().await;
+    let mut watcher = stack.watcher("w").await;
+    let fifty_one: Vec<String> = (0..51).map(|n| format!("game:{n}")).collect();
+    for (message, detail) in [
+        (
+            json!({"action": "subscribe", "item_ids": fifty_one}),
+            "1 to 50",
+        ),
+        (
+            json!({"action": "subscribe", "item_ids": ["bad id!"]}),
+            "item_id",
+        ),
+        (json!({"action": "subscribe", "item_ids": []}), "1 to 50"),
+        (
+            json!({"action": "watch", "item_ids": ["game:1"]}),
+            "unknown action",
+        ),
+        (json!({"item_ids": ["game:1"]}), "no action"),
+        (json!(["subscribe"]), "JSON object"),
+    ] {
+        watcher.send(&message).await;
+        let answer = watcher
+            .next(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no answer to {message}"))
+            .message;
+        assert_eq!(answer["type"], "error", "{message}: {answer}");
+        let text = answer["detail"].as_str().unwrap_or_default();
+        assert!(text.contains(detail), "{message}: {answer}");
+    }
+    assert!(stack.live_rows("LiveSubscriptionsTable").await.is_empty());
+    let connection = stack.live_rows("LiveConnectionsTable").await;
+    assert_eq!(connection.len(), 1);
+    assert_eq!(
+        connection[0]["items"],
+        aws_sdk_dynamodb::types::AttributeValue::L(vec![]),
+        "a refused message changes nothing"
+    );
+    // Fifty ids are fine.
+    let fifty: Vec<String> = (0..50).map(|n| format!("game:{n}")).collect();
+    watcher
+        .send(&json!({"action": "subscribe", "item_ids": fifty}))
+        .await;
+    let mut answers = Vec::new();
+    while answers.len() < 50 {
+        match watcher.next(Duration::from_secs(30)).await {
+            Some(answer) => answers.push(answer),
+            None => break,
+        }
+    }
+    // And nothing more.
+    answers.extend(watcher.collect(Duration::from_secs(1)).await);
+    assert_eq!(counts_of(&answers, "game:7").len(), 1, "{answers:?}");
+    assert_eq!(answers.len(), 50, "one counts message per item");
+    assert_eq!(stack.live_rows("LiveSubscriptionsTable").await.len(), 50);
+}
+
+#[tokio::test]
+async fn a_bad_token_is_refused_at_connect() {
+    let stack = TestStack::start().await;
+    let url = stack.ws_url();
+    assert_eq!(Watcher::connect(&url, None).await.err(), Some(401));
+    assert_eq!(
+        Watcher::connect(&url, Some("not-a-jwt")).await.err(),
+        Some(401)
+    );
+    let other_key = likes_local::jwt::JwtAuthorizer::new("another-secret").mint(
+        "mallory",
+        likes_tests::now_seconds(),
+        60,
+    );
+    assert_eq!(
+        Watcher::connect(&url, Some(&other_key)).await.err(),
+        Some(401)
+    );
+    let expired = likes_local::jwt::JwtAuthorizer::from_env().mint(
+        "late",
+        likes_tests::now_seconds() - 120,
+        60,
+    );
+    assert_eq!(
+        Watcher::connect(&url, Some(&expired)).await.err(),
+        Some(401)
+    );
+    assert!(stack.live_rows("LiveConnectionsTable").await.is_empty());
+    // The header works as the query parameter does.
+    let mut watcher = Watcher::connect_with_header(&url, &stack.token("alice"))
+        .await
+        .expect("a valid token in the header connects");
+    watcher.subscribe(&["game:1"]).await;
+    assert_eq!(
+        watcher.next(Duration::from_secs(5)).await.unwrap().message["type"],
+        "counts"
+    );
+    let rows = stack.live_rows("LiveConnectionsTable").await;
+    assert_eq!(
+        rows[0]["user_id"],
+        aws_sdk_dynamodb::types::AttributeValue::S("alice".into())
+    );
+}
+
+#[tokio::test]
+async fn watchers_are_told_stale_when_counts_cannot_catch_up() {
+    let stack = TestStack::start_with_environment(&[("LIVE_CATCH_UP_SECONDS", "2")]).await;
+    let item = "game:live-stale";
+    let mut watcher = stack.watcher("w").await;
+    watcher.subscribe(&[item]).await;
+    watcher
+        .next(Duration::from_secs(5))
+        .await
+        .expect("counts on subscribe");
+    // The count pipeline stops: the counts and as_of stay where they are.
+    for shard in 0..stack.pipeline().virtual_shards() {
+        stack.pipeline().faults().stall_shard(shard);
+    }
+    like(&stack, "u1", item).await;
+    let received = watcher
+        .until(Duration::from_secs(30), |m| m["type"] == "stale")
+        .await;
+    let stale: &Value = &received.last().unwrap().message;
+    assert_eq!(stale, &json!({"type": "stale", "item_id": item}));
+    assert!(
+        counts_of(&received, item)
+            .iter()
+            .all(|r| r.message["like_count"] == 0),
+        "no count the pipeline has not applied: {received:?}"
+    );
+}
