@@ -13,6 +13,10 @@
 //! own partition and in each of H = 8 overflow partitions, with a marker; the page's items are
 //! cold (two count rows each). `LIKES_BENCH_READ_SECONDS` (default 3) sets how long each rate
 //! runs.
+//!
+//! Last, a page of an item's likers: 2,000 likers spread over the item's buckets as the likers
+//! consumer leaves them, read through the real handler, beside what one Query of an index
+//! keyed by the item alone would read (the layout that melts on a viral item's writes).
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 #[allow(dead_code)]
@@ -31,11 +35,13 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Body, Request};
 use likes_api::{App, Config, Endpoint};
 use likes_core::clock::now_ms;
+use likes_core::likers::{bucket, buckets, LikerChange, LikerUpdate};
 use likes_core::reconcile::subtotal_attributes;
-use likes_core::ItemId;
+use likes_core::{CursorKey, ItemId};
 use likes_local::front::GatewayRequest;
 use likes_store::freshness::AS_OF_REPLICAS;
-use likes_store::CountsStore;
+use likes_store::likers::POSITION_INDEX;
+use likes_store::{CountsStore, LikersStore};
 use likes_tests::TestStack;
 use serde_json::json;
 
@@ -49,6 +55,7 @@ const PAGE: usize = 40;
 const RATES: [u32; 3] = [1, 100, 10_000];
 /// Naive reads per rate: each one costs the same, whatever the rate.
 const NAIVE_SAMPLE: u64 = 50;
+const LIKERS: usize = 2_000;
 
 #[tokio::main]
 async fn main() {
@@ -159,6 +166,123 @@ async fn main() {
         unit(PAGE as f64),
         total_wall.as_millis()
     );
+    likers_pages(&stack).await;
+}
+
+/// A page of the viral item's likers through the real handler: requests counted on the
+/// wire, read units from the entries each bucket's Query reads.
+async fn likers_pages(stack: &TestStack) {
+    let raw = stack.dynamodb();
+    let table = stack.name("LikersTable");
+    let item = ItemId::parse(VIRAL).expect("a valid id");
+    let store = LikersStore::new(raw.clone(), &table);
+    let now = now_ms();
+    let mut writes = tokio::task::JoinSet::new();
+    for n in 0..LIKERS {
+        let store = store.clone();
+        let user_id = format!("fan{n:05}");
+        let update = LikerUpdate {
+            bucket: bucket(&item, &user_id),
+            user_id,
+            op_id: 1,
+            change: LikerChange::Liked {
+                liked_at_ms: now - n as i64,
+            },
+        };
+        writes.spawn(async move { store.apply(&update).await.expect("a likers entry") });
+        if writes.len() >= 16 {
+            writes.join_next().await;
+        }
+    }
+    while writes.join_next().await.is_some() {}
+
+    let environment = stack
+        .stack
+        .function_environment("ListLikersFunction")
+        .expect("the list-likers function's environment");
+    let sent = SentRequests::default();
+    let client = Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&stack.stack.aws.sdk)
+            .interceptor(sent.clone())
+            .build(),
+    );
+    let app = App::with_dynamodb(
+        Config {
+            likers_table: Some(table.clone()),
+            cursor_key: Some(
+                CursorKey::new(&environment["CURSOR_SIGNING_KEY"]).expect("the cursor key"),
+            ),
+            ..Config::default()
+        },
+        client,
+    );
+    println!();
+    println!(
+        "A page of one item's {LIKERS} likers ({} buckets), DynamoDB requests and RCU per page:",
+        buckets(&item).len()
+    );
+    for limit in [20, 100] {
+        let route = "/v1/items/{item_id}/likers";
+        let path = route.replace("{item_id}", VIRAL);
+        let query = format!("limit={limit}");
+        let event = GatewayRequest {
+            method: "GET",
+            route_path: route,
+            path: &path,
+            raw_query: &query,
+            headers: Vec::new(),
+            body: b"",
+            path_parameters: serde_json::Map::from_iter([("item_id".to_owned(), json!(VIRAL))]),
+            claims: Some(HashMap::from([("sub".to_owned(), "reader".to_owned())])),
+            source_ip: "127.0.0.1".to_owned(),
+            request_id: format!("bench-likers-{limit}"),
+            now_ms: now_ms(),
+        }
+        .event();
+        let event: LambdaRequest = serde_json::from_value(event).expect("a v2 event");
+        let started = Instant::now();
+        let response = app.handle(Endpoint::ListLikers, event.into()).await;
+        let wall = started.elapsed();
+        assert_eq!(response.status(), 200);
+        let requests = sent.take().len();
+        // What each bucket's Query read: its newest limit + 1 entries.
+        let mut half_units = 0;
+        let mut newest: Vec<(String, usize)> = Vec::new();
+        for bucket in buckets(&item) {
+            let output = raw
+                .query()
+                .table_name(&table)
+                .index_name(POSITION_INDEX)
+                .key_condition_expression("#bucket = :bucket")
+                .expression_attribute_names("#bucket", "bucket")
+                .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+                .scan_index_forward(false)
+                .limit(limit as i32 + 1)
+                .send()
+                .await
+                .expect("Query of a bucket");
+            let sizes: Vec<(String, usize)> = output
+                .items()
+                .iter()
+                .map(|row| {
+                    let position = row["position"].as_s().expect("a position").clone();
+                    (position, capacity::item_size(row))
+                })
+                .collect();
+            half_units +=
+                capacity::eventually_consistent_half_units(sizes.iter().map(|(_, b)| b).sum());
+            newest.extend(sizes);
+        }
+        // One index keyed by the item: one Query reads the newest limit + 1 of them all.
+        newest.sort_by(|a, b| b.0.cmp(&a.0));
+        let naive_bytes: usize = newest.iter().take(limit + 1).map(|(_, b)| b).sum();
+        println!(
+            "  limit {limit:>3}: buckets {requests} req / {} RCU ({} ms on the emulator); one index by item: 1 req / {} RCU",
+            half_units as f64 / 2.0,
+            wall.as_millis(),
+            capacity::eventually_consistent_half_units(naive_bytes) as f64 / 2.0
+        );
+    }
 }
 
 /// Calls `read` `rate` times a second for `seconds`, or `max` times at most, one at a time (a

@@ -85,8 +85,9 @@ impl Faults {
     }
 
     /// The next invocation that commits its `k`-th chunk (its k-th successful
-    /// `TransactWriteItems`; the eraser's k-th `BatchWriteItem` of deletes) dies right after it: no further call leaves it, its answer is
-    /// lost, and the mapping treats it as a function error. `k` ≥ 1. Each call arms one
+    /// `TransactWriteItems`; the eraser's k-th `BatchWriteItem` of deletes; the likers
+    /// consumer's k-th `UpdateItem`) dies right after it: no further call leaves it, its
+    /// answer is lost, and the mapping treats it as a function error. `k` ≥ 1. Each call arms one
     /// more crash, played after the ones armed before it.
     pub fn crash_after_chunks(&self, k: usize) {
         self.with(|s| s.crashes.push_back(k.max(1)));
