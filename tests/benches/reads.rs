@@ -184,6 +184,7 @@ async fn likers_pages(stack: &TestStack) {
         let update = LikerUpdate {
             bucket: bucket(&item, &user_id),
             user_id,
+            row_created_ms: now,
             op_id: 1,
             change: LikerChange::Liked {
                 liked_at_ms: now - n as i64,

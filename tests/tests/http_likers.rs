@@ -1,7 +1,7 @@
 //! `GET /v1/items/{item_id}/likers` through the local front: thousands of likers of one item
 //! listed newest first across its buckets, each once, equal to the Reactions table's own
 //! LIKE rows however often the event log and its consumer deliver, re-cut or crash; unlikes
-//! and account erasure take users off the list.
+//! and account erasure take users off the list, and a like after an erasure puts them back.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -236,6 +236,28 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
     for item in items {
         assert_eq!(users(&likers_page(&stack, item, "").await), ["keeper"]);
     }
+    // Liking again at once writes a new row from op_id 1, below the erased row's op_ids:
+    // a new life of the row, which the likers and the leaderboard take as newer.
+    like(&stack, "leaver", "game:a").await;
+    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
+    assert_eq!(
+        users(&likers_page(&stack, "game:a", "").await),
+        ["leaver", "keeper"]
+    );
+    let board = stack
+        .request("GET", "/v1/leaderboard?window=all", None)
+        .send()
+        .await
+        .json();
+    assert_eq!(
+        board["items"],
+        json!([
+            {"item_id": "game:a", "like_count": 2},
+            {"item_id": "game:b", "like_count": 1},
+            {"item_id": "game:c", "like_count": 1},
+        ])
+    );
 }
 
 #[tokio::test]

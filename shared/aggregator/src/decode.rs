@@ -92,6 +92,8 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
             transition,
             op_id,
             event_time_ms,
+            // A REMOVE's row is in its old image only.
+            row_created_ms: new.created_at.or(old.created_at).unwrap_or(0),
         }),
     })
 }

@@ -128,7 +128,7 @@ fn chunk(events: &[(usize, ReactionEvent)]) -> (Vec<&ReactionEvent>, usize) {
     let mut chunk: Vec<&ReactionEvent> = Vec::new();
     let mut taken = 0;
     for (_, event) in events {
-        if chunk.iter().any(|e| e.event_id == event.event_id) {
+        if chunk.iter().any(|e| e.flip_key() == event.flip_key()) {
             taken += 1;
             continue;
         }

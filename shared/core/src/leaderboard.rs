@@ -121,6 +121,7 @@ mod tests {
             dislike_delta: 0,
             event_time_ms,
             source_sequence_number: "1".into(),
+            row_created_ms: 0,
         }
     }
 

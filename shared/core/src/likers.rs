@@ -2,9 +2,10 @@
 //!
 //! An item's likers live in [`LIKER_BUCKETS`] buckets (`item_id#<hash(user) mod B>`), so a
 //! viral item's liker writes spread over that many partition keys instead of melting one.
-//! Each (item, user) is one entry holding the `op_id` of the last flip applied to it: a flip
-//! applies only over a lower `op_id`, so duplicates, retries and out-of-order deliveries of
-//! the event log leave the entry as the newest flip says. An unlike keeps the entry as a
+//! Each (item, user) is one entry holding the order (the row's creation, then `op_id`) of the
+//! last flip applied to it: a flip applies only over an older one, so duplicates, retries and
+//! out-of-order deliveries of the event log leave the entry as the newest flip says, also
+//! across an erasure (a row written again is a newer life of it). An unlike keeps the entry as a
 //! tombstone without a position (out of the index) until the log can no longer deliver an
 //! older flip.
 //!
@@ -44,11 +45,13 @@ pub enum LikerChange {
     Unliked { keep_until_ms: i64 },
 }
 
-/// One flip's write to the likers model: the entry of (item, user), at the flip's `op_id`.
+/// One flip's write to the likers model: the entry of (item, user), at the flip's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LikerUpdate {
     pub bucket: String,
     pub user_id: String,
+    /// When the flip's row was created, then its `op_id` ([`ReactionEvent::order`]).
+    pub row_created_ms: i64,
     pub op_id: u64,
     pub change: LikerChange,
 }
@@ -73,6 +76,7 @@ pub fn liker_update(event: &ReactionEvent, now_ms: i64) -> Option<LikerUpdate> {
     Some(LikerUpdate {
         bucket: bucket(&item, &event.user_id),
         user_id: event.user_id.clone(),
+        row_created_ms: event.row_created_ms,
         op_id: event.op_id,
         change,
     })
@@ -122,6 +126,7 @@ mod tests {
             dislike_delta: 0,
             event_time_ms: 1_700_000_000_000 + op_id as i64,
             source_sequence_number: op_id.to_string(),
+            row_created_ms: 1_700_000_000_000,
         }
     }
 

@@ -1,6 +1,6 @@
 //! The Leaderboard table: score rows per board and item (PK `board` = `all` or
 //! `day#2026-12-01`, SK `item_id`), read top-down through the `by_score` index; one claim
-//! row per applied event (`#event#<event_id>`), so an event delivered twice scores once;
+//! row per applied event (`#event#<flip key>`), so an event delivered twice scores once;
 //! and the consumer's progress per Kinesis shard (`#progress` / shard id), which `as_of`
 //! is read from.
 
@@ -97,7 +97,7 @@ impl LeaderboardStore {
         let claim_expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
         for event in events {
             let claim = EventClaimRow {
-                board: format!("{EVENT_CLAIM_PREFIX}{}", event.event_id),
+                board: format!("{EVENT_CLAIM_PREFIX}{}", event.flip_key()),
                 item_id: event.item_id.clone(),
                 expires_at: claim_expires_at,
             };

@@ -1,6 +1,6 @@
 //! The Likers table: who liked an item, derived from the event log. One entry per (item,
-//! user) in the item's bucket (PK `bucket` = `item_id#<n>`, SK `user_id`) holding the `op_id`
-//! of the last flip applied to it; while the user likes the item it also holds its
+//! user) in the item's bucket (PK `bucket` = `item_id#<n>`, SK `user_id`) holding the order
+//! of the last flip applied to it (`row_created`, `op_id`); while the user likes the item it also holds its
 //! `position` (liked_at then user id) and `liked_at`, which put it in the `by_position`
 //! index the pages read. An unliked entry is a tombstone (no position, a TTL).
 
@@ -10,7 +10,7 @@ use likes_core::likers::{buckets, newest_first, position, Liker, LikerChange, Li
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
-use crate::rows::attr::{BUCKET, EXPIRES_AT, LIKED_AT, OP_ID, POSITION, USER_ID};
+use crate::rows::attr::{BUCKET, EXPIRES_AT, LIKED_AT, OP_ID, POSITION, ROW_CREATED, USER_ID};
 use crate::rows::{self, number, LikerRow};
 use crate::StoreError;
 
@@ -39,8 +39,9 @@ impl LikersStore {
         }
     }
 
-    /// Applies one flip to its entry, only over an older one: `Ok(false)` when the entry
-    /// already holds this flip or a later one (a duplicate, or a delivery out of order),
+    /// Applies one flip to its entry, only over an older one (an earlier life of the row, or
+    /// a lower `op_id` in the same life): `Ok(false)` when the entry already holds this flip
+    /// or a later one (a duplicate, or a delivery out of order),
     /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
     /// applied concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
@@ -50,8 +51,13 @@ impl LikersStore {
             .table_name(&self.table)
             .key(BUCKET, AttributeValue::S(update.bucket.clone()))
             .key(USER_ID, AttributeValue::S(update.user_id.clone()))
-            .condition_expression("attribute_not_exists(#op_id) OR #op_id < :op_id")
+            .condition_expression(
+                "attribute_not_exists(#op_id) OR #row_created < :row_created \
+                 OR (#row_created = :row_created AND #op_id < :op_id)",
+            )
             .expression_attribute_names("#op_id", OP_ID)
+            .expression_attribute_names("#row_created", ROW_CREATED)
+            .expression_attribute_values(":row_created", number(update.row_created_ms))
             .expression_attribute_names("#position", POSITION)
             .expression_attribute_names("#liked_at", LIKED_AT)
             .expression_attribute_names("#expires_at", EXPIRES_AT)
@@ -59,8 +65,8 @@ impl LikersStore {
         let request = match update.change {
             LikerChange::Liked { liked_at_ms } => request
                 .update_expression(
-                    "SET #op_id = :op_id, #position = :position, #liked_at = :liked_at \
-                     REMOVE #expires_at",
+                    "SET #op_id = :op_id, #row_created = :row_created, #position = :position, \
+                     #liked_at = :liked_at REMOVE #expires_at",
                 )
                 .expression_attribute_values(
                     ":position",
@@ -69,7 +75,8 @@ impl LikersStore {
                 .expression_attribute_values(":liked_at", number(liked_at_ms)),
             LikerChange::Unliked { keep_until_ms } => request
                 .update_expression(
-                    "SET #op_id = :op_id, #expires_at = :expires_at REMOVE #position, #liked_at",
+                    "SET #op_id = :op_id, #row_created = :row_created, #expires_at = :expires_at \
+                     REMOVE #position, #liked_at",
                 )
                 .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
         };

@@ -1,7 +1,9 @@
 //! The Reactions table: the source of truth. One row per (user, item).
 //!
 //! Row layout: `user_id` (PK), `item_id` (SK), `state`, `op_id` (bumped on every real flip),
-//! `updated_at` and, only while LIKE, `liked_at` (epoch millis; the sparse `by_liked_at` LSI).
+//! `updated_at`, `created_at` (set by the write that creates the row, so the event log can
+//! tell a row written again after an erasure from the one before it) and, only while LIKE,
+//! `liked_at` (epoch millis; the sparse `by_liked_at` LSI).
 //! Each recent idempotency key `h` (its 11-character hash) keeps three small attributes:
 //! `k#h` = the requested state and time (`L|1732912345678`), `v#h` = the version the write
 //! produced, `p#h` = the state it replaced. The last two are copied from the old row by the
@@ -412,6 +414,7 @@ impl FlipExpression {
             "#state = :target",
             "op_id = if_not_exists(op_id, :zero) + :one",
             "updated_at = :now",
+            "created_at = if_not_exists(created_at, :now)",
         ]);
         let condition = request
             .clauses()

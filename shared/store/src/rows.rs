@@ -70,10 +70,12 @@ pub mod attr {
     pub const BOARD: &str = "board";
     pub const SCORE: &str = "score";
     pub const APPLIED_THROUGH: &str = "applied_through";
-    // Likers (PK bucket `item_id#<n>`, SK user_id): `op_id`, and while liked `position`
+    // Likers (PK bucket `item_id#<n>`, SK user_id): `row_created`, `op_id`, and while liked `position`
     // (the by_position index's sort key) and `liked_at`; tombstones `expires_at`.
     pub const BUCKET: &str = "bucket";
     pub const POSITION: &str = "position";
+    /// With `op_id`, the order of the flip an entry holds: its Reactions row's `created_at`.
+    pub const ROW_CREATED: &str = "row_created";
     // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
     pub const CONNECTION_ID: &str = "connection_id";
     pub const ITEMS: &str = "items";
@@ -140,6 +142,7 @@ pub struct ReactionImage {
     pub state: Option<ReactionState>,
     pub op_id: Option<u64>,
     pub updated_at: Option<i64>,
+    pub created_at: Option<i64>,
 }
 
 /// A row of the liked-items index (only LIKE rows carry `liked_at`).

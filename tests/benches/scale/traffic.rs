@@ -122,6 +122,7 @@ impl Traffic {
                 transition,
                 op_id: 1,
                 event_time_ms: time_ms,
+                row_created_ms: time_ms,
             }),
         }
     }

@@ -50,11 +50,15 @@ pub struct Change {
     pub op_id: u64,
     /// When the flip was written (epoch millis).
     pub event_time_ms: i64,
+    /// When the row was created (epoch millis; 0 for a row from before rows kept it). Account
+    /// erasure removes rows, and a row written again counts `op_id` from 1: this tells the
+    /// row's lives apart.
+    pub row_created_ms: i64,
 }
 
 impl Change {
-    /// `user_id#item_id#op_id`: the same for every delivery of the flip, so consumers of the
-    /// event log deduplicate by it.
+    /// `user_id#item_id#op_id`: the same for every delivery of the flip, and unique within
+    /// one life of the row ([`ReactionEvent::flip_key`] across its lives).
     pub fn event_id(&self) -> String {
         format!("{}#{}#{}", self.user_id, self.item_id, self.op_id)
     }
@@ -129,7 +133,8 @@ impl Counts {
 }
 
 /// One flip on the event log (Kinesis, partition key [`event_partition_key`]). At least once:
-/// consumers deduplicate by `event_id`, and order one row's flips by `op_id`.
+/// consumers deduplicate by `event_id` (with `row_created_ms`, see [`ReactionEvent::flip_key`])
+/// and order one row's flips by [`ReactionEvent::order`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReactionEvent {
     pub event_id: String,
@@ -144,6 +149,10 @@ pub struct ReactionEvent {
     pub event_time_ms: i64,
     /// The Reactions stream record it came from (comparable only within one stream shard).
     pub source_sequence_number: String,
+    /// When the flip's row was created ([`Change::row_created_ms`]); 0 on events put before
+    /// events carried it.
+    #[serde(default)]
+    pub row_created_ms: i64,
 }
 
 impl ReactionEvent {
@@ -160,7 +169,20 @@ impl ReactionEvent {
             dislike_delta: delta.dislike,
             event_time_ms: change.event_time_ms,
             source_sequence_number: sequence_number.to_owned(),
+            row_created_ms: change.row_created_ms,
         }
+    }
+
+    /// What names this flip across every life of its row: `event_id` alone repeats once an
+    /// erased row is written again (its `op_id` starts over), so a consumer that remembers
+    /// flips longer than a row may live keys them by this.
+    pub fn flip_key(&self) -> String {
+        format!("{}@{}", self.event_id, self.row_created_ms)
+    }
+
+    /// One row's flips in the order they were made: by the row's life, then `op_id`.
+    pub fn order(&self) -> (i64, u64) {
+        (self.row_created_ms, self.op_id)
     }
 }
 
@@ -181,6 +203,7 @@ mod tests {
                 transition,
                 op_id: 1,
                 event_time_ms: 0,
+                row_created_ms: 0,
             }),
         }
     }
@@ -207,6 +230,7 @@ mod tests {
                     transition: Transition::new(Neutral, Like),
                     op_id: 1,
                     event_time_ms: 0,
+                    row_created_ms: 0,
                 });
                 r
             })
@@ -314,6 +338,7 @@ mod tests {
             transition: Transition::new(Like, Dislike),
             op_id: 7,
             event_time_ms: 42,
+            row_created_ms: 40,
         };
         let event = ReactionEvent::new(&change, "900");
         assert_eq!(event.event_id, "u1#game:1#7");
@@ -321,5 +346,34 @@ mod tests {
         let json = serde_json::to_value(&event).unwrap();
         assert_eq!(json["old_state"], "LIKE");
         assert_eq!(json["source_sequence_number"], "900");
+        assert_eq!(json["row_created_ms"], 40);
+    }
+
+    #[test]
+    fn a_row_written_again_after_an_erasure_names_and_orders_its_flips_anew() {
+        let flip = |op_id, row_created_ms| {
+            ReactionEvent::new(
+                &Change {
+                    user_id: "u1".into(),
+                    item_id: ItemId::parse("game:1").unwrap(),
+                    transition: Transition::new(Like, Dislike),
+                    op_id,
+                    event_time_ms: 42,
+                    row_created_ms,
+                },
+                "1",
+            )
+        };
+        let (before, again) = (flip(5, 100), flip(1, 900));
+        assert_eq!(again.event_id, "u1#game:1#1");
+        assert_ne!(flip(1, 100).flip_key(), again.flip_key());
+        assert_eq!(flip(1, 900).flip_key(), again.flip_key());
+        assert!(again.order() > before.order(), "the new life comes after");
+        assert!(flip(6, 100).order() > before.order());
+        // An event put before events carried the row's creation reads as its first life.
+        let mut old = serde_json::to_value(flip(3, 0)).unwrap();
+        old.as_object_mut().unwrap().remove("row_created_ms");
+        let old: ReactionEvent = serde_json::from_value(old).unwrap();
+        assert_eq!(old.order(), (0, 3));
     }
 }

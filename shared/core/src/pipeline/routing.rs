@@ -191,6 +191,7 @@ mod tests {
                 transition: Transition::new(Neutral, Like),
                 op_id: 1,
                 event_time_ms: 0,
+                row_created_ms: 0,
             }),
         }
     }
