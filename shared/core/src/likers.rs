@@ -10,7 +10,9 @@
 //! older flip.
 //!
 //! A page is the newest `limit` entries over every bucket ([`newest_first`]), read with one
-//! Query of each bucket.
+//! Query of each bucket that ever held a like: the item's occupancy row lists them (written
+//! before a bucket's first liked entry), so an item with a few likers costs a few Queries,
+//! and a viral one 64.
 
 use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::{ItemId, ReactionState};
@@ -20,14 +22,30 @@ use crate::{ItemId, ReactionState};
 /// once (a Query each, concurrently). Fixed: entries are found by it.
 pub const LIKER_BUCKETS: u32 = 64;
 
-/// The bucket holding `user_id`'s entry for `item`: `item_id#<n>`.
+/// The number of the bucket holding `user_id`'s entries.
+pub fn bucket_of(user_id: &str) -> u32 {
+    user_hash(user_id) % LIKER_BUCKETS
+}
+
+/// Bucket `n` of `item`: `item_id#<n>`.
+pub fn bucket_key(item: &ItemId, n: u32) -> String {
+    format!("{item}#{n}")
+}
+
+/// The bucket holding `user_id`'s entry for `item`.
 pub fn bucket(item: &ItemId, user_id: &str) -> String {
-    format!("{item}#{}", user_hash(user_id) % LIKER_BUCKETS)
+    bucket_key(item, bucket_of(user_id))
 }
 
 /// Every bucket of `item`, in bucket order.
 pub fn buckets(item: &ItemId) -> Vec<String> {
-    (0..LIKER_BUCKETS).map(|n| format!("{item}#{n}")).collect()
+    (0..LIKER_BUCKETS).map(|n| bucket_key(item, n)).collect()
+}
+
+/// The row listing which of `item`'s buckets ever held a liked entry: `item_id#occupied`
+/// (item ids hold no `#`, so it is no bucket's key).
+pub fn occupancy_key(item: &ItemId) -> String {
+    format!("{item}#occupied")
 }
 
 /// An entry's place in its bucket's index, ordered as a string: liked_at (epoch ms, fixed
@@ -48,7 +66,9 @@ pub enum LikerChange {
 /// One flip's write to the likers model: the entry of (item, user), at the flip's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LikerUpdate {
-    pub bucket: String,
+    pub item_id: ItemId,
+    /// The entry's bucket ([`bucket_of`] the user).
+    pub bucket: u32,
     pub user_id: String,
     /// When the flip's row was created, then its `op_id` ([`ReactionEvent::order`]).
     pub row_created_ms: i64,
@@ -74,12 +94,20 @@ pub fn liker_update(event: &ReactionEvent, now_ms: i64) -> Option<LikerUpdate> {
         }
     };
     Some(LikerUpdate {
-        bucket: bucket(&item, &event.user_id),
+        bucket: bucket_of(&event.user_id),
+        item_id: item,
         user_id: event.user_id.clone(),
         row_created_ms: event.row_created_ms,
         op_id: event.op_id,
         change,
     })
+}
+
+impl LikerUpdate {
+    /// The entry's bucket key.
+    pub fn bucket_key(&self) -> String {
+        bucket_key(&self.item_id, self.bucket)
+    }
 }
 
 /// One liker as a page lists it.
@@ -141,7 +169,7 @@ mod tests {
             }
         );
         assert_eq!(
-            liked.bucket,
+            bucket_key(&liked.item_id, liked.bucket),
             bucket(&ItemId::parse("game:1").unwrap(), "u1")
         );
         assert_eq!(liked.op_id, 1);

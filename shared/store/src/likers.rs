@@ -2,20 +2,34 @@
 //! user) in the item's bucket (PK `bucket` = `item_id#<n>`, SK `user_id`) holding the order
 //! of the last flip applied to it (`row_created`, `op_id`); while the user likes the item it also holds its
 //! `position` (liked_at then user id) and `liked_at`, which put it in the `by_position`
-//! index the pages read. An unliked entry is a tombstone (no position, a TTL).
+//! index the pages read. An unliked entry is a tombstone (no position, a TTL). Beside them,
+//! per item, the occupancy row (`item_id#occupied` / `#`) lists the buckets that ever held a
+//! liked entry, so a page reads only those.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use likes_core::likers::{buckets, newest_first, position, Liker, LikerChange, LikerUpdate};
+use likes_core::likers::{
+    bucket_key, newest_first, occupancy_key, position, Liker, LikerChange, LikerUpdate,
+};
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
-use crate::rows::attr::{BUCKET, EXPIRES_AT, LIKED_AT, OP_ID, POSITION, ROW_CREATED, USER_ID};
-use crate::rows::{self, number, LikerRow};
+use crate::rows::attr::{
+    BUCKET, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
+};
+use crate::rows::{self, number, LikerRow, OccupancyRow};
 use crate::StoreError;
 
 /// The index of liked entries per bucket, by position.
 pub const POSITION_INDEX: &str = "by_position";
+/// The occupancy row's sort key.
+const OCCUPANCY_SORT_KEY: &str = "#";
+/// Buckets a container remembers as marked occupied; past it, it forgets them all and marks
+/// again (an idempotent write each).
+const MARKED_CAPACITY: usize = 100_000;
 
 /// A page of an item's likers, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +43,9 @@ pub struct LikersPage {
 pub struct LikersStore {
     client: Client,
     table: String,
+    /// Buckets this container marked occupied: a viral item's are marked once per
+    /// container, not once per like.
+    marked: Arc<Mutex<HashSet<String>>>,
 }
 
 impl LikersStore {
@@ -36,6 +53,54 @@ impl LikersStore {
         Self {
             client,
             table: table.into(),
+            marked: Arc::default(),
+        }
+    }
+
+    /// Lists the update's bucket in its item's occupancy row before a liked entry is written
+    /// there, so a reader that skips unlisted buckets never skips a liked entry. A bucket is
+    /// never unlisted: one emptied later costs a reader an empty Query.
+    async fn mark_occupied(&self, update: &LikerUpdate) -> Result<(), StoreError> {
+        let key = update.bucket_key();
+        if self.marked.lock().expect("marked buckets").contains(&key) {
+            return Ok(());
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(BUCKET, AttributeValue::S(occupancy_key(&update.item_id)))
+            .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
+            .update_expression("ADD #occupied :bucket")
+            .expression_attribute_names("#occupied", OCCUPIED)
+            .expression_attribute_values(
+                ":bucket",
+                AttributeValue::Ns(vec![update.bucket.to_string()]),
+            )
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("UpdateItem", err))?;
+        let mut marked = self.marked.lock().expect("marked buckets");
+        if marked.len() >= MARKED_CAPACITY {
+            marked.clear();
+        }
+        marked.insert(key);
+        Ok(())
+    }
+
+    /// The buckets of `item` that ever held a liked entry.
+    async fn occupied(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(BUCKET, AttributeValue::S(occupancy_key(item)))
+            .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem", err))?;
+        match output.item {
+            None => Ok(Vec::new()),
+            Some(item) => Ok(rows::from_item::<OccupancyRow>(item)?.occupied),
         }
     }
 
@@ -45,11 +110,14 @@ impl LikersStore {
     /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
     /// applied concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
+        if matches!(update.change, LikerChange::Liked { .. }) {
+            self.mark_occupied(update).await?;
+        }
         let request = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key(BUCKET, AttributeValue::S(update.bucket.clone()))
+            .key(BUCKET, AttributeValue::S(update.bucket_key()))
             .key(USER_ID, AttributeValue::S(update.user_id.clone()))
             .condition_expression(
                 "attribute_not_exists(#op_id) OR #row_created < :row_created \
@@ -83,8 +151,8 @@ impl LikersStore {
         condition_held("UpdateItem", request.send().await)
     }
 
-    /// The newest `limit` likers of `item` after `after`: one Query of every bucket's index
-    /// (concurrently) for its newest `limit + 1` entries, merged.
+    /// The newest `limit` likers of `item` after `after`: the occupancy row, then one Query of
+    /// each occupied bucket's index (concurrently) for its newest `limit + 1` entries, merged.
     pub async fn page(
         &self,
         item: &ItemId,
@@ -93,7 +161,12 @@ impl LikersStore {
     ) -> Result<LikersPage, StoreError> {
         let after = after.map(|cursor| position(cursor.liked_at_ms, &cursor.user_id));
         let mut reads = tokio::task::JoinSet::new();
-        for bucket in buckets(item) {
+        for bucket in self
+            .occupied(item)
+            .await?
+            .into_iter()
+            .map(|n| bucket_key(item, n))
+        {
             let query = self
                 .client
                 .query()

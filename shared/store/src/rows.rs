@@ -76,6 +76,8 @@ pub mod attr {
     pub const POSITION: &str = "position";
     /// With `op_id`, the order of the flip an entry holds: its Reactions row's `created_at`.
     pub const ROW_CREATED: &str = "row_created";
+    /// The occupancy row's set of bucket numbers.
+    pub const OCCUPIED: &str = "occupied";
     // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
     pub const CONNECTION_ID: &str = "connection_id";
     pub const ITEMS: &str = "items";
@@ -194,6 +196,13 @@ pub struct BoardProgressRow {
 pub struct LikerRow {
     pub user_id: String,
     pub liked_at: i64,
+}
+
+/// An item's occupancy row on the Likers table: the buckets that ever held a liked entry (a
+/// number set).
+#[derive(Debug, Clone, Deserialize)]
+pub struct OccupancyRow {
+    pub occupied: Vec<u32>,
 }
 
 /// The key of a Counts row.
@@ -504,6 +513,19 @@ mod tests {
             (row.user_id.as_str(), row.liked_at),
             ("u1", 1_700_000_000_000)
         );
+        let occupancy: OccupancyRow = from_item(Item::from([
+            (
+                attr::BUCKET.into(),
+                AttributeValue::S("game:1#occupied".into()),
+            ),
+            (attr::USER_ID.into(), AttributeValue::S("#".into())),
+            (
+                attr::OCCUPIED.into(),
+                AttributeValue::Ns(vec!["3".into(), "60".into()]),
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(occupancy.occupied, [3, 60]);
     }
 
     #[test]
