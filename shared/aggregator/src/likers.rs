@@ -17,7 +17,7 @@ use crate::ConfigError;
 
 /// Entries written at once: enough to hide DynamoDB's latency, few enough that a batch's
 /// writes do not crowd out the other consumers of the same partitions.
-const CONCURRENT_WRITES: usize = 25;
+pub const CONCURRENT_WRITES: usize = 25;
 
 #[derive(Debug, Clone)]
 pub struct LikersConfig {
