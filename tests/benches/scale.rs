@@ -5,10 +5,12 @@
 //! second flows through a model of AWS's topology: the Reactions stream's shards, the event
 //! source mapping as template.yaml configures it, the aggregator's calls with modelled
 //! latencies, the Counts table's per-partition-key write units and transaction conflicts,
-//! and the Kinesis event stream's per-shard records. Every decision is the real one from
-//! `likes_core::pipeline` (batch hotness, chunk cuts, count-row routing, claims, event
-//! partition keys); only AWS is modelled. Deterministic: a seeded generator drives the
-//! traffic and the latencies.
+//! and the Kinesis event stream's per-shard records; then the event log's two read models,
+//! each behind its own mapping of the log's shards: the likers' entries and their index,
+//! and the leaderboard's chunked transactions. Every decision is the real one from
+//! `likes_core` (batch hotness, chunk cuts, count-row routing, claims, event partition keys,
+//! liker buckets, score deltas) and the leaderboard consumer's own cut; only AWS is
+//! modelled. Deterministic: a seeded generator drives the traffic and the latencies.
 //!
 //! Sizes: `LIKES_SCALE_SECONDS` (60), `LIKES_SCALE_SHARDS` (Reactions stream shards, 200),
 //! `LIKES_SCALE_EVENT_SHARDS` (Kinesis shards, 200), `LIKES_SCALE_VIRAL_RATE` (50000/s),
@@ -28,6 +30,10 @@ mod design;
 mod kinesis;
 #[path = "scale/latency.rs"]
 mod latency;
+#[path = "scale/leaderboard.rs"]
+mod leaderboard;
+#[path = "scale/likers.rs"]
+mod likers;
 #[path = "scale/mapping.rs"]
 mod mapping;
 #[path = "scale/meter.rs"]
@@ -45,18 +51,23 @@ mod table;
 #[path = "scale/traffic.rs"]
 mod traffic;
 
+use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_ITEMS};
 use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
-use likes_tests::{env_count, AGGREGATOR_FUNCTION, PUBLISHER_FUNCTION};
+use likes_tests::{
+    env_count, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LIKERS_FUNCTION, PUBLISHER_FUNCTION,
+};
 
 use design::{Design, DesignConfig};
+use leaderboard::Leaderboard;
+use likers::Likers;
 use mapping::{MappingConfig, SECOND};
 use naive::Naive;
 use publisher::Publisher;
-use report::Column;
+use report::{Column, KeyMeter};
 use traffic::{Traffic, TrafficConfig};
 
 fn env_number(name: &str, default: f64) -> f64 {
@@ -66,17 +77,20 @@ fn env_number(name: &str, default: f64) -> f64 {
     })
 }
 
-/// A mapping of the Reactions stream as the template deploys it.
-fn stream_mapping(template: &Template, function: &str, shards: u32, seed: u64) -> MappingConfig {
+/// A mapping of a stream (`source`: the event's `Type`, DynamoDB or Kinesis) as the template
+/// deploys it.
+fn stream_mapping(
+    template: &Template,
+    function: &str,
+    source: &str,
+    shards: u32,
+    seed: u64,
+) -> MappingConfig {
     let event = template
         .function_property(function, "Events")
         .and_then(|events| events.as_mapping())
-        .and_then(|events| {
-            events
-                .values()
-                .find(|e| e["Type"].as_str() == Some("DynamoDB"))
-        })
-        .unwrap_or_else(|| panic!("{function} has a DynamoDB stream event"));
+        .and_then(|events| events.values().find(|e| e["Type"].as_str() == Some(source)))
+        .unwrap_or_else(|| panic!("{function} has a {source} stream event"));
     let property = |name: &str| {
         event["Properties"][name]
             .as_u64()
@@ -110,9 +124,35 @@ fn main() {
         seed: env_count("LIKES_SCALE_SEED", 1) as u64,
     };
     let shards = env_count("LIKES_SCALE_SHARDS", 200) as u32;
-    let aggregator_mapping = stream_mapping(&template, AGGREGATOR_FUNCTION, shards, traffic.seed);
-    let publisher_mapping = stream_mapping(&template, PUBLISHER_FUNCTION, shards, traffic.seed);
+    let aggregator_mapping = stream_mapping(
+        &template,
+        AGGREGATOR_FUNCTION,
+        "DynamoDB",
+        shards,
+        traffic.seed,
+    );
+    let publisher_mapping = stream_mapping(
+        &template,
+        PUBLISHER_FUNCTION,
+        "DynamoDB",
+        shards,
+        traffic.seed,
+    );
     let event_shards = env_count("LIKES_SCALE_EVENT_SHARDS", 200) as u32;
+    let likers_mapping = stream_mapping(
+        &template,
+        LIKERS_FUNCTION,
+        "Kinesis",
+        event_shards,
+        traffic.seed + 4,
+    );
+    let leaderboard_mapping = stream_mapping(
+        &template,
+        LEADERBOARD_FUNCTION,
+        "Kinesis",
+        event_shards,
+        traffic.seed + 5,
+    );
     let layout = CountLayout {
         rows: env_count(
             "LIKES_SCALE_ROWS",
@@ -145,20 +185,40 @@ fn main() {
     };
 
     // Three mappings of one stream, independent of each other: a thread each, each with its
-    // own generator of the same flips.
+    // own generator of the same flips. The log's two readers follow the publisher's puts, a
+    // thread each.
     let (seed, config) = (traffic.seed, &traffic);
-    let ((offered, design_run, design), events, (naive_run, naive)) = std::thread::scope(|scope| {
+    let (likers_log, likers_puts) = sync_channel(1024);
+    let (leaderboard_log, leaderboard_puts) = sync_channel(1024);
+    let (
+        (offered, design_run, design),
+        events,
+        (naive_run, naive),
+        (likers_run, likers),
+        (leaderboard_run, leaderboard),
+    ) = std::thread::scope(|scope| {
         let design = scope.spawn(|| {
             let mut traffic = Traffic::new(config.clone());
             let mut design = Design::new(design_config);
             let run = mapping::run(aggregator_mapping, &mut traffic, &mut design);
             (traffic.offered(), run, design.finish())
         });
-        let publisher = scope.spawn(|| {
-            let mut publisher = Publisher::new(shards, event_shards, seed + 2);
+        let publisher = scope.spawn(move || {
+            let readers = vec![likers_log, leaderboard_log];
+            let mut publisher = Publisher::new(shards, event_shards, readers, seed + 2);
             let traffic = Traffic::new(config.clone());
             mapping::run(publisher_mapping, traffic, &mut publisher);
             publisher.finish()
+        });
+        let likers = scope.spawn(move || {
+            let mut likers = Likers::new(event_shards, seed + 6);
+            let run = mapping::run(likers_mapping, likers_puts, &mut likers);
+            (run, likers.finish())
+        });
+        let leaderboard = scope.spawn(move || {
+            let mut leaderboard = Leaderboard::new(event_shards, seed + 7);
+            let run = mapping::run(leaderboard_mapping, leaderboard_puts, &mut leaderboard);
+            (run, leaderboard.finish())
         });
         let naive = scope.spawn(|| {
             // Batched as the aggregator is, as a second mapping of the stream would be.
@@ -171,6 +231,8 @@ fn main() {
             design.join().expect("design run"),
             publisher.join().expect("publisher run"),
             naive.join().expect("naive run"),
+            likers.join().expect("likers run"),
+            leaderboard.join().expect("leaderboard run"),
         )
     });
 
@@ -181,6 +243,22 @@ fn main() {
         "the design's count rows add up to exactly the flips offered"
     );
     assert_eq!(naive.counted_total, offered.total);
+    // Every viral like is one liked entry, in one of the item's buckets, and every like on
+    // the log scored once on the all-time board.
+    assert_eq!(
+        likers.viral_liked.values().sum::<i64>(),
+        offered.viral.like,
+        "the viral item's liked entries are its distinct likers"
+    );
+    assert_eq!(
+        likers.viral_liked.len(),
+        likes_core::likers::LIKER_BUCKETS as usize
+    );
+    assert_eq!(
+        (leaderboard.scored_viral, leaderboard.scored_all),
+        (offered.viral.like, offered.total.like),
+        "the leaderboard's score deltas add up to the net likes offered"
+    );
 
     println!(
         "Likes at scale: {} simulated seconds of AWS's topology, every decision from likes-core",
@@ -277,6 +355,19 @@ fn main() {
     println!(
         "  is one AWS would throttle, and that design would fall further behind from then on."
     );
+    print_likers(
+        &likers_mapping,
+        likers_run,
+        likers,
+        traffic.seconds as usize,
+    );
+    print_leaderboard(
+        &leaderboard_mapping,
+        leaderboard_run,
+        leaderboard,
+        traffic.seconds as usize,
+        offered.flips,
+    );
     println!();
     println!("Left out of the model:");
     println!(
@@ -295,6 +386,34 @@ fn main() {
     );
     println!("    limit binds first) and partially refused PutRecords");
     println!(
+        "  - the log's readers: one batch in flight per Kinesis shard, batched by the template's"
+    );
+    println!(
+        "    mappings (the same mapping model as the Reactions stream's), no fan-out, no retries"
+    );
+    println!(
+        "    (nothing fails); the likers' {} writes in flight as waves, each done at its slowest",
+        likes_aggregator::likers::CONCURRENT_WRITES
+    );
+    println!(
+        "  - likers: every entry write is counted as an index write too, also an unlike of an"
+    );
+    println!(
+        "    entry that was never liked (a tombstone, no index entry): an upper bound, background"
+    );
+    println!("    only; no duplicate or out-of-order deliveries, so no condition fails");
+    println!(
+        "  - leaderboard: transaction conflicts (every shard's chunks write the viral item's two"
+    );
+    println!(
+        "    rows, so concurrent ones would conflict and retry: the figures are the demand with"
+    );
+    println!("    none); a score row's first ADD is counted as two by_score writes (it is one); a");
+    println!(
+        "    board's rows share one partition key, which DynamoDB may split by item_id under heat"
+    );
+    println!("    (one row never)");
+    println!(
         "  - the emulator: nothing here talks to one; this is arithmetic on the real decisions"
     );
     let svg = likes_local::repo_root().join("docs/scale.svg");
@@ -304,6 +423,124 @@ fn main() {
     println!("ran in {:.1} s", started.elapsed().as_secs_f64());
     let (wcu, records) = columns[0].worst();
     println!("worst: {wcu} WCU/s on one count partition key, {records} records/s on one Kinesis shard, limit 1000");
+}
+
+/// The likers' entries and their index, against one partition key per item.
+fn print_likers(
+    config: &MappingConfig,
+    run: mapping::MappingRun,
+    likers: likers::LikersTally,
+    seconds: usize,
+) {
+    println!();
+    println!(
+        "Likers (LikersFunction): BatchSize {}, window {} s per log shard, {} writes in flight",
+        config.batch_size,
+        config.batching_window / SECOND,
+        likes_aggregator::likers::CONCURRENT_WRITES
+    );
+    println!(
+        "  design: item_id#<hash(user) mod {}>; naive: item_id; index by_position on the same key",
+        likes_core::likers::LIKER_BUCKETS
+    );
+    let [table, index, naive_table, naive_index] = [
+        likers.table_wcu,
+        likers.index_wcu,
+        likers.naive_table_wcu,
+        likers.naive_index_wcu,
+    ]
+    .map(|meter| meter.finish(run.end));
+    report::print_worst_keys(
+        &["design (64 buckets)", "naive (item_id)"],
+        &[
+            KeyMeter {
+                label: "worst entry partition key, WCU/s: max",
+                by_design: vec![Some(&table), Some(&naive_table)],
+            },
+            KeyMeter {
+                label: "worst by_position key, WCU/s: max",
+                by_design: vec![Some(&index), Some(&naive_index)],
+            },
+        ],
+        seconds,
+    );
+    println!(
+        "  entries written {}; invocations {}; worst iterator age {} ms",
+        likers.writes, run.invocations, run.max_iterator_age_ms
+    );
+    println!(
+        "  counted: the viral item's {} buckets hold its {} likers",
+        likers.viral_liked.len(),
+        likers.viral_liked.values().sum::<i64>()
+    );
+}
+
+/// The leaderboard's chunked transactions, against an UpdateItem per event.
+fn print_leaderboard(
+    config: &MappingConfig,
+    run: mapping::MappingRun,
+    leaderboard: leaderboard::LeaderboardTally,
+    seconds: usize,
+    events: u64,
+) {
+    println!();
+    println!(
+        "Leaderboard (LeaderboardFunction): BatchSize {}, window {} s per log shard, chunks <= {} actions",
+        config.batch_size,
+        config.batching_window / SECOND,
+        likes_store::leaderboard::MAX_ACTIONS
+    );
+    println!(
+        "  design: a TransactWriteItems per chunk (2 WCU an item); naive: an UpdateItem per event"
+    );
+    let [rows, boards, index, claims, naive_rows] = [
+        leaderboard.row_wcu,
+        leaderboard.board_wcu,
+        leaderboard.index_wcu,
+        leaderboard.claims_wcu,
+        leaderboard.naive_row_wcu,
+    ]
+    .map(|meter| meter.finish(run.end));
+    report::print_worst_keys(
+        &["design (chunks)", "naive (ADD per event)"],
+        &[
+            KeyMeter {
+                label: "worst score row (board, item), WCU/s: max",
+                by_design: vec![Some(&rows), Some(&naive_rows)],
+            },
+            KeyMeter {
+                label: "worst table partition key, WCU/s: max",
+                by_design: vec![Some(&boards), None],
+            },
+            KeyMeter {
+                label: "worst by_score key (board), WCU/s: max",
+                by_design: vec![Some(&index), None],
+            },
+            KeyMeter {
+                label: "worst claim key, WCU/s: max",
+                by_design: vec![Some(&claims), None],
+            },
+        ],
+        seconds,
+    );
+    println!(
+        "  transactions {} ({:.1} events each); invocations {}; worst iterator age {} ms",
+        leaderboard.transactions,
+        events as f64 / leaderboard.transactions.max(1) as f64,
+        run.invocations,
+        run.max_iterator_age_ms
+    );
+    println!(
+        "  counted: score deltas on `all` add up to the {} net likes offered",
+        leaderboard.scored_all
+    );
+    let (worst_row, _, _) = rows.peak();
+    if worst_row > report::WCU_PER_PARTITION_SECOND {
+        println!(
+            "  OVER: the viral item's score rows take up to {worst_row} WCU/s, past the {} of one row",
+            report::WCU_PER_PARTITION_SECOND
+        );
+    }
 }
 
 fn range((low, high): (u64, u64)) -> String {

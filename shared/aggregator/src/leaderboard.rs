@@ -91,7 +91,7 @@ impl Leaderboard {
         let mut applied = 0;
         let mut rest = events;
         while !rest.is_empty() {
-            let (chunk, len) = chunk(rest);
+            let (chunk, len) = chunk(rest.iter().map(|(_, event)| event));
             match self.store.apply(&chunk, now_ms).await {
                 Ok(n) => applied += n,
                 Err(err) => {
@@ -124,10 +124,12 @@ impl Leaderboard {
 
 /// The leading events that fit one transaction, each event once (the log may hold an event
 /// twice, even in one batch), and how many of `events` they cover.
-fn chunk(events: &[(usize, ReactionEvent)]) -> (Vec<&ReactionEvent>, usize) {
+pub fn chunk<'e>(
+    events: impl IntoIterator<Item = &'e ReactionEvent>,
+) -> (Vec<&'e ReactionEvent>, usize) {
     let mut chunk: Vec<&ReactionEvent> = Vec::new();
     let mut taken = 0;
-    for (_, event) in events {
+    for event in events {
         if chunk.iter().any(|e| e.flip_key() == event.flip_key()) {
             taken += 1;
             continue;
@@ -140,4 +142,50 @@ fn chunk(events: &[(usize, ReactionEvent)]) -> (Vec<&ReactionEvent>, usize) {
         taken += 1;
     }
     (chunk, taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use likes_core::ReactionState::{Like, None as Neutral};
+
+    fn event(user: usize, item: &str) -> ReactionEvent {
+        ReactionEvent {
+            event_id: format!("u{user}#{item}#1"),
+            user_id: format!("u{user}"),
+            item_id: item.into(),
+            op_id: 1,
+            old_state: Neutral,
+            new_state: Like,
+            like_delta: 1,
+            dislike_delta: 0,
+            event_time_ms: 1_796_119_200_000,
+            source_sequence_number: user.to_string(),
+            row_created_ms: 1_796_119_100_000,
+        }
+    }
+
+    #[test]
+    fn a_chunk_takes_each_event_once_and_fits_one_transaction() {
+        let hot: Vec<ReactionEvent> = (0..150).map(|u| event(u, "hot")).collect();
+        let (first, len) = chunk(&hot);
+        // 98 claims and the item's two score rows.
+        assert_eq!((first.len(), len), (98, 98));
+        assert_eq!(actions_for(first.iter().copied()), MAX_ACTIONS);
+
+        let twice = [event(1, "a"), event(1, "a"), event(2, "b")];
+        let (deduplicated, len) = chunk(&twice);
+        assert_eq!(len, 3, "the duplicate is covered");
+        assert_eq!(deduplicated, [&twice[0], &twice[2]]);
+        // The same event_id in a later life of the row is another flip.
+        let mut again = event(1, "a");
+        again.row_created_ms += 60_000;
+        let lives = [event(1, "a"), again];
+        assert_eq!(chunk(&lives).0.len(), 2);
+
+        let cold: Vec<ReactionEvent> = (0..50).map(|u| event(u, &format!("i{u}"))).collect();
+        let (first, len) = chunk(&cold);
+        // 33 claims and 66 score rows: a 34th event would take three more actions.
+        assert_eq!((first.len(), len), (33, 33));
+    }
 }

@@ -10,8 +10,8 @@ mod aggregator;
 mod decode;
 mod erasure;
 mod events;
-mod leaderboard;
-mod likers;
+pub mod leaderboard;
+pub mod likers;
 mod publisher;
 mod pulse;
 

@@ -6,7 +6,7 @@
 //! per item, the occupancy row (`item_id#occupied` / `#`) lists the buckets that ever held a
 //! liked entry, so a page reads only those.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -57,33 +57,51 @@ impl LikersStore {
         }
     }
 
-    /// Lists the update's bucket in its item's occupancy row before a liked entry is written
-    /// there, so a reader that skips unlisted buckets never skips a liked entry. A bucket is
-    /// never unlisted: one emptied later costs a reader an empty Query.
-    async fn mark_occupied(&self, update: &LikerUpdate) -> Result<(), StoreError> {
-        let key = update.bucket_key();
-        if self.marked.lock().expect("marked buckets").contains(&key) {
-            return Ok(());
+    /// Lists the buckets the liked entries among `updates` go to in their items' occupancy
+    /// rows, before any is written, so a reader that skips unlisted buckets never skips a
+    /// liked entry: one ADD per item for the buckets this container has not marked yet. A
+    /// batch of a viral item's likes marks most of its buckets at once, so the item's row
+    /// takes about one write per container, not one per bucket or like. A bucket is never
+    /// unlisted: one emptied later costs a reader an empty Query.
+    pub async fn mark_occupied<'u>(
+        &self,
+        updates: impl IntoIterator<Item = &'u LikerUpdate>,
+    ) -> Result<(), StoreError> {
+        let mut unmarked: BTreeMap<&ItemId, BTreeSet<u32>> = BTreeMap::new();
+        {
+            let marked = self.marked.lock().expect("marked buckets");
+            for update in updates {
+                if matches!(update.change, LikerChange::Liked { .. })
+                    && !marked.contains(&update.bucket_key())
+                {
+                    unmarked
+                        .entry(&update.item_id)
+                        .or_default()
+                        .insert(update.bucket);
+                }
+            }
         }
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key(BUCKET, AttributeValue::S(occupancy_key(&update.item_id)))
-            .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
-            .update_expression("ADD #occupied :bucket")
-            .expression_attribute_names("#occupied", OCCUPIED)
-            .expression_attribute_values(
-                ":bucket",
-                AttributeValue::Ns(vec![update.bucket.to_string()]),
-            )
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("UpdateItem", err))?;
-        let mut marked = self.marked.lock().expect("marked buckets");
-        if marked.len() >= MARKED_CAPACITY {
-            marked.clear();
+        for (item, buckets) in unmarked {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key(BUCKET, AttributeValue::S(occupancy_key(item)))
+                .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
+                .update_expression("ADD #occupied :buckets")
+                .expression_attribute_names("#occupied", OCCUPIED)
+                .expression_attribute_values(
+                    ":buckets",
+                    AttributeValue::Ns(buckets.iter().map(u32::to_string).collect()),
+                )
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("UpdateItem", err))?;
+            let mut marked = self.marked.lock().expect("marked buckets");
+            if marked.len() + buckets.len() > MARKED_CAPACITY {
+                marked.clear();
+            }
+            marked.extend(buckets.into_iter().map(|n| bucket_key(item, n)));
         }
-        marked.insert(key);
         Ok(())
     }
 
@@ -110,9 +128,8 @@ impl LikersStore {
     /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
     /// applied concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
-        if matches!(update.change, LikerChange::Liked { .. }) {
-            self.mark_occupied(update).await?;
-        }
+        // A no-op when the caller marked the batch first, as the consumer does.
+        self.mark_occupied([update]).await?;
         let request = self
             .client
             .update_item()

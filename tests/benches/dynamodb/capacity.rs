@@ -120,6 +120,11 @@ pub fn failed_condition_units(existing: &Item) -> u64 {
     write_units(item_size(existing))
 }
 
+/// One write of an index entry whose keys and projected attributes take `bytes`.
+pub fn index_entry_units(bytes: usize) -> u64 {
+    write_units(bytes + INDEX_ENTRY_OVERHEAD)
+}
+
 /// A local secondary index with a KEYS_ONLY projection: its entries hold the table's key,
 /// the index sort key and nothing else.
 pub struct KeysOnlyIndex {
@@ -135,7 +140,7 @@ impl KeysOnlyIndex {
             .chain([&self.sort_key])
             .filter_map(|name| item.get(*name).map(|v| name.len() + value_size(v)))
             .sum();
-        write_units(key_bytes + INDEX_ENTRY_OVERHEAD)
+        index_entry_units(key_bytes)
     }
 
     /// The index writes one table write causes (AWS, "Provisioned throughput considerations

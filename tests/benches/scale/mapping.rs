@@ -1,15 +1,16 @@
-//! The Reactions table's stream and the Lambda event source mapping reading it, in
-//! simulated time.
+//! A Lambda event source mapping reading a stream, in simulated time: the Reactions table's
+//! stream, or the Kinesis event log.
 //!
-//! A write lands on the stream shard its user id hashes to (the table's partition key is
-//! the user, so users spread; DynamoDB's partition hash is its own, and FNV-1a stands in). Per shard, as the mapping does: one batch in flight; a batch
-//! is sent once `BatchSize` records are waiting or the batching window has run since the
-//! shard went idle with records waiting, whichever is first; a batch that reports a failure
-//! at a record is retried from that record, at once. Each shard's poller starts at a moment
-//! of its own within the first window (seeded), as shards that were never started together
-//! would be. Records are on the stream the moment
-//! they are written (no propagation delay) and an invocation starts the moment it is sent
-//! (no cold start, no invoke overhead): the consumer's own calls are all its time.
+//! A Reactions write lands on the stream shard its user id hashes to (the table's partition
+//! key is the user, so users spread; DynamoDB's partition hash is its own, and FNV-1a stands
+//! in); an event lands on the Kinesis shard the publisher put it on. Per shard, as the
+//! mapping does: one batch in flight; a batch is sent once `BatchSize` records are waiting
+//! or the batching window has run since the shard went idle with records waiting, whichever
+//! is first; a batch that reports a failure at a record is retried from that record, at
+//! once. Each shard's poller starts at a moment of its own within the first window (seeded),
+//! as shards that were never started together would be. Records are on the stream the
+//! moment they are written (no propagation delay) and an invocation starts the moment it is
+//! sent (no cold start, no invoke overhead): the consumer's own calls are all its time.
 //!
 //! Events run in time order across all shards, so what one shard's consumer does is seen by
 //! every other's at the right moment (a row held by a transaction, a partition key's
@@ -23,6 +24,25 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use crate::traffic::Arrival;
+
+/// A record on a stream, as the mapping reads it.
+pub trait StreamRecord {
+    /// Which of the stream's `shards` holds it.
+    fn shard(&self, shards: u32) -> usize;
+    /// When it reached the stream (epoch millis): what the iterator age is measured from.
+    fn arrived_ms(&self) -> i64;
+}
+
+impl StreamRecord for ChangeRecord {
+    fn shard(&self, shards: u32) -> usize {
+        let user = &self.change.as_ref().expect("a flip").user_id;
+        (fnv1a(user.as_bytes()) % u64::from(shards)) as usize
+    }
+
+    fn arrived_ms(&self) -> i64 {
+        self.stream_time_ms
+    }
+}
 
 /// Simulated time in microseconds since the run started.
 pub type Micros = u64;
@@ -38,19 +58,20 @@ pub struct MappingConfig {
 }
 
 /// What an invocation does next.
-pub enum Next {
+pub enum Next<R = ChangeRecord> {
     /// Its next call finishes at this time: resume it then.
     At(Micros),
     /// It returned; `unapplied` are the records from the one it reported failed on (empty
     /// when the whole batch was applied).
-    Done { unapplied: Vec<ChangeRecord> },
+    Done { unapplied: Vec<R> },
 }
 
 /// A function behind the mapping: invoked with a shard's batch, resumed at each call's end.
-/// Two of them: the design's aggregator and the naive counter.
-pub trait Consumer {
-    fn invoke(&mut self, shard: usize, batch: Vec<ChangeRecord>, now: Micros) -> Next;
-    fn resume(&mut self, shard: usize, now: Micros) -> Next;
+/// On the Reactions stream the design's aggregator, its publisher and the naive counter; on
+/// the event log the likers' and the leaderboard's consumers.
+pub trait Consumer<R = ChangeRecord> {
+    fn invoke(&mut self, shard: usize, batch: Vec<R>, now: Micros) -> Next<R>;
+    fn resume(&mut self, shard: usize, now: Micros) -> Next<R>;
     /// Once per simulated millisecond, after its flips arrived.
     fn tick(&mut self, _now: Micros) {}
 }
@@ -75,28 +96,27 @@ enum Wake {
     Resume,
 }
 
-#[derive(Debug, Default)]
-struct Shard {
-    waiting: VecDeque<ChangeRecord>,
+struct Shard<R> {
+    waiting: VecDeque<R>,
     busy: bool,
     window_end: Option<Micros>,
     /// When the shard's poller first reads: records before it wait for it.
     polling_from: Micros,
 }
 
-struct Mapping<'c, C> {
+struct Mapping<'c, C, R> {
     config: MappingConfig,
     consumer: &'c mut C,
-    shards: Vec<Shard>,
+    shards: Vec<Shard<R>>,
     events: BinaryHeap<Reverse<(Micros, u64, usize, Wake)>>,
     scheduled: u64,
     run: MappingRun,
 }
 
 /// Runs the arrivals through the mapping into `consumer` until every record was applied.
-pub fn run<C: Consumer>(
+pub fn run<R: StreamRecord, C: Consumer<R>>(
     config: MappingConfig,
-    arrivals: impl IntoIterator<Item = Arrival>,
+    arrivals: impl IntoIterator<Item = Arrival<R>>,
     consumer: &mut C,
 ) -> MappingRun {
     let mut arrivals = arrivals.into_iter().peekable();
@@ -107,8 +127,10 @@ pub fn run<C: Consumer>(
             let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
             (0..config.shards)
                 .map(|_| Shard {
+                    waiting: VecDeque::new(),
+                    busy: false,
+                    window_end: None,
                     polling_from: rng.random_range(0..config.batching_window.max(1)),
-                    ..Shard::default()
                 })
                 .collect()
         },
@@ -134,8 +156,7 @@ pub fn run<C: Consumer>(
         if arrives_first {
             let Arrival { at, records } = arrivals.next().expect("peeked");
             for record in records {
-                let user = &record.change.as_ref().expect("a flip").user_id;
-                let shard = (fnv1a(user.as_bytes()) % u64::from(config.shards)) as usize;
+                let shard = record.shard(config.shards);
                 mapping.shards[shard].waiting.push_back(record);
                 touched[shard] = true;
             }
@@ -169,7 +190,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-impl<C: Consumer> Mapping<'_, C> {
+impl<R: StreamRecord, C: Consumer<R>> Mapping<'_, C, R> {
     fn schedule(&mut self, at: Micros, shard: usize, wake: Wake) {
         self.scheduled += 1;
         self.events.push(Reverse((at, self.scheduled, shard, wake)));
@@ -193,17 +214,17 @@ impl<C: Consumer> Mapping<'_, C> {
     fn send(&mut self, shard: usize, now: Micros) {
         let state = &mut self.shards[shard];
         let take = state.waiting.len().min(self.config.batch_size);
-        let batch: Vec<ChangeRecord> = state.waiting.drain(..take).collect();
+        let batch: Vec<R> = state.waiting.drain(..take).collect();
         state.busy = true;
         state.window_end = None;
-        let age = (now / MS) as i64 - (batch[0].stream_time_ms - crate::traffic::EPOCH_MS);
+        let age = (now / MS) as i64 - (batch[0].arrived_ms() - crate::traffic::EPOCH_MS);
         self.run.max_iterator_age_ms = self.run.max_iterator_age_ms.max(age);
         self.run.invocations += 1;
         let next = self.consumer.invoke(shard, batch, now);
         self.follow(shard, next, now);
     }
 
-    fn follow(&mut self, shard: usize, next: Next, now: Micros) {
+    fn follow(&mut self, shard: usize, next: Next<R>, now: Micros) {
         match next {
             Next::At(at) => self.schedule(at, shard, Wake::Resume),
             Next::Done { unapplied } => {

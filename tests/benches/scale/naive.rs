@@ -127,12 +127,10 @@ impl Consumer for Naive {
                 self.next_wave(shard, inv, now)
             }
             Step::Publishing => {
-                self.tally.events.put(
-                    &self.events,
-                    &inv.batch,
-                    |change| change.item_id.as_str().to_owned(),
-                    now,
-                );
+                for change in inv.batch.iter().filter_map(|r| r.change.as_ref()) {
+                    let shard = self.events.shard_of(change.item_id.as_str());
+                    self.tally.events.put(shard, change.event_time_ms, now);
+                }
                 Next::Done {
                     unapplied: Vec::new(),
                 }

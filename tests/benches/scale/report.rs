@@ -51,17 +51,25 @@ fn mean(values: &[u64]) -> f64 {
     values.iter().sum::<u64>() as f64 / values.len().max(1) as f64
 }
 
+fn print_row(label: &str, cells: impl IntoIterator<Item = String>) {
+    print!("  {label:<46}");
+    for cell in cells {
+        print!(" {cell:>28}");
+    }
+    println!();
+}
+
+fn offered(values: &[u64], offered_seconds: usize) -> Vec<u64> {
+    values[..offered_seconds.min(values.len())].to_vec()
+}
+
 /// Prints the table. `offered_seconds` bounds the p50s and means to the seconds traffic was
 /// offered in (the drain after it would pull them down).
 pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
     let row = |label: &str, cell: &dyn Fn(&Column) -> String| {
-        print!("  {label:<46}");
-        for column in columns {
-            print!(" {:>28}", cell(column));
-        }
-        println!();
+        print_row(label, columns.iter().map(cell));
     };
-    let offered = |values: &[u64]| values[..offered_seconds.min(values.len())].to_vec();
+    let offered = |values: &[u64]| offered(values, offered_seconds);
     row("", &|c| c.name.to_owned());
     row("worst count partition key, WCU/s: max", &|c| {
         let (wcu, _, _) = c.counts_wcu.peak();
@@ -133,4 +141,51 @@ pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
             c.mapping.invocations, c.mapping.max_iterator_age_ms
         )
     });
+}
+
+/// A meter of one read model per design (`None` where the design has no such writes).
+pub struct KeyMeter<'m> {
+    pub label: &'static str,
+    pub by_design: Vec<Option<&'m PerSecondWorst<String>>>,
+}
+
+/// A read model's table: a column per design; per meter the run's worst second on one key
+/// against the partition limit, that key, and the worst key's p50 over the offered seconds.
+pub fn print_worst_keys(designs: &[&str], meters: &[KeyMeter], offered_seconds: usize) {
+    print_row("", designs.iter().map(|d| (*d).to_owned()));
+    for meter in meters {
+        let cells = |cell: &dyn Fn(&PerSecondWorst<String>) -> String| {
+            meter
+                .by_design
+                .iter()
+                .map(|m| m.map_or("-".into(), cell))
+                .collect::<Vec<_>>()
+        };
+        print_row(
+            meter.label,
+            cells(&|m| {
+                let (wcu, _, _) = m.peak();
+                format!("{wcu}{}", over(wcu, WCU_PER_PARTITION_SECOND))
+            }),
+        );
+        print_row(
+            "  that key (second)",
+            cells(&|m| {
+                let (_, key, second) = m.peak();
+                format!("{} (s {second})", key.map_or("-".into(), |k| shortened(k)))
+            }),
+        );
+        print_row(
+            "  p50 over the offered seconds",
+            cells(&|m| percentile(&offered(&m.worst_units(), offered_seconds), 50.0).to_string()),
+        );
+    }
+}
+
+/// A key to fit its column beside the second: its last 20 characters, marked when cut.
+fn shortened(key: &str) -> String {
+    match key.char_indices().rev().nth(19) {
+        Some((at, _)) if at > 0 => format!("…{}", &key[at..]),
+        _ => key.to_owned(),
+    }
 }

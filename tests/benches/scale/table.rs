@@ -1,10 +1,13 @@
-//! The Counts and Claims tables as the simulation sees them: what each write costs in write
-//! units (AWS's item-size rules, from the items the store writes), and which transactions
-//! DynamoDB cancels because a concurrent one holds one of their rows.
+//! The tables as the simulation sees them: what each write costs in write units (AWS's
+//! item-size rules, from the items the stores write: Counts, Claims, and the event log's
+//! read models), and which transactions DynamoDB cancels because a concurrent one holds one
+//! of their rows.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::ids::{ITEM_ID_MAX_LEN, USER_ID_MAX_LEN};
+use likes_core::likers::position;
 use likes_core::pipeline::CountTarget;
 
 use crate::capacity::{self, Item};
@@ -130,4 +133,77 @@ impl Claims {
     pub fn forget_before(&mut self, horizon: Micros) {
         self.by_id.retain(|_, (put, _)| *put >= horizon);
     }
+}
+
+/// The widest number DynamoDB stores: 38 significant digits, negative (21 bytes).
+fn widest_number() -> AttributeValue {
+    AttributeValue::N(format!("-{}", "9".repeat(38)))
+}
+
+/// The largest likers entry there can be, liked (a tombstone holds less): a 128-character
+/// item id's last bucket, a 128-character user id, its position and the widest numbers.
+fn largest_liker_entry() -> Item {
+    let user = "u".repeat(USER_ID_MAX_LEN);
+    Item::from([
+        (
+            "bucket".to_owned(),
+            AttributeValue::S("x".repeat(ITEM_ID_MAX_LEN) + "#63"),
+        ),
+        ("user_id".to_owned(), AttributeValue::S(user.clone())),
+        ("op_id".to_owned(), widest_number()),
+        (
+            "position".to_owned(),
+            AttributeValue::S(position(i64::MAX / 1000, &user)),
+        ),
+        ("liked_at".to_owned(), widest_number()),
+        ("expires_at".to_owned(), widest_number()),
+    ])
+}
+
+/// Write units of one likers entry's UpdateItem, and of the `by_position` index entry it
+/// puts or deletes (the index holds the entry's keys, its position and `liked_at`: at most
+/// the whole entry).
+pub fn liker_units() -> (u64, u64) {
+    let size = capacity::item_size(&largest_liker_entry());
+    (
+        capacity::write_units(size),
+        capacity::index_entry_units(size),
+    )
+}
+
+/// The largest leaderboard rows there can be: a day board's score row of a 128-character
+/// item, and the claim of an event of a 128-character user on it at the widest `op_id`.
+fn largest_leaderboard_rows() -> [Item; 2] {
+    let item = "x".repeat(ITEM_ID_MAX_LEN);
+    let event_id = format!("{}#{item}#{}", "u".repeat(USER_ID_MAX_LEN), u64::MAX);
+    let score = Item::from([
+        (
+            "board".to_owned(),
+            AttributeValue::S("day#9999-12-31".into()),
+        ),
+        ("item_id".to_owned(), AttributeValue::S(item.clone())),
+        ("score".to_owned(), widest_number()),
+        ("expires_at".to_owned(), widest_number()),
+    ]);
+    let claim = Item::from([
+        (
+            "board".to_owned(),
+            AttributeValue::S(format!("#event#{event_id}")),
+        ),
+        ("item_id".to_owned(), AttributeValue::S(item)),
+        ("expires_at".to_owned(), widest_number()),
+    ]);
+    [score, claim]
+}
+
+/// Write units, inside a chunk's transaction, of a score row's ADD and of an event's claim;
+/// and of one `by_score` index entry (the row's keys, its score and `item_id`: at most the
+/// whole row).
+pub fn leaderboard_units() -> (u64, u64, u64) {
+    let [score, claim] = largest_leaderboard_rows().map(|row| capacity::item_size(&row));
+    (
+        capacity::transactional_write_units(score),
+        capacity::transactional_write_units(claim),
+        capacity::index_entry_units(score),
+    )
 }

@@ -29,11 +29,12 @@ pub struct TrafficConfig {
     pub seed: u64,
 }
 
-/// One millisecond's flips, arriving on the stream at `at`.
+/// Records arriving on a stream at `at`: one millisecond's flips on the Reactions stream,
+/// or one put's events on the event log.
 #[derive(Debug, Clone)]
-pub struct Arrival {
+pub struct Arrival<R = ChangeRecord> {
     pub at: Micros,
-    pub records: Vec<ChangeRecord>,
+    pub records: Vec<R>,
 }
 
 /// What was offered, to check the counts against.
