@@ -104,6 +104,9 @@ async fn the_local_front_answers_as_openapi_yaml_says() {
         .args(["--checks", "all", "--exclude-checks", "unsupported_method"])
         .args(["--max-examples", &examples, "--seed", &seed])
         .args(["--workers", "1", "--generation-database", "none"])
+        // As long as API Gateway waits for an integration (30 s): the suite shares one
+        // emulator, and a slow answer is not a contract's business.
+        .args(["--request-timeout", "30"])
         .output()
         .await
         .expect("schemathesis runs");
