@@ -7,17 +7,19 @@
 //! latencies, the Counts table's per-partition-key write units and transaction conflicts,
 //! and the Kinesis event stream's per-shard records; then the event log's two read models,
 //! each behind its own mapping of the log's shards: the likers' entries and their index,
-//! and the leaderboard's chunked transactions. Every decision is the real one from
-//! `likes_core` (batch hotness, chunk cuts, count-row routing, claims, event partition keys,
-//! liker buckets, score deltas) and the leaderboard consumer's own cut; only AWS is
-//! modelled. Deterministic: a seeded generator drives the traffic and the latencies.
+//! and the leaderboard's claims, intents and score rows, with its scheduled refresher beside
+//! them. Every decision is the real one from `likes_core` (batch hotness, chunk cuts,
+//! count-row routing, claims, event partition keys, liker buckets, score deltas, board
+//! shards) and the leaderboard's (intent runs by `intent_bytes`, the refresher's boards, its
+//! schedule and tick); only AWS is modelled. Deterministic: a seeded
+//! generator drives the traffic and the latencies.
 //!
 //! Sizes: `LIKES_SCALE_SECONDS` (60), `LIKES_SCALE_SHARDS` (Reactions stream shards, 200),
 //! `LIKES_SCALE_EVENT_SHARDS` (Kinesis shards, 200), `LIKES_SCALE_VIRAL_RATE` (50000/s),
 //! `LIKES_SCALE_BACKGROUND_RATE` (100000/s), `LIKES_SCALE_ITEMS` (background items,
 //! 10000000), `LIKES_SCALE_ZIPF` (their popularity exponent, 0.9; 0 is uniform),
-//! `LIKES_SCALE_ROWS` (K) and `LIKES_SCALE_OVERFLOW` (H), else the template's;
-//! `LIKES_SCALE_SEED` (1).
+//! `LIKES_SCALE_ROWS` (K), `LIKES_SCALE_OVERFLOW` (H) and `LIKES_SCALE_BOARD_SHARDS`
+//! (`LeaderboardShards`), else the template's; `LIKES_SCALE_SEED` (1).
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 // The capacity rules are shared with the other benches, which use more of them.
@@ -58,11 +60,12 @@ use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_ITEMS};
 use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
 use likes_tests::{
-    env_count, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LIKERS_FUNCTION, PUBLISHER_FUNCTION,
+    env_count, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LEADERBOARD_REFRESH_FUNCTION,
+    LIKERS_FUNCTION, PUBLISHER_FUNCTION,
 };
 
 use design::{Design, DesignConfig};
-use leaderboard::Leaderboard;
+use leaderboard::{Leaderboard, NaiveBoards, RefresherConfig};
 use likers::Likers;
 use mapping::{MappingConfig, SECOND};
 use naive::Naive;
@@ -101,6 +104,48 @@ fn stream_mapping(
         batch_size: property("BatchSize") as usize,
         batching_window: property("MaximumBatchingWindowInSeconds") * SECOND,
         seed,
+    }
+}
+
+/// `LeaderboardRefreshFunction`: its schedule's `rate(<n> <unit>)`, and how long and how
+/// often one invocation ticks (`REFRESH_SECONDS`, `REFRESH_TICK_MS`).
+fn refresher_config(template: &Template) -> RefresherConfig {
+    let function = LEADERBOARD_REFRESH_FUNCTION;
+    let expression = template
+        .function_property(function, "Events")
+        .and_then(|events| events.as_mapping())
+        .and_then(|events| {
+            events
+                .values()
+                .find(|e| e["Type"].as_str() == Some("ScheduleV2"))
+        })
+        .and_then(|event| event["Properties"]["ScheduleExpression"].as_str())
+        .unwrap_or_else(|| panic!("{function} has a ScheduleV2 event with an expression"));
+    let (count, unit) = expression
+        .strip_prefix("rate(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .and_then(|rate| rate.split_once(' '))
+        .unwrap_or_else(|| panic!("{function}'s schedule {expression:?} is not a rate(...)"));
+    let count: u64 = count
+        .parse()
+        .unwrap_or_else(|_| panic!("{function}'s schedule {expression:?} has no count"));
+    let unit = match unit.trim_end_matches('s') {
+        "minute" => 60 * SECOND,
+        "hour" => 3600 * SECOND,
+        "day" => 86_400 * SECOND,
+        _ => panic!("{function}'s schedule {expression:?} has no unit the scheduler takes"),
+    };
+    let environment = template.environment(function);
+    let number = |name: &str| -> u64 {
+        environment[name]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{function}'s {name} is a number"))
+    };
+    RefresherConfig {
+        every: count * unit,
+        run_for: number("REFRESH_SECONDS") * SECOND,
+        tick: number("REFRESH_TICK_MS") * mapping::MS,
     }
 }
 
@@ -163,6 +208,11 @@ fn main() {
             parameter(&template, "OverflowPartitions") as usize,
         ) as u32,
     };
+    let board_shards = env_count(
+        "LIKES_SCALE_BOARD_SHARDS",
+        parameter(&template, "LeaderboardShards") as usize,
+    ) as u32;
+    let refresher = refresher_config(&template);
     let aggregator_number = |name: &str| -> i64 {
         template.environment(AGGREGATOR_FUNCTION)[name]
             .as_str()
@@ -195,7 +245,7 @@ fn main() {
         events,
         (naive_run, naive),
         (likers_run, likers),
-        (leaderboard_run, leaderboard),
+        (leaderboard_run, leaderboard, naive_boards),
     ) = std::thread::scope(|scope| {
         let design = scope.spawn(|| {
             let mut traffic = Traffic::new(config.clone());
@@ -216,9 +266,12 @@ fn main() {
             (run, likers.finish())
         });
         let leaderboard = scope.spawn(move || {
-            let mut leaderboard = Leaderboard::new(event_shards, seed + 7);
-            let run = mapping::run(leaderboard_mapping, leaderboard_puts, &mut leaderboard);
-            (run, leaderboard.finish())
+            // The naive design's ADDs as the events reach the log, beside the design's.
+            let mut naive = NaiveBoards::new();
+            let puts = leaderboard_puts.into_iter().inspect(|put| naive.put(put));
+            let mut leaderboard = Leaderboard::new(event_shards, board_shards, refresher, seed + 7);
+            let run = mapping::run(leaderboard_mapping, puts, &mut leaderboard);
+            (run, leaderboard.finish(run.end), naive)
         });
         let naive = scope.spawn(|| {
             // Batched as the aggregator is, as a second mapping of the stream would be.
@@ -363,10 +416,12 @@ fn main() {
     );
     print_leaderboard(
         &leaderboard_mapping,
+        board_shards,
+        &refresher,
         leaderboard_run,
         leaderboard,
+        naive_boards,
         traffic.seconds as usize,
-        offered.flips,
     );
     println!();
     println!("Left out of the model:");
@@ -403,16 +458,22 @@ fn main() {
     );
     println!("    only; no duplicate or out-of-order deliveries, so no condition fails");
     println!(
-        "  - leaderboard: transaction conflicts (every shard's chunks write the viral item's two"
+        "  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one"
     );
     println!(
-        "    rows, so concurrent ones would conflict and retry: the figures are the demand with"
+        "    at a time: how many are in flight on one row is measured, none is slowed by it);"
     );
-    println!("    none); a score row's first ADD is counted as two by_score writes (it is one); a");
     println!(
-        "    board's rows share one partition key, which DynamoDB may split by item_id under heat"
+        "    failures (no batch retried, no head left pending, no event claimed twice, no tick"
     );
-    println!("    (one row never)");
+    println!("    failed); a score row's first ADD is counted as two by_score writes (it is one);");
+    println!(
+        "    the index's propagation delay; the reads' RCU (the #progress and by_score Queries"
+    );
+    println!(
+        "    are counted, not metered); the refresher's Query latency beyond the uniform range,"
+    );
+    println!("    its cold starts and the scheduler's jitter; paging of a Query on tied scores");
     println!(
         "  - the emulator: nothing here talks to one; this is arithmetic on the real decisions"
     );
@@ -475,71 +536,200 @@ fn print_likers(
     );
 }
 
-/// The leaderboard's chunked transactions, against an UpdateItem per event.
+/// The leaderboard's claims, intents and score rows, and the refresher's boards, against an
+/// UpdateItem per event.
 fn print_leaderboard(
     config: &MappingConfig,
+    board_shards: u32,
+    refresher: &RefresherConfig,
     run: mapping::MappingRun,
     leaderboard: leaderboard::LeaderboardTally,
+    naive: NaiveBoards,
     seconds: usize,
-    events: u64,
 ) {
+    use likes_store::leaderboard::{IN_FLIGHT, MAX_INTENT_BYTES};
     println!();
     println!(
-        "Leaderboard (LeaderboardFunction): BatchSize {}, window {} s per log shard, chunks <= {} actions",
+        "Leaderboard (LeaderboardFunction): BatchSize {}, window {} s per log shard, S = {board_shards}",
         config.batch_size,
         config.batching_window / SECOND,
-        likes_store::leaderboard::MAX_ACTIONS
     );
     println!(
-        "  design: a TransactWriteItems per chunk (2 WCU an item); naive: an UpdateItem per event"
+        "  design: a claim per event; per run of <= {MAX_INTENT_BYTES} intent bytes its net deltas frozen in"
     );
-    let [rows, boards, index, claims, naive_rows] = [
+    println!(
+        "  one #intent head, then a conditional UpdateItem per score row ({IN_FLIGHT} in flight) on all#<s>,"
+    );
+    println!(
+        "  day#<date>#<s> by hash(item) mod S, and a TransactWriteItems of progress and head; the"
+    );
+    println!(
+        "  invocation returns then. LeaderboardRefreshFunction, every {} s for {} s, ticking every {} ms:",
+        refresher.every / SECOND,
+        refresher.run_for / SECOND,
+        refresher.tick / mapping::MS
+    );
+    println!(
+        "  a #progress Query; if a shard moved, all, today and its days: S by_score Queries and a"
+    );
+    println!(
+        "  #top PutItem per board; naive: an UpdateItem ADD per event and board as it reaches the"
+    );
+    println!("  log, one key per board");
+    // The refresher ticks on after the consumers are done: every meter ends with it.
+    let end = run.end.max(leaderboard.end);
+    let [rows, boards, index, intents, progress, top, claims] = [
         leaderboard.row_wcu,
         leaderboard.board_wcu,
         leaderboard.index_wcu,
+        leaderboard.intent_wcu,
+        leaderboard.progress_wcu,
+        leaderboard.top_wcu,
         leaderboard.claims_wcu,
-        leaderboard.naive_row_wcu,
     ]
-    .map(|meter| meter.finish(run.end));
+    .map(|meter| meter.finish(end));
+    let [naive_rows, naive_boards, naive_index] =
+        [naive.row_wcu, naive.board_wcu, naive.index_wcu].map(|meter| meter.finish(end));
+    let design_meters = [
+        ("worst score row, WCU/s: max", &rows, Some(&naive_rows)),
+        (
+            "worst board key (table), WCU/s: max",
+            &boards,
+            Some(&naive_boards),
+        ),
+        ("worst by_score key, WCU/s: max", &index, Some(&naive_index)),
+        ("worst #intent#<shard> key, WCU/s: max", &intents, None),
+        ("#progress key, WCU/s: max", &progress, None),
+        ("#top key, WCU/s: max", &top, None),
+        ("worst claim key, WCU/s: max", &claims, None),
+    ];
     report::print_worst_keys(
-        &["design (chunks)", "naive (ADD per event)"],
-        &[
-            KeyMeter {
-                label: "worst score row (board, item), WCU/s: max",
-                by_design: vec![Some(&rows), Some(&naive_rows)],
-            },
-            KeyMeter {
-                label: "worst table partition key, WCU/s: max",
-                by_design: vec![Some(&boards), None],
-            },
-            KeyMeter {
-                label: "worst by_score key (board), WCU/s: max",
-                by_design: vec![Some(&index), None],
-            },
-            KeyMeter {
-                label: "worst claim key, WCU/s: max",
-                by_design: vec![Some(&claims), None],
-            },
-        ],
+        &["design (sharded, intents)", "naive (ADD per event)"],
+        &design_meters
+            .iter()
+            .map(|(label, design, naive)| KeyMeter {
+                label,
+                by_design: vec![Some(*design), *naive],
+            })
+            .collect::<Vec<_>>(),
         seconds,
     );
-    println!(
-        "  transactions {} ({:.1} events each); invocations {}; worst iterator age {} ms",
-        leaderboard.transactions,
-        events as f64 / leaderboard.transactions.max(1) as f64,
-        run.invocations,
-        run.max_iterator_age_ms
+    let offered = |values: &[u64]| values[..seconds.min(values.len())].to_vec();
+    let mean_max = |values: &[u64]| {
+        let mean = offered(values).iter().sum::<u64>() as f64 / seconds.max(1) as f64;
+        format!("{mean:.0} / {}", values.iter().max().copied().unwrap_or(0))
+    };
+    let summed = |meters: &[&meter::PerSecondWorst<String>]| -> Vec<u64> {
+        (0..meters[0].total.len())
+            .map(|s| meters.iter().map(|m| m.total[s]).sum())
+            .collect()
+    };
+    let row = |label: &str, design: String, naive: &str| {
+        println!("  {label:<46} {design:>28} {naive:>28}");
+    };
+    row(
+        "claims, all keys, WCU/s: mean / max",
+        mean_max(&claims.total),
+        "-",
+    );
+    row(
+        "leaderboard WCU/s, all keys: mean / max",
+        mean_max(&summed(&[
+            &boards, &index, &intents, &progress, &top, &claims,
+        ])),
+        &mean_max(&summed(&[&naive_boards, &naive_index])),
+    );
+    row(
+        "score-row UpdateItems/s: mean / max",
+        mean_max(leaderboard.score_writes.seconds()),
+        "-",
+    );
+    let queued =
+        |h: &meter::Histogram, p: f64| h.percentile(p).map_or("-".into(), |n| n.to_string());
+    row(
+        "writes queued on one score row at once: max / p99",
+        format!(
+            "{} / {}",
+            queued(&leaderboard.queued, 100.0),
+            queued(&leaderboard.queued, 99.0)
+        ),
+        "-",
+    );
+    row(
+        &format!("  on {}'s rows: p50 / p99", traffic::VIRAL_ITEM),
+        format!(
+            "{} / {}",
+            queued(&leaderboard.viral_queued, 50.0),
+            queued(&leaderboard.viral_queued, 99.0)
+        ),
+        "-",
+    );
+    let (markers, bytes, units) = leaderboard.viral_row;
+    row(
+        "  its all row: n#<shard> markers; bytes; WCU a write",
+        format!("{markers}; {bytes}; {units}"),
+        "-",
+    );
+    row(
+        "refreshes/s: mean / max",
+        mean_max(leaderboard.refreshes.seconds()),
+        "-",
+    );
+    row(
+        "refresher Queries/s: mean / max",
+        mean_max(leaderboard.refresher_queries.seconds()),
+        "-",
+    );
+    let ms =
+        |h: &meter::Histogram, p: f64| h.percentile(p).map_or("-".into(), |v| format!("{v} ms"));
+    row(
+        "refresher ticks; tick takes p50 / max",
+        format!(
+            "{}; {} / {}",
+            leaderboard.ticks,
+            ms(&leaderboard.tick_ms, 50.0),
+            ms(&leaderboard.tick_ms, 100.0)
+        ),
+        "-",
+    );
+    row(
+        "staleness, log -> refresher tick: p50 / p99",
+        format!(
+            "{} / {}",
+            ms(&leaderboard.staleness, 50.0),
+            ms(&leaderboard.staleness, 99.0)
+        ),
+        "-",
+    );
+    row(
+        "invocations; retried; worst iterator age",
+        format!(
+            "{}; {}; {} ms",
+            run.invocations, run.retried_batches, run.max_iterator_age_ms
+        ),
+        "-",
     );
     println!(
-        "  counted: score deltas on `all` add up to the {} net likes offered",
-        leaderboard.scored_all
+        "  counted: score deltas on `all` add up to the {} net likes offered ({} on {})",
+        leaderboard.scored_all,
+        leaderboard.scored_viral,
+        traffic::VIRAL_ITEM
     );
-    let (worst_row, _, _) = rows.peak();
-    if worst_row > report::WCU_PER_PARTITION_SECOND {
+    if leaderboard.never_refreshed > 0 {
         println!(
-            "  OVER: the viral item's score rows take up to {worst_row} WCU/s, past the {} of one row",
-            report::WCU_PER_PARTITION_SECOND
+            "  {} scoring events had no tick refresh their boards after their intent by the end",
+            leaderboard.never_refreshed
         );
+    }
+    for (label, meter, _) in &design_meters {
+        let (wcu, key, second) = meter.peak();
+        if wcu > report::WCU_PER_PARTITION_SECOND {
+            println!(
+                "  OVER: {} ({label}) takes {wcu} WCU/s in s {second}, past the {} of one key",
+                key.map_or("-", String::as_str),
+                report::WCU_PER_PARTITION_SECOND
+            );
+        }
     }
 }
 

@@ -77,6 +77,19 @@ impl TestStack {
         .await
     }
 
+    /// [`TestStack::start`] with the leaderboard refresher's schedule fired (and no other),
+    /// so the boards are re-ranked as the log is applied.
+    pub async fn start_with_leaderboard() -> Self {
+        Self::start_with(
+            test_overrides(),
+            Schedules::Only(vec![LEADERBOARD_REFRESH_FUNCTION.into()]),
+            BTreeMap::new(),
+            stream_shards(),
+            BTreeMap::new(),
+        )
+        .await
+    }
+
     /// [`TestStack::start`] with the template's schedules fired, as `make run` does: the
     /// pulse publishes `as_of` and writes probe rows.
     pub async fn start_with_schedules() -> Self {
@@ -236,6 +249,69 @@ impl TestStack {
         )
         .send()
         .await
+    }
+
+    /// `user` likes `item` (`PUT …/like`), which must answer 200.
+    pub async fn like(&self, user: &str, item: &str) {
+        self.request("PUT", &format!("/v1/items/{item}/like"), Some(user))
+            .send()
+            .await
+            .assert_status(200);
+    }
+
+    /// Reads `GET /v1/leaderboard?<query>` (public) until its items are `expected` (panics
+    /// with the last answer after 30 s): the refresher re-ranks the boards once a second
+    /// after the log is applied. Returns that answer.
+    pub async fn leaderboard_until(&self, query: &str, expected: &Value) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let response = self
+                .request("GET", &format!("/v1/leaderboard?{query}"), None)
+                .send()
+                .await;
+            response.assert_status(200);
+            let board = response.json();
+            if &board["items"] == expected {
+                return board;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the board {query} is {board}, not {expected} after 30 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Polls `user`'s erasure `id` until it is done (panics after `timeout`), checking each
+    /// answer is a private 200; returns every answer seen.
+    pub async fn wait_for_erasure(
+        &self,
+        user: &str,
+        id: &str,
+        timeout: std::time::Duration,
+    ) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let response = self
+                .request("GET", &format!("/v1/users/me/erasure/{id}"), Some(user))
+                .send()
+                .await;
+            response.assert_status(200);
+            assert_eq!(response.header("cache-control"), Some("private, no-store"));
+            let body = response.json();
+            seen.push(body.clone());
+            if body["status"] == "done" {
+                return seen;
+            }
+            assert_eq!(body["status"], "running", "{body}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "erasure {id} not done within {timeout:?}: {body}; eraser {:?}",
+                self.eraser().counters()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     /// A request as `sub` (or anonymous with `None`).
@@ -402,6 +478,8 @@ pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 pub const ERASE_FUNCTION: &str = "EraseFunction";
 /// The mapping that feeds the leaderboard from the Kinesis event log.
 pub const LEADERBOARD_FUNCTION: &str = "LeaderboardFunction";
+/// The scheduled function that re-ranks the leaderboards.
+pub const LEADERBOARD_REFRESH_FUNCTION: &str = "LeaderboardRefreshFunction";
 /// The mapping that feeds the likers lists from the Kinesis event log.
 pub const LIKERS_FUNCTION: &str = "LikersFunction";
 

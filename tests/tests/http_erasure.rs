@@ -43,29 +43,6 @@ fn started(response: &TestResponse) -> String {
     id
 }
 
-/// Polls the job until it is done (panics after `timeout`); returns every answer seen.
-async fn wait_done(stack: &TestStack, user: &str, id: &str, timeout: Duration) -> Vec<Value> {
-    let deadline = Instant::now() + timeout;
-    let mut seen = Vec::new();
-    loop {
-        let response = erasure(stack, user, id).await;
-        response.assert_status(200);
-        assert_eq!(response.header("cache-control"), Some("private, no-store"));
-        let body = response.json();
-        seen.push(body.clone());
-        if body["status"] == "done" {
-            return seen;
-        }
-        assert_eq!(body["status"], "running", "{body}");
-        assert!(
-            Instant::now() < deadline,
-            "erasure {id} not done within {timeout:?}: {body}; eraser {:?}",
-            stack.eraser().counters()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// `user` reacts to each item: LIKE on even positions, DISLIKE on odd ones.
 async fn react_to_all(stack: &TestStack, user: &str, items: &[String]) {
     for (i, item) in items.iter().enumerate() {
@@ -139,7 +116,9 @@ async fn a_heavy_user_erased_mid_traffic_leaves_every_count_equal_to_a_recount()
         flips
     };
     let job = async {
-        let seen = wait_done(&stack, "heavy", &id, Duration::from_secs(60)).await;
+        let seen = stack
+            .wait_for_erasure("heavy", &id, Duration::from_secs(60))
+            .await;
         stop.store(true, Ordering::SeqCst);
         seen
     };
@@ -186,7 +165,9 @@ async fn a_heavy_user_erased_mid_traffic_leaves_every_count_equal_to_a_recount()
         again > id,
         "erasure ids are time-ordered: {again} after {id}"
     );
-    let seen = wait_done(&stack, "heavy", &again, Duration::from_secs(30)).await;
+    let seen = stack
+        .wait_for_erasure("heavy", &again, Duration::from_secs(30))
+        .await;
     assert_eq!(seen.last().unwrap()["reactions_erased"], 0);
 }
 
@@ -232,7 +213,9 @@ async fn bad_or_foreign_erasure_ids_are_refused_and_change_nothing() {
         401
     );
 
-    let seen = wait_done(&stack, "alice", &id, Duration::from_secs(30)).await;
+    let seen = stack
+        .wait_for_erasure("alice", &id, Duration::from_secs(30))
+        .await;
     assert_eq!(seen.last().unwrap()["reactions_erased"], 1);
     assert_eq!(
         rows_of(&stack, "mallory").await,
@@ -267,7 +250,9 @@ async fn a_reaction_set_behind_the_sweep_is_erased_by_the_final_sweep() {
     }
     stack.react("dora", "a:0", ReactionState::Like).await;
 
-    let seen = wait_done(&stack, "dora", &id, Duration::from_secs(30)).await;
+    let seen = stack
+        .wait_for_erasure("dora", &id, Duration::from_secs(30))
+        .await;
     assert_eq!(seen.last().unwrap()["reactions_erased"], 151);
     assert!(rows_of(&stack, "dora").await.is_empty());
     stack.settle().await;
@@ -285,7 +270,9 @@ async fn a_slice_that_crashed_mid_delete_is_resumed_and_the_job_ends_exact() {
     stack.eraser().faults().crash_after_chunks(2);
     let id = started(&erase(&stack, "erin").await);
 
-    let seen = wait_done(&stack, "erin", &id, Duration::from_secs(60)).await;
+    let seen = stack
+        .wait_for_erasure("erin", &id, Duration::from_secs(60))
+        .await;
     assert_eq!(stack.eraser().counters().crashes, 1, "the crash was played");
     assert!(!stack.eraser().faults().armed());
     assert_eq!(seen.last().unwrap()["reactions_erased"], 150);

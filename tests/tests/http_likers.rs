@@ -14,20 +14,12 @@ use serde_json::{json, Value};
 const ITEM: &str = "viral:1";
 const LIKERS: usize = 1_000;
 
-async fn like(stack: &TestStack, user: &str, item: &str) {
-    stack
-        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
-        .send()
-        .await
-        .assert_status(200);
-}
-
 /// Every user in `users` likes `item`, a few requests in flight at once.
 async fn like_all(stack: &TestStack, users: &[String], item: &str) {
     const LANES: usize = 4;
     let lane = |n: usize| async move {
         for user in users.iter().skip(n).step_by(LANES) {
-            like(stack, user, item).await;
+            stack.like(user, item).await;
         }
     };
     tokio::join!(lane(0), lane(1), lane(2), lane(3));
@@ -148,7 +140,7 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
             .assert_status(200);
     }
     like_all(&stack, &users[..20], ITEM).await;
-    like(&stack, "elsewhere", "viral:2").await;
+    stack.like("elsewhere", "viral:2").await;
 
     let counters = stack.settle_likers().await;
     assert!(
@@ -177,11 +169,11 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
 
 #[tokio::test]
 async fn account_erasure_takes_a_user_off_every_likers_list() {
-    let stack = TestStack::start().await;
+    let stack = TestStack::start_with_leaderboard().await;
     let items = ["game:a", "game:b", "game:c"];
     for item in items {
         for user in ["keeper", "leaver"] {
-            like(&stack, user, item).await;
+            stack.like(user, item).await;
         }
     }
     stack.settle_likers().await;
@@ -209,58 +201,42 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
         .as_str()
         .expect("an erasure id")
         .to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let job = stack
-            .request("GET", &format!("/v1/users/me/erasure/{id}"), Some("leaver"))
-            .send()
-            .await
-            .json();
-        if job["status"] == "done" {
-            assert_eq!(job["reactions_erased"], 3, "{job}");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "erasure not done: {job}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = stack
+        .wait_for_erasure("leaver", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(seen.last().unwrap()["reactions_erased"], 3, "{seen:?}");
     stack.settle_likers().await;
     for item in items {
         assert_eq!(users(&likers_page(&stack, item, "").await), ["keeper"]);
     }
     // Liking again at once writes a new row from op_id 1, below the erased row's op_ids:
     // a new life of the row, which the likers and the leaderboard take as newer.
-    like(&stack, "leaver", "game:a").await;
+    stack.like("leaver", "game:a").await;
     stack.settle_likers().await;
     stack.settle_leaderboard().await;
     assert_eq!(
         users(&likers_page(&stack, "game:a", "").await),
         ["leaver", "keeper"]
     );
-    let board = stack
-        .request("GET", "/v1/leaderboard?window=all", None)
-        .send()
-        .await
-        .json();
-    assert_eq!(
-        board["items"],
-        json!([
-            {"item_id": "game:a", "like_count": 2},
-            {"item_id": "game:b", "like_count": 1},
-            {"item_id": "game:c", "like_count": 1},
-        ])
-    );
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([
+                {"item_id": "game:a", "like_count": 2},
+                {"item_id": "game:b", "like_count": 1},
+                {"item_id": "game:c", "like_count": 1},
+            ]),
+        )
+        .await;
 }
 
 #[tokio::test]
 async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() {
     let stack = TestStack::start().await;
     for n in 0..3 {
-        like(&stack, &format!("user{n}"), "game:a").await;
+        stack.like(&format!("user{n}"), "game:a").await;
     }
-    like(&stack, "user0", "game:b").await;
+    stack.like("user0", "game:b").await;
     stack.settle_likers().await;
     let page = likers_page(&stack, "game:a", "limit=2").await;
     let cursor = page["next_cursor"]
@@ -271,7 +247,7 @@ async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() 
     assert_eq!(next["items"].as_array().map(Vec::len), Some(1));
 
     let liked_cursor = {
-        like(&stack, "user0", "game:c").await;
+        stack.like("user0", "game:c").await;
         let liked = stack
             .request("GET", "/v1/users/me/liked-items?limit=1", Some("user0"))
             .send()

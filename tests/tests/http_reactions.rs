@@ -382,14 +382,6 @@ async fn unknown_routes_are_404() {
     }
 }
 
-async fn like(stack: &TestStack, user: &str, item: &str) {
-    let response = stack
-        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
-        .send()
-        .await;
-    assert_eq!(response.status, 200);
-}
-
 async fn liked_page(stack: &TestStack, user: &str, query: &str) -> TestResponse {
     stack
         .request(
@@ -414,7 +406,7 @@ fn ids(page: &Value) -> Vec<String> {
 async fn liked_items_are_listed_newest_first_with_a_cursor() {
     let stack = TestStack::start().await;
     for n in 0..5 {
-        like(&stack, "carol", &format!("game:{n}")).await;
+        stack.like("carol", &format!("game:{n}")).await;
         // liked_at has millisecond resolution: keep the order unambiguous.
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
@@ -423,7 +415,7 @@ async fn liked_items_are_listed_newest_first_with_a_cursor() {
         .send()
         .await;
     assert_eq!(unlike.status, 200);
-    like(&stack, "dave", "game:0").await;
+    stack.like("dave", "game:0").await;
 
     let first = liked_page(&stack, "carol", "?limit=2").await;
     assert_eq!(first.status, 200);
@@ -453,7 +445,7 @@ async fn liked_items_are_listed_newest_first_with_a_cursor() {
 async fn bad_limits_and_cursors_are_400_problems() {
     let stack = TestStack::start().await;
     for n in 0..3 {
-        like(&stack, "erin", &format!("game:{n}")).await;
+        stack.like("erin", &format!("game:{n}")).await;
     }
     let page = liked_page(&stack, "erin", "?limit=1").await.json();
     let cursor = page["next_cursor"].as_str().unwrap().to_owned();

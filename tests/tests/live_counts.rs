@@ -13,14 +13,6 @@ use serde_json::{json, Value};
 /// may take: generous, since the suite shares one emulator and two cores.
 const ANSWER: Duration = Duration::from_secs(20);
 
-async fn like(stack: &TestStack, user: &str, item: &str) {
-    stack
-        .request("PUT", &format!("/v1/items/{item}/like"), Some(user))
-        .send()
-        .await
-        .assert_status(200);
-}
-
 /// Waits until the public count route says `likes` (panics after 30 s).
 async fn wait_for_count(stack: &TestStack, item: &str, likes: u64) {
     for _ in 0..150 {
@@ -43,7 +35,7 @@ fn counts_of<'a>(received: &'a [Received], item: &str) -> Vec<&'a Received> {
 async fn a_watcher_gets_counts_at_once_then_at_most_one_a_second_ending_at_the_exact_count() {
     let stack = TestStack::start_with_schedules().await;
     let item = "game:live-1";
-    like(&stack, "early", item).await;
+    stack.like("early", item).await;
     wait_for_count(&stack, item, 1).await;
     stack
         .wait_for_as_of(likes_core::clock::now_ms(), Duration::from_secs(30))
@@ -63,7 +55,7 @@ async fn a_watcher_gets_counts_at_once_then_at_most_one_a_second_ending_at_the_e
 
     // Twelve likes from other users over about three seconds.
     for n in 0..12 {
-        like(&stack, &format!("fan{n}"), item).await;
+        stack.like(&format!("fan{n}"), item).await;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let mut received = watcher
@@ -119,7 +111,7 @@ async fn unsubscribed_and_reconnected_watchers_get_what_they_asked_for() {
     // An unsubscribe is answered with nothing.
     assert!(leaves.next(Duration::from_secs(1)).await.is_none());
 
-    like(&stack, "u1", item).await;
+    stack.like("u1", item).await;
     stays
         .until(Duration::from_secs(30), |m| m["like_count"] == 1)
         .await;
@@ -181,7 +173,7 @@ async fn dropped_and_gone_connections_lose_their_rows() {
     let mut live = stack.watcher("live").await;
     live.subscribe(&[item]).await;
     live.next(ANSWER).await.expect("counts on subscribe");
-    like(&stack, "u1", item).await;
+    stack.like("u1", item).await;
     live.until(Duration::from_secs(30), |m| m["like_count"] == 1)
         .await;
     let mut removed = false;
@@ -215,8 +207,8 @@ async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
     // The first post is refused twice (429); its third attempt goes through, and the other
     // item's push arrives too.
     front.throttle_next_posts(2);
-    like(&stack, "u1", slow).await;
-    like(&stack, "u2", other).await;
+    stack.like("u1", slow).await;
+    stack.like("u2", other).await;
     let mut received = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while [slow, other].iter().any(|item| {
@@ -439,7 +431,7 @@ async fn watchers_are_told_stale_when_counts_cannot_catch_up() {
     for shard in 0..stack.pipeline().virtual_shards() {
         stack.pipeline().faults().stall_shard(shard);
     }
-    like(&stack, "u1", item).await;
+    stack.like("u1", item).await;
     let received = watcher
         .until(Duration::from_secs(30), |m| m["type"] == "stale")
         .await;

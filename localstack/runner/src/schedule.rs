@@ -3,11 +3,12 @@
 //! with the Lambda context (deadline from the function's `Timeout`) the cloud would give it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::SdkConfig;
 use lambda_runtime::{Context, LambdaEvent};
-use likes_aggregator::{Pulse, PulseConfig};
+use likes_aggregator::{BoardRefresher, Pulse, PulseConfig, RefresherConfig};
 use likes_reconcile::{ReconcileConfig, Reconciler};
 use serde_json::json;
 use serde_yaml::Value;
@@ -110,6 +111,10 @@ impl Schedule {
                     aws_sdk_dynamodbstreams::Client::new(sdk),
                 ))
             }
+            "refresh-leaderboard" => Target::BoardRefresher(Arc::new(BoardRefresher::new(
+                RefresherConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
+                aws_sdk_dynamodb::Client::new(sdk),
+            ))),
             "reconcile" => Target::Reconcile(Reconciler::new(
                 ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
                 aws_sdk_dynamodb::Client::new(sdk),
@@ -137,6 +142,7 @@ impl Schedule {
                     let event = LambdaEvent::new(json!({}), schedule.context());
                     let result = match &target {
                         Target::Pulse(pulse) => pulse.handle(event).await,
+                        Target::BoardRefresher(refresher) => refresher.handle(event).await,
                         Target::Reconcile(reconciler) => reconciler.handle(event).await,
                     };
                     if let Err(err) = result {
@@ -160,6 +166,8 @@ impl Schedule {
 #[derive(Clone)]
 enum Target {
     Pulse(Pulse),
+    /// Shared by overlapping runs, as one container would be.
+    BoardRefresher(Arc<BoardRefresher>),
     Reconcile(Reconciler),
 }
 

@@ -25,6 +25,10 @@ use crate::template::{self, Template, TemplateError};
 /// signing key). `LIKES_LOCAL_CURSOR_KEY` overrides it.
 pub const DEFAULT_LOCAL_CURSOR_KEY: &str = "local-dev-cursor-signing-key";
 pub const LOCAL_REGION: &str = "us-east-1";
+/// Board shards of the local leaderboard (`LeaderboardShards`; AWS's default is the
+/// template's): more than one, so ranking merges shards, and few, so a refresh stays cheap
+/// on the emulator.
+const LOCAL_BOARD_SHARDS: &str = "4";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StackError {
@@ -351,12 +355,15 @@ fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, S
 
 /// The parameters the template is deployed with locally: the caller's, over the local
 /// token issuer's (its issuer, audience and signing key, which the live API's `$connect`
-/// checks tokens against as it checks the real issuer's in AWS).
+/// checks tokens against as it checks the real issuer's in AWS), and over a few board
+/// shards: a leaderboard refresh Queries every shard, and the emulator's Query reads its
+/// whole table each time.
 fn local_parameters(mut parameters: BTreeMap<String, String>) -> BTreeMap<String, String> {
     for (name, value) in [
         ("JwtIssuer", LOCAL_ISSUER.to_owned()),
         ("JwtAudience", LOCAL_AUDIENCE.to_owned()),
         ("JwtJwks", JwtAuthorizer::from_env().jwks()),
+        ("LeaderboardShards", LOCAL_BOARD_SHARDS.to_owned()),
     ] {
         parameters.entry(name.to_owned()).or_insert(value);
     }

@@ -55,15 +55,8 @@ impl AggregatorConfig {
 
     /// From any source of variables (the local stack resolves them from template.yaml).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
-        let whole = |name: &'static str, max: usize| -> Result<usize, ConfigError> {
-            let value = var(name)?;
-            value
-                .parse()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or(ConfigError::Range { name, max, value })
-        };
+        let var = |name| ConfigError::var(&lookup, name);
+        let whole = |name, max| ConfigError::whole(&lookup, name, max);
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
             claims_table: var("CLAIMS_TABLE")?,

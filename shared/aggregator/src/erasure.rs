@@ -37,15 +37,9 @@ impl EraserConfig {
 
     /// From any source of variables (the local stack resolves them from template.yaml).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
-        let name = "ERASURE_ROWS_PER_SECOND";
-        let value = var(name)?;
-        let max = 10_000;
-        let rows_per_second = value
-            .parse()
-            .ok()
-            .filter(|n| (1..=max as u32).contains(n))
-            .ok_or(ConfigError::Range { name, max, value })?;
+        let var = |name| ConfigError::var(&lookup, name);
+        let rows_per_second =
+            ConfigError::whole(&lookup, "ERASURE_ROWS_PER_SECOND", 10_000)? as u32;
         Ok(Self {
             erasures_table: var("ERASURES_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,

@@ -1,21 +1,39 @@
-//! The leaderboard's consumer of the Kinesis event log: each batch's events, deduplicated by
-//! `event_id`, applied in chunks of one transaction each (a claim per event, one score delta
-//! per board and item), then the shard's progress for `as_of`.
+//! The leaderboard's consumer of the Kinesis event log, and the scheduled refresher of its
+//! materialized boards.
+//!
+//! Per invocation of the consumer (one shard's records, in order): finish the intent a
+//! crashed attempt left, skip the records the shard's progress already covers, claim each
+//! scoring event for its record (an event on the log twice scores once), freeze each run's
+//! net deltas per board and item as the shard's next intent, apply it (one conditional ADD
+//! per score row however many events it holds) and move the progress.
+//!
+//! The refresher ticks once a second: when some shard's progress moved, it re-ranks the
+//! boards those shards scored on from their board shards and stores each top, with the
+//! `as_of` it read before the scores.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
+use likes_core::leaderboard::{score_deltas, sequence_after, Window};
 use likes_core::pipeline::ReactionEvent;
-use likes_store::leaderboard::{actions_for, MAX_ACTIONS};
+use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
 use likes_store::metrics::Report;
-use likes_store::LeaderboardStore;
+use likes_store::{LeaderboardStore, StoreError};
+use serde_json::Value;
 use tracing::Instrument;
 
+use crate::ticker::run_invocation;
 use crate::ConfigError;
 
 #[derive(Debug, Clone)]
 pub struct LeaderboardConfig {
     pub leaderboard_table: String,
+    /// The shards each board's score rows spread over.
+    pub board_shards: u32,
 }
 
 impl LeaderboardConfig {
@@ -25,8 +43,8 @@ impl LeaderboardConfig {
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
-            leaderboard_table: lookup("LEADERBOARD_TABLE")
-                .ok_or(ConfigError::Missing("LEADERBOARD_TABLE"))?,
+            leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
+            board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS", 1024)? as u32,
         })
     }
 }
@@ -36,112 +54,275 @@ pub struct Leaderboard {
     store: LeaderboardStore,
 }
 
+/// What one invocation did.
+#[derive(Debug, Default)]
+struct Applied {
+    /// Events this invocation scored (its records' own claims).
+    scored: usize,
+    /// The first record not applied, if the invocation stopped early.
+    failed_at: Option<usize>,
+}
+
 impl Leaderboard {
     pub fn new(config: LeaderboardConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
-            store: LeaderboardStore::new(dynamodb, config.leaderboard_table),
+            store: LeaderboardStore::new(dynamodb, config.leaderboard_table)
+                .with_board_shards(config.board_shards),
         }
     }
 
-    /// Applies the batch's events. A chunk that cannot be written, or an event that cannot
-    /// be read, is a `batchItemFailures` entry at its first record, so Lambda retries from
-    /// there; the chunks before it stay applied and their claims make the retry skip them.
+    /// Applies the batch's events. A failed write, or an event that cannot be read, is a
+    /// `batchItemFailures` entry: at the unreadable record (the records before it are
+    /// applied), else at the first record, whose retry skips what the progress covers.
     pub async fn handle(
         &self,
         event: LambdaEvent<KinesisEvent>,
     ) -> Result<KinesisEventResponse, lambda_runtime::Error> {
         let records = event.payload.records;
         let span = tracing::info_span!("leaderboard", records = records.len());
-        let (applied, failed) = self.apply(&records).instrument(span).await;
+        // Boxed: the future nests the store's streams of calls deeper than rustc lays out.
+        let applied = match Box::pin(self.apply(&records)).instrument(span).await {
+            Ok(applied) => applied,
+            Err(err) => {
+                tracing::error!(error = %err, "the batch could not be applied; Lambda retries it");
+                Applied {
+                    scored: 0,
+                    failed_at: Some(0),
+                }
+            }
+        };
         let mut response = KinesisEventResponse::default();
-        if let Some(at) = failed {
+        if let Some(at) = applied.failed_at {
             let mut failure = KinesisBatchItemFailure::default();
             failure.item_identifier = Some(records[at].kinesis.sequence_number.clone());
             response.batch_item_failures.push(failure);
         }
         Report::new("Likes/Leaderboard")
             .value("RecordsReceived", "Count", records.len() as f64)
-            .value("EventsApplied", "Count", applied as f64)
-            .value("BatchFailures", "Count", failed.is_some() as u64 as f64)
+            .value("EventsApplied", "Count", applied.scored as f64)
+            .value(
+                "BatchFailures",
+                "Count",
+                applied.failed_at.is_some() as u64 as f64,
+            )
             .emit();
         Ok(response)
     }
 
-    /// Events applied, and the first record not applied if the batch stopped early.
-    async fn apply(&self, records: &[KinesisEventRecord]) -> (usize, Option<usize>) {
-        let mut events = Vec::with_capacity(records.len());
-        for (at, record) in records.iter().enumerate() {
-            match serde_json::from_slice::<ReactionEvent>(&record.kinesis.data) {
-                Ok(event) => events.push((at, event)),
-                Err(err) => {
-                    tracing::error!(sequence_number = %record.kinesis.sequence_number, error = %err, "unreadable event; Lambda retries from it");
-                    return (self.apply_events(records, &events).await.0, Some(at));
-                }
-            }
+    async fn apply(&self, records: &[KinesisEventRecord]) -> Result<Applied, StoreError> {
+        let Some(first) = records.first() else {
+            return Ok(Applied::default());
+        };
+        let shard = shard_of(first);
+        let state = self.store.shard_state(shard).await?;
+        let mut through = state.through_seq;
+        let mut intents = state.intents;
+        if let Some(intent) = state.pending {
+            self.store
+                .complete(shard, &intent, through.as_deref())
+                .await?;
+            through = Some(intent.last_seq);
+            intents = intent.n;
         }
-        self.apply_events(records, &events).await
-    }
 
-    async fn apply_events(
-        &self,
-        records: &[KinesisEventRecord],
-        events: &[(usize, ReactionEvent)],
-    ) -> (usize, Option<usize>) {
-        let now_ms = likes_core::clock::now_ms();
-        let mut applied = 0;
-        let mut rest = events;
-        while !rest.is_empty() {
-            let (chunk, len) = chunk(rest.iter().map(|(_, event)| event));
-            match self.store.apply(&chunk, now_ms).await {
-                Ok(n) => applied += n,
+        let mut events: Vec<(&KinesisEventRecord, ReactionEvent)> = Vec::new();
+        let mut failed_at = None;
+        for (at, record) in records.iter().enumerate() {
+            let seq = &record.kinesis.sequence_number;
+            if through.as_deref().is_some_and(|t| !sequence_after(seq, t)) {
+                continue;
+            }
+            match serde_json::from_slice::<ReactionEvent>(&record.kinesis.data) {
+                Ok(event) => events.push((record, event)),
                 Err(err) => {
-                    tracing::error!(error = %err, "a chunk could not be applied; Lambda retries from it");
-                    return (applied, Some(rest[0].0));
+                    tracing::error!(sequence_number = %seq, error = %err, "unreadable event; Lambda retries from it");
+                    failed_at = Some(at);
+                    break;
                 }
             }
-            rest = &rest[len..];
         }
-        // Progress is the arrival of the last record applied on this shard (one batch holds
-        // one shard's records, in order).
-        if let Some(last) = events.last().map(|(at, _)| &records[*at]) {
-            let shard = last
-                .event_id
-                .as_deref()
-                .and_then(|id| id.split_once(':'))
-                .map_or("", |(shard, _)| shard);
-            let through = last
+        let mut scored = 0;
+        for run in runs(&events) {
+            let (last, _) = run.last().expect("runs are never empty");
+            let last_seq = last.kinesis.sequence_number.clone();
+            let arrival = last
                 .kinesis
                 .approximate_arrival_timestamp
                 .timestamp_millis();
-            if let Err(err) = self.store.advance(shard, through).await {
-                // The events are applied; only as_of lags until the next batch.
-                tracing::warn!(error = %err, "shard progress not recorded");
+            let owners: Vec<String> = run
+                .iter()
+                .map(|(record, _)| format!("{shard}:{}", record.kinesis.sequence_number))
+                .collect();
+            let scoring: Vec<Owned> = run
+                .iter()
+                .zip(&owners)
+                .filter(|((_, event), _)| event.like_delta != 0)
+                .map(|((_, event), by)| Owned { event, by })
+                .collect();
+            let mine = self
+                .store
+                .claim(&scoring, likes_core::clock::now_ms())
+                .await?;
+            let owned: Vec<&ReactionEvent> = scoring
+                .iter()
+                .zip(&mine)
+                .filter(|(_, mine)| **mine)
+                .map(|(owned, _)| owned.event)
+                .collect();
+            scored += owned.len();
+            let deltas = score_deltas(owned);
+            if deltas.values().all(|delta| *delta == 0) {
+                self.store
+                    .advance(shard, through.as_deref(), &last_seq, arrival, intents)
+                    .await?;
+            } else {
+                let intent = self
+                    .store
+                    .begin(shard, intents + 1, &deltas, &last_seq, arrival)
+                    .await?;
+                self.store
+                    .complete(shard, &intent, through.as_deref())
+                    .await?;
+                intents = intent.n;
             }
+            through = Some(last_seq);
         }
-        (applied, None)
+        Ok(Applied { scored, failed_at })
     }
 }
 
-/// The leading events that fit one transaction, each event once (the log may hold an event
-/// twice, even in one batch), and how many of `events` they cover.
-pub fn chunk<'e>(
-    events: impl IntoIterator<Item = &'e ReactionEvent>,
-) -> (Vec<&'e ReactionEvent>, usize) {
-    let mut chunk: Vec<&ReactionEvent> = Vec::new();
-    let mut taken = 0;
-    for event in events {
-        if chunk.iter().any(|e| e.flip_key() == event.flip_key()) {
-            taken += 1;
-            continue;
+/// `events` cut into runs whose intents fit one item ([`MAX_INTENT_BYTES`]).
+fn runs<R>(events: &[(R, ReactionEvent)]) -> Vec<&[(R, ReactionEvent)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (at, (_, event)) in events.iter().enumerate() {
+        let more = intent_bytes(event);
+        if at > start && bytes + more > MAX_INTENT_BYTES {
+            runs.push(&events[start..at]);
+            (start, bytes) = (at, 0);
         }
-        chunk.push(event);
-        if actions_for(chunk.iter().copied()) > MAX_ACTIONS {
-            chunk.pop();
-            break;
-        }
-        taken += 1;
+        bytes += more;
     }
-    (chunk, taken)
+    if start < events.len() {
+        runs.push(&events[start..]);
+    }
+    runs
+}
+
+/// The Kinesis shard a record came from: its event id is `<shard id>:<sequence number>`.
+fn shard_of(record: &KinesisEventRecord) -> &str {
+    record
+        .event_id
+        .as_deref()
+        .and_then(|id| id.split_once(':'))
+        .map_or("", |(shard, _)| shard)
+}
+
+#[derive(Debug, Clone)]
+pub struct RefresherConfig {
+    pub leaderboard_table: String,
+    pub board_shards: u32,
+    /// How long one invocation keeps ticking.
+    pub run_for: Duration,
+    pub tick: Duration,
+}
+
+impl RefresherConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let whole = |name, max| ConfigError::whole(&lookup, name, max).map(|n| n as u64);
+        Ok(Self {
+            leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
+            board_shards: whole("LEADERBOARD_SHARDS", 1024)? as u32,
+            run_for: Duration::from_secs(whole("REFRESH_SECONDS", 900)?),
+            tick: Duration::from_millis(whole("REFRESH_TICK_MS", 60_000)?),
+        })
+    }
+}
+
+/// What one refresh tick did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshReport {
+    pub boards_refreshed: usize,
+    pub as_of_ms: Option<i64>,
+}
+
+/// The scheduled refresher of the materialized boards.
+#[derive(Debug)]
+pub struct BoardRefresher {
+    config: RefresherConfig,
+    store: LeaderboardStore,
+    /// Each shard's progress at the last refresh; `None` before this invocation's first.
+    seen: Mutex<Option<BTreeMap<String, Option<String>>>>,
+}
+
+impl BoardRefresher {
+    pub fn new(config: RefresherConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
+        Self {
+            store: LeaderboardStore::new(dynamodb, config.leaderboard_table.clone())
+                .with_board_shards(config.board_shards),
+            config,
+            seen: Mutex::new(None),
+        }
+    }
+
+    /// One scheduled invocation: ticks until `run_for` has passed (or the deadline nears).
+    /// Fails only when no tick succeeded, so a broken refresher shows in the function's
+    /// errors.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+        *self.seen.lock().expect("seen progress") = None;
+        run_invocation(
+            "refresh",
+            "Likes/Leaderboard",
+            (self.config.run_for, self.config.tick),
+            event,
+            |report: &RefreshReport| report.as_of_ms,
+            // Boxed: the tick's future nests deeper than rustc lays out inline.
+            || Box::pin(self.tick()),
+        )
+        .await
+    }
+
+    /// Reads every shard's progress; when some moved since the last tick (or this is the
+    /// invocation's first), re-ranks `all`, today's board and the days the moved shards
+    /// scored on. `as_of` is the lowest progress, read before any score.
+    pub async fn tick(&self) -> Result<RefreshReport, StoreError> {
+        let started_ms = likes_core::clock::now_ms();
+        let progress = self.store.progress().await?;
+        let as_of_ms = progress.iter().map(|p| p.applied_through_ms).min();
+        let mut boards = BTreeSet::new();
+        {
+            let seen = self.seen.lock().expect("seen progress");
+            for shard in &progress {
+                let moved = seen
+                    .as_ref()
+                    .is_none_or(|seen| seen.get(&shard.shard) != Some(&shard.through_seq));
+                if moved {
+                    boards.insert(Window::All);
+                    boards.insert(Window::day_of(started_ms));
+                    boards.extend(shard.windows.iter().cloned());
+                }
+            }
+        }
+        self.store.refresh(&boards, as_of_ms, started_ms).await?;
+        *self.seen.lock().expect("seen progress") = Some(
+            progress
+                .into_iter()
+                .map(|p| (p.shard, p.through_seq))
+                .collect(),
+        );
+        let report = RefreshReport {
+            boards_refreshed: boards.len(),
+            as_of_ms,
+        };
+        Report::new("Likes/Leaderboard")
+            .value("BoardsRefreshed", "Count", report.boards_refreshed as f64)
+            .emit();
+        Ok(report)
+    }
 }
 
 #[cfg(test)]
@@ -166,26 +347,23 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_takes_each_event_once_and_fits_one_transaction() {
-        let hot: Vec<ReactionEvent> = (0..150).map(|u| event(u, "hot")).collect();
-        let (first, len) = chunk(&hot);
-        // 98 claims and the item's two score rows.
-        assert_eq!((first.len(), len), (98, 98));
-        assert_eq!(actions_for(first.iter().copied()), MAX_ACTIONS);
-
-        let twice = [event(1, "a"), event(1, "a"), event(2, "b")];
-        let (deduplicated, len) = chunk(&twice);
-        assert_eq!(len, 3, "the duplicate is covered");
-        assert_eq!(deduplicated, [&twice[0], &twice[2]]);
-        // The same event_id in a later life of the row is another flip.
-        let mut again = event(1, "a");
-        again.row_created_ms += 60_000;
-        let lives = [event(1, "a"), again];
-        assert_eq!(chunk(&lives).0.len(), 2);
-
-        let cold: Vec<ReactionEvent> = (0..50).map(|u| event(u, &format!("i{u}"))).collect();
-        let (first, len) = chunk(&cold);
-        // 33 claims and 66 score rows: a 34th event would take three more actions.
-        assert_eq!((first.len(), len), (33, 33));
+    fn runs_cut_where_an_intent_would_outgrow_its_row_and_keep_every_event_in_order() {
+        let long = "i".repeat(128);
+        let events: Vec<((), ReactionEvent)> = (0..5_000).map(|u| ((), event(u, &long))).collect();
+        let cut = runs(&events);
+        let per_run = MAX_INTENT_BYTES / intent_bytes(&events[0].1);
+        assert_eq!(cut[0].len(), per_run);
+        assert!(cut.iter().all(|run| {
+            run.iter().map(|(_, e)| intent_bytes(e)).sum::<usize>() <= MAX_INTENT_BYTES
+        }));
+        let rejoined: Vec<&str> = cut
+            .iter()
+            .flat_map(|run| run.iter().map(|(_, e)| e.user_id.as_str()))
+            .collect();
+        let all: Vec<&str> = events.iter().map(|(_, e)| e.user_id.as_str()).collect();
+        assert_eq!(rejoined, all);
+        assert!(runs::<()>(&[]).is_empty());
+        // A short batch is one run.
+        assert_eq!(runs(&events[..10]).len(), 1);
     }
 }

@@ -14,6 +14,7 @@ pub mod leaderboard;
 pub mod likers;
 mod publisher;
 mod pulse;
+mod ticker;
 
 use aws_config::BehaviorVersion;
 use lambda_runtime::service_fn;
@@ -22,7 +23,7 @@ pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishError, PublishFailure};
-pub use leaderboard::{Leaderboard, LeaderboardConfig};
+pub use leaderboard::{BoardRefresher, Leaderboard, LeaderboardConfig, RefresherConfig};
 pub use likers::{Likers, LikersConfig};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
@@ -37,6 +38,30 @@ pub enum ConfigError {
         max: usize,
         value: String,
     },
+}
+
+impl ConfigError {
+    /// Variable `name` of `lookup`, required.
+    pub fn var(
+        lookup: impl Fn(&str) -> Option<String>,
+        name: &'static str,
+    ) -> Result<String, Self> {
+        lookup(name).ok_or(Self::Missing(name))
+    }
+
+    /// Variable `name` of `lookup`: a whole number from 1 to `max`.
+    pub fn whole(
+        lookup: impl Fn(&str) -> Option<String>,
+        name: &'static str,
+        max: usize,
+    ) -> Result<usize, Self> {
+        let value = Self::var(lookup, name)?;
+        value
+            .parse()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or(Self::Range { name, max, value })
+    }
 }
 
 /// The whole of the aggregator's `main`.
@@ -87,6 +112,19 @@ pub async fn run_leaderboard() -> Result<(), lambda_runtime::Error> {
     let leaderboard = &leaderboard;
     lambda_runtime::run(service_fn(move |event| async move {
         leaderboard.handle(event).await
+    }))
+    .await
+}
+
+/// The whole of the leaderboard refresher's `main`.
+pub async fn run_leaderboard_refresh() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = RefresherConfig::from_env()?;
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let refresher = BoardRefresher::new(config, aws_sdk_dynamodb::Client::new(&sdk));
+    let refresher = &refresher;
+    lambda_runtime::run(service_fn(move |event| async move {
+        refresher.handle(event).await
     }))
     .await
 }

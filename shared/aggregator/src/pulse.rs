@@ -20,8 +20,9 @@ use likes_core::pipeline::{counts_as_of, StreamShard};
 use likes_store::freshness::PROBE_USER_PREFIX;
 use likes_store::metrics::Report;
 use likes_store::{FreshnessStore, StoreError};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::ticker::run_invocation;
 use crate::ConfigError;
 
 /// New probe keys written per tick for each shard that has none, within these bounds.
@@ -32,8 +33,6 @@ type ShardListCache = Arc<Mutex<Option<(Instant, Vec<StreamShard>)>>>;
 
 /// How long a shard list is used before DescribeStream is asked again.
 const SHARD_LIST_TTL: Duration = Duration::from_secs(10);
-/// The pulse stops this long before the invocation's deadline.
-const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct PulseConfig {
@@ -55,15 +54,8 @@ impl PulseConfig {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
-        let whole = |name: &'static str, max: usize| -> Result<u64, ConfigError> {
-            let value = var(name)?;
-            value
-                .parse()
-                .ok()
-                .filter(|n| (1..=max as u64).contains(n))
-                .ok_or(ConfigError::Range { name, max, value })
-        };
+        let var = |name| ConfigError::var(&lookup, name);
+        let whole = |name, max| ConfigError::whole(&lookup, name, max).map(|n| n as u64);
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,
@@ -118,39 +110,16 @@ impl Pulse {
     /// One scheduled invocation: ticks until `run_for` has passed (or the deadline nears).
     /// Fails only when no tick succeeded, so a broken pulse shows in the function's errors.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
-        let started = tokio::time::Instant::now();
-        let deadline_ms = i64::try_from(event.context.deadline).unwrap_or(i64::MAX);
-        let margin = DEADLINE_MARGIN.as_millis() as i64;
-        let (mut ticks, mut failed, mut last) = (0u32, 0u32, None);
-        loop {
-            let tick_started = tokio::time::Instant::now();
-            ticks += 1;
-            match self.tick().await {
-                Ok(report) => last = Some(report),
-                Err(err) => {
-                    failed += 1;
-                    tracing::error!(error = %err, "pulse tick failed; as_of stays where it was");
-                    Report::new("Likes/Pulse")
-                        .value("TickFailures", "Count", 1.0)
-                        .emit();
-                }
-            }
-            let next = tick_started + self.config.tick;
-            if next >= started + self.config.run_for
-                || now_ms() + self.config.tick.as_millis() as i64 + margin >= deadline_ms
-            {
-                break;
-            }
-            tokio::time::sleep_until(next).await;
-        }
-        if failed == ticks {
-            return Err(format!("all {ticks} pulse ticks failed").into());
-        }
-        Ok(json!({
-            "ticks": ticks,
-            "failed_ticks": failed,
-            "as_of": last.and_then(|r| r.as_of_ms),
-        }))
+        run_invocation(
+            "pulse",
+            "Likes/Pulse",
+            (self.config.run_for, self.config.tick),
+            event,
+            |report: &TickReport| report.as_of_ms,
+            // Boxed: the tick's future nests deeper than rustc lays out inline.
+            || Box::pin(self.tick()),
+        )
+        .await
     }
 
     /// Lists shards, publishes `as_of`, writes probes.

@@ -1,12 +1,16 @@
 //! The leaderboard's arithmetic: which windows an event scores in, one delta per window and
-//! item for a run of events, and the exact ranking (most likes first, ties by item id).
+//! item for a run of events, which board shard an item's score rows live on, and the exact
+//! ranking (most likes first, ties by item id).
 
 use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use crate::pipeline::ReactionEvent;
+use crate::pipeline::{user_hash, ReactionEvent};
 use crate::ValidationError;
+
+/// How many items a materialized board holds: the largest `limit` a reader may ask for.
+pub const TOP_SIZE: usize = 100;
 
 /// Day windows are kept this long after their day ends (by TTL), then dropped.
 pub const DAY_RETENTION_MS: i64 = 2 * DAY_MS;
@@ -56,6 +60,20 @@ impl Window {
         }
     }
 
+    /// A day window's first millisecond; `None` for `all`.
+    pub fn start_ms(&self) -> Option<i64> {
+        match self {
+            Self::All => None,
+            Self::Day(start) => Some(*start),
+        }
+    }
+
+    /// The partition key of board shard `shard`: `all#7`, `day#2026-12-01#7`. A board's
+    /// score rows spread over its shards by item, so no one key takes every item's writes.
+    pub fn board_key(&self, shard: u32) -> String {
+        format!("{}#{shard}", self.key())
+    }
+
     /// When a window's rows may be dropped (epoch seconds, as TTL reads it); never for `all`.
     pub fn expires_at_secs(&self) -> Option<i64> {
         match self {
@@ -81,6 +99,29 @@ pub fn score_deltas<'a>(
         }
     }
     deltas
+}
+
+/// The day windows among `windows`, as their first milliseconds, each once, in order.
+pub fn days<'a>(windows: impl IntoIterator<Item = &'a Window>) -> Vec<i64> {
+    windows
+        .into_iter()
+        .filter_map(Window::start_ms)
+        .collect::<std::collections::BTreeSet<i64>>()
+        .into_iter()
+        .collect()
+}
+
+/// The board shard (`0..shards`) an item's score rows live on, in every window: the same
+/// stable SHA-256 hash that spreads users over the event log's keys.
+pub fn item_shard(item_id: &str, shards: u32) -> u32 {
+    user_hash(item_id) % shards.max(1)
+}
+
+/// Whether Kinesis sequence number `seq` comes after `through` on its shard: sequence
+/// numbers are decimal strings that only grow, but not always in length, so they compare
+/// by length first.
+pub fn sequence_after(seq: &str, through: &str) -> bool {
+    (seq.len(), seq) > (through.len(), through)
 }
 
 /// One item's place on a board.
@@ -140,6 +181,13 @@ mod tests {
             "day#2026-12-02"
         );
         assert_eq!(Window::All.key(), "all");
+        assert_eq!(Window::day_of(DEC_1).board_key(7), "day#2026-12-01#7");
+        assert_eq!(Window::All.board_key(0), "all#0");
+        let windows = [Window::day_of(DEC_1), Window::All, Window::day_of(0)];
+        assert_eq!(
+            days(&windows),
+            [0, Window::day_of(DEC_1).start_ms().unwrap()]
+        );
         let end_of_dec_3 = 1_796_342_400; // 2026-12-04T00:00:00Z
         assert_eq!(Window::day_of(DEC_1).expires_at_secs(), Some(end_of_dec_3));
         assert_eq!(Window::All.expires_at_secs(), None);
@@ -180,6 +228,29 @@ mod tests {
         );
         assert_eq!(ranked, [entry("c", 5), entry("a", 2), entry("b", 2)]);
         assert_eq!(rank(vec![entry("b", 2), entry("a", 2)], 1), [entry("a", 2)]);
+    }
+
+    #[test]
+    fn items_spread_over_every_board_shard() {
+        let mut seen = [0u32; 16];
+        for n in 0..1_600 {
+            let shard = item_shard(&format!("game:{n}"), 16);
+            seen[shard as usize] += 1;
+            assert_eq!(shard, item_shard(&format!("game:{n}"), 16), "stable");
+        }
+        assert!(seen.iter().all(|n| (50..150).contains(n)), "{seen:?}");
+        assert_eq!(item_shard("game:1", 1), 0);
+    }
+
+    #[test]
+    fn sequence_numbers_compare_as_numbers() {
+        assert!(sequence_after("10", "9"));
+        assert!(!sequence_after("9", "10"));
+        assert!(!sequence_after("42", "42"));
+        assert!(sequence_after(
+            "49590338271490256608559692540925702759324208523137515618",
+            "49590338271490256608559692538361571095921575989136588898"
+        ));
     }
 
     #[test]

@@ -1,158 +1,496 @@
-//! The Leaderboard table: score rows per board and item (PK `board` = `all` or
-//! `day#2026-12-01`, SK `item_id`), read top-down through the `by_score` index; one claim
-//! row per applied event (`#event#<flip key>`), so an event delivered twice scores once;
-//! and the consumer's progress per Kinesis shard (`#progress` / shard id), which `as_of`
-//! is read from.
+//! The Leaderboard table (PK `board`, SK `item_id`):
+//!
+//! - **score rows**, an item's net likes on a board, on one of the board's shards
+//!   (`all#<s>`, `day#2026-12-01#<s>`, `s` by item hash), read top-down per shard through the
+//!   `by_score` index; each also keeps, per log shard, the last intent it took (`n#<shard>`);
+//! - **event claims** `#event#<flip key>`: the log record that owns an event (`by`), so an
+//!   event on the log twice scores once;
+//! - per Kinesis shard, its **progress** (`#progress` / shard: the last record applied, its
+//!   arrival, which `as_of` is read from, and the intents applied) and its pending
+//!   **intent** (`#intent#<shard>` / `head`: the deltas of a run of records, frozen before
+//!   any is applied, so a retry cut longer or shorter than the crashed invocation finishes
+//!   exactly what it began);
+//! - per board, the **materialized top** (`#top` / window key) a read is one GetItem of,
+//!   refreshed by a scheduled function from the board's shards.
+//!
+//! Each score row takes one ADD per intent, however many of the run's events it holds.
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use likes_core::leaderboard::{rank, score_deltas, Entry, Window};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use likes_core::leaderboard::{days, item_shard, rank, Entry, Window, TOP_SIZE};
 use likes_core::pipeline::{ReactionEvent, REPLAY_HORIZON_MS};
 
 use crate::error::{cancelled, condition_held};
-use crate::rows::attr::{APPLIED_THROUGH, BOARD, EXPIRES_AT, ITEM_ID, SCORE};
-use crate::rows::{self, number, BoardProgressRow, EventClaimRow, ScoreRow};
+use crate::rows::attr::{
+    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, REFRESHED_AT, SCORE,
+    THROUGH_SEQ,
+};
+use crate::rows::{
+    self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow, ScoreRow,
+    TopEntryRow, TopRow,
+};
 use crate::StoreError;
 
-/// The index of score rows by board, sorted by score.
+/// The index of score rows by board shard, sorted by score.
 pub const SCORE_INDEX: &str = "by_score";
-/// TransactWriteItems takes at most 100 actions: an event's claim and its score rows.
-pub const MAX_ACTIONS: usize = 100;
+/// What one intent's row may take of DynamoDB's 400 KB item, as [`intent_bytes`] counts.
+pub const MAX_INTENT_BYTES: usize = 300_000;
+// The rest of the head (its keys, `n`, `last_seq`, `days`) fits in what is left.
+const _: () = assert!(MAX_INTENT_BYTES + 4 * 1024 < 400 * 1024);
+/// Claims, score row writes and shard queries in flight at once.
+pub const IN_FLIGHT: usize = 32;
 const PROGRESS_BOARD: &str = "#progress";
 const EVENT_CLAIM_PREFIX: &str = "#event#";
-/// Attempts at a transaction that conflicts with another shard's on a score row.
-const CONFLICT_ATTEMPTS: u32 = 8;
+const TOP_BOARD: &str = "#top";
+const INTENT_HEAD: &str = "head";
 
 /// A board as the route reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Board {
     pub entries: Vec<Entry>,
     /// Every event that reached the log before this time (epoch ms), on every shard that
-    /// carried events, is applied; `None` before any was.
+    /// carried events, is on the board; `None` before any was.
     pub as_of_ms: Option<i64>,
+}
+
+/// Where one Kinesis shard's consumer stands: the last record applied, the intents applied,
+/// and an intent a crashed invocation left to finish.
+#[derive(Debug, Clone, Default)]
+pub struct ShardState {
+    pub through_seq: Option<String>,
+    pub intents: u64,
+    pub pending: Option<Intent>,
+}
+
+/// A run of a shard's records whose score deltas are frozen, as the shard's `n`-th intent.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    pub n: u64,
+    pub last_seq: String,
+    pub applied_through: i64,
+    pub rows: Vec<ScoreDeltaRow>,
+    /// The boards the deltas score on.
+    pub windows: Vec<Window>,
+}
+
+/// One log shard's progress as a refresh reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardProgress {
+    pub shard: String,
+    pub through_seq: Option<String>,
+    /// The arrival on the log of the last record applied.
+    pub applied_through_ms: i64,
+    /// The boards its last intent scored on.
+    pub windows: Vec<Window>,
+}
+
+/// An event the batch scores, and the log record (`<shard>:<sequence number>`) it came in.
+#[derive(Debug, Clone, Copy)]
+pub struct Owned<'e> {
+    pub event: &'e ReactionEvent,
+    pub by: &'e str,
 }
 
 #[derive(Debug, Clone)]
 pub struct LeaderboardStore {
     client: Client,
     table: String,
+    shards: u32,
 }
 
 impl LeaderboardStore {
+    /// A store that reads boards; [`Self::with_board_shards`] for one that writes them.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self {
             client,
             table: table.into(),
+            shards: 1,
         }
     }
 
-    /// Applies a chunk of events exactly once: one TransactWriteItems puts a claim per event
-    /// (on condition it does not exist) and ADDs one delta per board and item. A claim that
-    /// exists means an earlier delivery applied that event: it is dropped from the chunk and
-    /// the rest is tried again. Returns how many events this call applied. The chunk must
-    /// fit one transaction ([`actions_for`] ≤ [`MAX_ACTIONS`]) and hold each event once.
-    pub async fn apply(&self, events: &[&ReactionEvent], now_ms: i64) -> Result<usize, StoreError> {
-        let mut pending: Vec<&ReactionEvent> = events.to_vec();
-        let mut conflicts = 0;
-        while !pending.is_empty() {
-            let actions = self.actions(&pending, now_ms)?;
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(actions))
-                .send()
-                .await;
-            // Reasons come in action order: the claims first, one per pending event.
-            let Some((reasons, err)) = cancelled("TransactWriteItems", result)? else {
-                return Ok(pending.len());
-            };
-            let claimed: Vec<bool> = (0..pending.len())
-                .map(|at| reasons.get(at).and_then(|r| r.code()) == Some("ConditionalCheckFailed"))
-                .collect();
-            if claimed.iter().any(|c| *c) {
-                let mut at = 0;
-                pending.retain(|_| {
-                    at += 1;
-                    !claimed[at - 1]
-                });
-                continue;
-            }
-            conflicts += 1;
-            if conflicts >= CONFLICT_ATTEMPTS {
-                return Err(StoreError::aws("TransactWriteItems", err));
-            }
-            tokio::time::sleep(likes_core::backoff::delay(conflicts)).await;
-        }
-        Ok(0)
+    /// The number of shards each board's score rows spread over (the template's
+    /// `LeaderboardShards`).
+    pub fn with_board_shards(mut self, shards: u32) -> Self {
+        self.shards = shards.max(1);
+        self
     }
 
-    fn actions(
-        &self,
-        events: &[&ReactionEvent],
-        now_ms: i64,
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let mut actions = Vec::new();
-        let claim_expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
-        for event in events {
+    /// The shard's progress and pending intent, read strongly consistent.
+    pub async fn shard_state(&self, shard: &str) -> Result<ShardState, StoreError> {
+        let intents = intent_board(shard);
+        let (progress, head) = tokio::try_join!(
+            self.get(PROGRESS_BOARD, shard),
+            self.get(&intents, INTENT_HEAD)
+        )?;
+        let (through_seq, applied) = match progress {
+            Some(item) => {
+                let row: BoardProgressRow = rows::from_item(item)?;
+                (row.through_seq, row.intents)
+            }
+            None => (None, 0),
+        };
+        let pending = match head {
+            Some(item) => {
+                let head: IntentHeadRow = rows::from_item(item)?;
+                Some(Intent {
+                    n: head.n,
+                    last_seq: head.last_seq,
+                    applied_through: head.applied_through,
+                    rows: head.rows,
+                    windows: windows_of(&head.days),
+                })
+            }
+            None => None,
+        };
+        Ok(ShardState {
+            through_seq,
+            intents: applied,
+            pending,
+        })
+    }
+
+    /// Claims each event for the record it came in: `true` where the claim is the record's
+    /// (new, or taken by an earlier attempt at the same record), `false` where another
+    /// record of the log holds it (the event was on the log twice).
+    pub async fn claim(&self, events: &[Owned<'_>], now_ms: i64) -> Result<Vec<bool>, StoreError> {
+        let expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
+        stream::iter(events.iter().map(|owned| {
             let claim = EventClaimRow {
-                board: format!("{EVENT_CLAIM_PREFIX}{}", event.flip_key()),
-                item_id: event.item_id.clone(),
-                expires_at: claim_expires_at,
+                board: format!("{EVENT_CLAIM_PREFIX}{}", owned.event.flip_key()),
+                item_id: owned.event.item_id.clone(),
+                by: owned.by.to_owned(),
+                expires_at,
             };
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(rows::to_item(&claim)?))
-                .condition_expression(format!("attribute_not_exists({BOARD})"))
-                .build()
-                .map_err(|e| StoreError::Request(e.to_string()))?;
-            actions.push(TransactWriteItem::builder().put(put).build());
-        }
-        for ((window, item), delta) in score_deltas(events.iter().copied()) {
-            let mut update = Update::builder()
-                .table_name(&self.table)
-                .key(BOARD, AttributeValue::S(window.key()))
-                .key(ITEM_ID, AttributeValue::S(item))
-                .expression_attribute_names("#score", SCORE)
-                .expression_attribute_values(":delta", number(delta));
-            update = match window.expires_at_secs() {
-                None => update.update_expression("ADD #score :delta"),
-                Some(expires_at) => update
-                    .update_expression("ADD #score :delta SET #expires_at = :expires_at")
-                    .expression_attribute_names("#expires_at", EXPIRES_AT)
-                    .expression_attribute_values(":expires_at", number(expires_at)),
-            };
-            let update = update
-                .build()
-                .map_err(|e| StoreError::Request(e.to_string()))?;
-            actions.push(TransactWriteItem::builder().update(update).build());
-        }
-        Ok(actions)
+            async move {
+                let result = self
+                    .client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(rows::to_item(&claim)?))
+                    .condition_expression("attribute_not_exists(#board) OR #by = :by")
+                    .expression_attribute_names("#board", BOARD)
+                    .expression_attribute_names("#by", BY)
+                    .expression_attribute_values(":by", AttributeValue::S(claim.by.clone()))
+                    .send()
+                    .await;
+                condition_held("PutItem", result)
+            }
+        }))
+        .buffered(IN_FLIGHT)
+        .try_collect()
+        .await
     }
 
-    /// Records that a shard's events up to `applied_through_ms` (their arrival on the log) are
-    /// applied. Progress only moves forward: an older report (a retry) changes nothing.
-    pub async fn advance(&self, shard: &str, applied_through_ms: i64) -> Result<(), StoreError> {
+    /// Freezes `deltas` (a run's net like deltas per board and item, its records up to
+    /// `last_seq`) as the shard's intent number `n`, one row, on condition none is pending.
+    /// A run's events must add up to at most [`MAX_INTENT_BYTES`] of [`intent_bytes`].
+    pub async fn begin(
+        &self,
+        shard: &str,
+        n: u64,
+        deltas: &BTreeMap<(Window, String), i64>,
+        last_seq: &str,
+        applied_through: i64,
+    ) -> Result<Intent, StoreError> {
+        let rows: Vec<ScoreDeltaRow> = deltas
+            .iter()
+            .filter(|(_, delta)| **delta != 0)
+            .map(|((window, item), delta)| ScoreDeltaRow {
+                board: window.board_key(item_shard(item, self.shards)),
+                item_id: item.clone(),
+                delta: *delta,
+                expires_at: window.expires_at_secs(),
+            })
+            .collect();
+        let days = days(deltas.keys().map(|(window, _)| window));
+        let head = IntentHeadRow {
+            board: intent_board(shard),
+            item_id: INTENT_HEAD.into(),
+            n,
+            last_seq: last_seq.to_owned(),
+            applied_through,
+            days: days.clone(),
+            rows,
+        };
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(rows::to_item(&head)?))
+            .condition_expression("attribute_not_exists(#board)")
+            .expression_attribute_names("#board", BOARD)
+            .send()
+            .await;
+        if !condition_held("PutItem", result)? {
+            return Err(StoreError::Corrupt(format!(
+                "shard {shard} already has a pending intent"
+            )));
+        }
+        Ok(Intent {
+            n,
+            last_seq: head.last_seq,
+            applied_through,
+            rows: head.rows,
+            windows: windows_of(&days),
+        })
+    }
+
+    /// Applies each score row of `intent` that has not taken it yet, then moves the shard's
+    /// progress to its last record and drops the head, in one transaction. `through_seq` is
+    /// the progress as read before (`None`: the shard's first).
+    ///
+    /// A score row remembers, per log shard, the last intent it took (`n#<shard>`): a
+    /// shard's intents apply in order, so the row takes intent `n` once, on condition it
+    /// holds a lower one. Plain conditional writes, not transactions: hundreds of shards
+    /// adding to a viral item's row at once queue on it instead of cancelling each other.
+    pub async fn complete(
+        &self,
+        shard: &str,
+        intent: &Intent,
+        through_seq: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let marker = format!("{INTENT_N}#{}", shard_marker(shard));
+        stream::iter(
+            intent
+                .rows
+                .iter()
+                .map(|row| self.add(row, &marker, intent.n)),
+        )
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+        let days = days(&intent.windows);
+        let progress = self.progress_update(
+            shard,
+            through_seq,
+            &intent.last_seq,
+            intent.applied_through,
+            (intent.n, Some(days)),
+        )?;
+        let head = Delete::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(intent_board(shard)))
+            .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
+            .condition_expression("#n = :n")
+            .expression_attribute_names("#n", INTENT_N)
+            .expression_attribute_values(":n", number(intent.n))
+            .build()
+            .map_err(|e| StoreError::Request(e.to_string()))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(progress).build())
+            .transact_items(TransactWriteItem::builder().delete(head).build())
+            .send()
+            .await;
+        match cancelled("TransactWriteItems", result)? {
+            None => Ok(()),
+            Some((_, err)) => Err(StoreError::aws("TransactWriteItems", err)),
+        }
+    }
+
+    /// Moves the shard's progress over records that score nothing.
+    pub async fn advance(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        last_seq: &str,
+        applied_through: i64,
+        intents: u64,
+    ) -> Result<(), StoreError> {
+        let update = self.progress_update(
+            shard,
+            through_seq,
+            last_seq,
+            applied_through,
+            (intents, None),
+        )?;
         let result = self
             .client
             .update_item()
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
+            .send()
+            .await;
+        if condition_held("UpdateItem", result)? {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(format!(
+                "shard {shard}'s progress moved under its consumer"
+            )))
+        }
+    }
+
+    /// The progress write: the last record, its arrival, the intents applied and, after an
+    /// intent, the day windows it scored on; on condition the progress is still
+    /// `through_seq`, since a shard has one consumer at a time and a retry reads the
+    /// progress afresh.
+    fn progress_update(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        last_seq: &str,
+        applied_through: i64,
+        (intents, days): (u64, Option<Vec<i64>>),
+    ) -> Result<Update, StoreError> {
+        let update = Update::builder()
             .table_name(&self.table)
             .key(BOARD, AttributeValue::S(PROGRESS_BOARD.into()))
             .key(ITEM_ID, AttributeValue::S(shard.into()))
-            .update_expression("SET #through = :through")
-            .condition_expression("attribute_not_exists(#through) OR #through < :through")
+            .expression_attribute_names("#seq", THROUGH_SEQ)
             .expression_attribute_names("#through", APPLIED_THROUGH)
-            .expression_attribute_values(":through", number(applied_through_ms))
-            .send()
-            .await;
-        condition_held("UpdateItem", result).map(drop)
+            .expression_attribute_names("#intents", INTENTS)
+            .expression_attribute_values(":seq", AttributeValue::S(last_seq.into()))
+            .expression_attribute_values(":through", number(applied_through))
+            .expression_attribute_values(":intents", number(intents));
+        let set = "SET #seq = :seq, #through = :through, #intents = :intents";
+        let update = match days {
+            None => update.update_expression(set),
+            Some(days) => update
+                .update_expression(format!("{set}, #days = :days"))
+                .expression_attribute_names("#days", DAYS)
+                .expression_attribute_values(
+                    ":days",
+                    AttributeValue::L(days.into_iter().map(number).collect()),
+                ),
+        };
+        let update = match through_seq {
+            None => update.condition_expression("attribute_not_exists(#seq)"),
+            Some(seq) => update
+                .condition_expression("#seq = :was")
+                .expression_attribute_values(":was", AttributeValue::S(seq.into())),
+        };
+        update
+            .build()
+            .map_err(|e| StoreError::Request(e.to_string()))
     }
 
-    /// The top `limit` of a board, ties by item id: reads the index from the highest score
-    /// down, on past the `limit`-th row while scores tie with it (the index cannot order
-    /// equal scores by item id), then ranks exactly.
-    pub async fn board(&self, window: &Window, limit: usize) -> Result<Board, StoreError> {
+    /// One score row's ADD of intent `n`, unless the row took it already.
+    async fn add(&self, row: &ScoreDeltaRow, marker: &str, n: u64) -> Result<(), StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(row.board.clone()))
+            .key(ITEM_ID, AttributeValue::S(row.item_id.clone()))
+            .condition_expression("attribute_not_exists(#n) OR #n < :n")
+            .expression_attribute_names("#score", SCORE)
+            .expression_attribute_names("#n", marker)
+            .expression_attribute_values(":delta", number(row.delta))
+            .expression_attribute_values(":n", number(n));
+        let update = match row.expires_at {
+            None => update.update_expression("ADD #score :delta SET #n = :n"),
+            Some(expires_at) => update
+                .update_expression("ADD #score :delta SET #n = :n, #expires_at = :expires_at")
+                .expression_attribute_names("#expires_at", EXPIRES_AT)
+                .expression_attribute_values(":expires_at", number(expires_at)),
+        };
+        condition_held("UpdateItem", update.send().await).map(drop)
+    }
+
+    /// Every shard's progress (Query of `#progress`, strongly consistent).
+    pub async fn progress(&self) -> Result<Vec<ShardProgress>, StoreError> {
+        let mut shards = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#board = :board")
+                .expression_attribute_names("#board", BOARD)
+                .expression_attribute_values(":board", AttributeValue::S(PROGRESS_BOARD.into()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| StoreError::aws("Query", e))?;
+            for item in output.items.unwrap_or_default() {
+                let row: BoardProgressRow = rows::from_item(item)?;
+                shards.push(ShardProgress {
+                    shard: row.item_id,
+                    through_seq: row.through_seq,
+                    applied_through_ms: row.applied_through,
+                    windows: windows_of(&row.days),
+                });
+            }
+            match output.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return Ok(shards),
+            }
+        }
+    }
+
+    /// Refreshes each of `windows` at once ([`Self::refresh_board`]).
+    pub async fn refresh(
+        &self,
+        windows: impl IntoIterator<Item = &Window>,
+        as_of_ms: Option<i64>,
+        started_ms: i64,
+    ) -> Result<(), StoreError> {
+        futures_util::future::try_join_all(
+            windows
+                .into_iter()
+                .map(|window| self.refresh_board(window, as_of_ms, started_ms)),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Ranks `window` from its shards' score rows and stores the top with `as_of_ms`, which
+    /// the caller read before calling: every score read here is at least that recent. A
+    /// refresh that began before the stored one's (`started_ms`) changes nothing.
+    async fn refresh_board(
+        &self,
+        window: &Window,
+        as_of_ms: Option<i64>,
+        started_ms: i64,
+    ) -> Result<(), StoreError> {
+        let tops: Vec<Vec<Entry>> =
+            stream::iter((0..self.shards).map(|s| self.shard_top(window, s)))
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect()
+                .await?;
+        let entries = rank(tops.into_iter().flatten().collect(), TOP_SIZE);
+        let top = TopRow {
+            board: TOP_BOARD.into(),
+            item_id: window.key(),
+            entries: entries
+                .into_iter()
+                .map(|e| TopEntryRow {
+                    item_id: e.item_id,
+                    like_count: e.like_count,
+                })
+                .collect(),
+            as_of: as_of_ms,
+            refreshed_at: started_ms,
+            expires_at: window.expires_at_secs(),
+        };
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(rows::to_item(&top)?))
+            .condition_expression("attribute_not_exists(#board) OR #at < :at")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_names("#at", REFRESHED_AT)
+            .expression_attribute_values(":at", number(started_ms))
+            .send()
+            .await;
+        condition_held("PutItem", result).map(drop)
+    }
+
+    /// One board shard's top [`TOP_SIZE`] rows: the index from the highest score down, on
+    /// past the last while scores tie with it (the index cannot order equal scores by item
+    /// id), so the merge ranks exactly.
+    async fn shard_top(&self, window: &Window, shard: u32) -> Result<Vec<Entry>, StoreError> {
         let mut entries: Vec<Entry> = Vec::new();
         let mut start = None;
         loop {
@@ -164,10 +502,10 @@ impl LeaderboardStore {
                 .key_condition_expression("#board = :board AND #score > :zero")
                 .expression_attribute_names("#board", BOARD)
                 .expression_attribute_names("#score", SCORE)
-                .expression_attribute_values(":board", AttributeValue::S(window.key()))
+                .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
                 .expression_attribute_values(":zero", number(0))
                 .scan_index_forward(false)
-                .limit(limit as i32 + 1)
+                .limit(TOP_SIZE as i32 + 1)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -179,44 +517,121 @@ impl LeaderboardStore {
                     like_count: row.score,
                 });
             }
-            let tie_open = entries.len() <= limit
-                || entries.last().map(|e| e.like_count) == Some(entries[limit - 1].like_count);
+            let tie_open = entries.len() <= TOP_SIZE
+                || entries.last().map(|e| e.like_count) == Some(entries[TOP_SIZE - 1].like_count);
             match output.last_evaluated_key {
                 Some(key) if tie_open => start = Some(key),
                 _ => break,
             }
         }
+        Ok(entries)
+    }
+
+    /// The top `limit` of a board as last refreshed: one GetItem.
+    pub async fn board(&self, window: &Window, limit: usize) -> Result<Board, StoreError> {
+        // Eventually consistent: the row carries the `as_of` of whichever refresh it shows.
+        let Some(item) = self.read(TOP_BOARD, &window.key(), false).await? else {
+            return Ok(Board {
+                entries: Vec::new(),
+                as_of_ms: None,
+            });
+        };
+        let top: TopRow = rows::from_item(item)?;
         Ok(Board {
-            entries: rank(entries, limit),
-            as_of_ms: self.as_of().await?,
+            entries: top
+                .entries
+                .into_iter()
+                .take(limit)
+                .map(|e| Entry {
+                    item_id: e.item_id,
+                    like_count: e.like_count,
+                })
+                .collect(),
+            as_of_ms: top.as_of,
         })
     }
 
-    /// The lowest progress over the shards that carried events.
-    async fn as_of(&self) -> Result<Option<i64>, StoreError> {
+    /// A strongly consistent GetItem.
+    async fn get(&self, board: &str, item_id: &str) -> Result<Option<rows::Item>, StoreError> {
+        self.read(board, item_id, true).await
+    }
+
+    async fn read(
+        &self,
+        board: &str,
+        item_id: &str,
+        consistent: bool,
+    ) -> Result<Option<rows::Item>, StoreError> {
         let output = self
             .client
-            .query()
+            .get_item()
             .table_name(&self.table)
-            .key_condition_expression("#board = :board")
-            .expression_attribute_names("#board", BOARD)
-            .expression_attribute_values(":board", AttributeValue::S(PROGRESS_BOARD.into()))
+            .key(BOARD, AttributeValue::S(board.into()))
+            .key(ITEM_ID, AttributeValue::S(item_id.into()))
+            .consistent_read(consistent)
             .send()
             .await
-            .map_err(|e| StoreError::aws("Query", e))?;
-        let mut lowest = None;
-        for item in output.items.unwrap_or_default() {
-            let row: BoardProgressRow = rows::from_item(item)?;
-            lowest = Some(lowest.map_or(row.applied_through, |l: i64| l.min(row.applied_through)));
-        }
-        Ok(lowest)
+            .map_err(|e| StoreError::aws("GetItem", e))?;
+        Ok(output.item)
     }
 }
 
-/// The actions a chunk of events takes in one transaction: a claim each, and a score row per
-/// board and item.
-pub fn actions_for<'a>(events: impl IntoIterator<Item = &'a ReactionEvent> + Clone) -> usize {
-    let claims = events.clone().into_iter().count();
-    let scores: BTreeMap<_, _> = score_deltas(events);
-    claims + scores.len()
+/// At most what one event adds to an intent's row, in DynamoDB's item size: a delta on each
+/// of its two boards, each a map of four named values (the board shard key, at most 19
+/// bytes; the item id; the delta and a TTL, numbers of at most 21 bytes) with 3 bytes for
+/// the map and 1 per element.
+pub fn intent_bytes(event: &ReactionEvent) -> usize {
+    2 * (event.item_id.len() + ROW_BYTES_BESIDES_ITEM)
+}
+
+/// 3 (the map) + 4 × (1 name byte + 1 element byte) + 19 (board key) + 2 × 21 (numbers).
+const ROW_BYTES_BESIDES_ITEM: usize = 3 + 4 * 2 + 19 + 2 * 21;
+
+fn intent_board(shard: &str) -> String {
+    format!("#intent#{shard}")
+}
+
+/// A log shard's name on the score rows it writes: the number of a Kinesis shard id
+/// (`shardId-000000000079` is `79`), short because a viral item's rows carry one per shard;
+/// another id whole.
+fn shard_marker(shard: &str) -> &str {
+    match shard.strip_prefix("shardId-") {
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            let trimmed = digits.trim_start_matches('0');
+            if trimmed.is_empty() {
+                "0"
+            } else {
+                trimmed
+            }
+        }
+        _ => shard,
+    }
+}
+
+/// `all`, and the day windows starting at `days`.
+fn windows_of(days: &[i64]) -> Vec<Window> {
+    std::iter::once(Window::All)
+        .chain(days.iter().map(|d| Window::Day(*d)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kinesis_shard_is_named_by_its_number_on_score_rows() {
+        assert_eq!(shard_marker("shardId-000000000079"), "79");
+        assert_eq!(shard_marker("shardId-000000000000"), "0");
+        assert_eq!(shard_marker("shardId-000000000010"), "10");
+        // Another id is kept whole, so two shards never share a marker.
+        assert_eq!(shard_marker("shardId-0001-v2"), "shardId-0001-v2");
+        assert_eq!(shard_marker("local"), "local");
+    }
+
+    #[test]
+    fn intent_bytes_counts_the_longest_board_shard_key() {
+        // `LeaderboardShards` is at most 4096.
+        assert_eq!(Window::day_of(0).board_key(4095).len(), 19);
+    }
 }

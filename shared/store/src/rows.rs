@@ -66,10 +66,21 @@ pub mod attr {
     pub const REACTIONS_ERASED: &str = "reactions_erased";
     pub const PLANNED: &str = "planned";
     pub const ACTIVE_ID: &str = "active_id";
-    // Leaderboard (PK board, SK item_id): score rows, event claims, shard progress.
+    // Leaderboard (PK board, SK item_id): score rows, event claims (`by`: the log record
+    // that owns one), shard progress, each shard's pending intent (its head and parts), the
+    // materialized boards and their refresh leases.
     pub const BOARD: &str = "board";
     pub const SCORE: &str = "score";
     pub const APPLIED_THROUGH: &str = "applied_through";
+    pub const THROUGH_SEQ: &str = "through_seq";
+    pub const INTENTS: &str = "intents";
+    pub const BY: &str = "by";
+    /// A head's intent number; on a score row, `n#<shard>` is the last intent of that log
+    /// shard the row took.
+    pub const INTENT_N: &str = "n";
+    pub const REFRESHED_AT: &str = "refreshed_at";
+    /// On a progress row, the day windows its last intent scored on.
+    pub const DAYS: &str = "days";
     // Likers (PK bucket `item_id#<n>`, SK user_id): `row_created`, `op_id`, and while liked `position`
     // (the by_position index's sort key) and `liked_at`; tombstones `expires_at`.
     pub const BUCKET: &str = "bucket";
@@ -177,18 +188,75 @@ pub struct ScoreRow {
     pub score: i64,
 }
 
-/// The claim of one applied event on the Leaderboard table, `#event#<event_id>` / item id.
+/// The claim of one event on the Leaderboard table, `#event#<flip key>` / item id: `by` is
+/// the log record (`<shard>:<sequence number>`) whose invocation scores it.
 #[derive(Debug, Clone, Serialize)]
 pub struct EventClaimRow {
     pub board: String,
     pub item_id: String,
+    pub by: String,
     pub expires_at: i64,
 }
 
-/// How far the leaderboard consumer applied one Kinesis shard, `#progress` / shard id.
+/// How far the leaderboard consumer applied one Kinesis shard, `#progress` / shard id: the
+/// last record's sequence number, its arrival on the log, and how many intents the shard
+/// has applied.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BoardProgressRow {
+    pub item_id: String,
     pub applied_through: i64,
+    #[serde(default)]
+    pub through_seq: Option<String>,
+    #[serde(default)]
+    pub intents: u64,
+    #[serde(default)]
+    pub days: Vec<i64>,
+}
+
+/// A shard's pending intent, `#intent#<shard>` / `head`: the score deltas of its records up
+/// to `last_seq`, frozen before any is applied, as the shard's intent number `n`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntentHeadRow {
+    pub board: String,
+    pub item_id: String,
+    pub n: u64,
+    pub last_seq: String,
+    pub applied_through: i64,
+    /// The day windows (their first millisecond) the deltas score in, besides `all`.
+    pub days: Vec<i64>,
+    pub rows: Vec<ScoreDeltaRow>,
+}
+
+/// A delta for one score row (its board shard key and item), and the row's TTL if it has one.
+/// Short names: an intent holds up to two thousand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScoreDeltaRow {
+    #[serde(rename = "b")]
+    pub board: String,
+    #[serde(rename = "i")]
+    pub item_id: String,
+    #[serde(rename = "d")]
+    pub delta: i64,
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+/// A materialized board, `#top` / window key: its top entries and the `as_of` they hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopRow {
+    pub board: String,
+    pub item_id: String,
+    pub entries: Vec<TopEntryRow>,
+    pub as_of: Option<i64>,
+    pub refreshed_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopEntryRow {
+    pub item_id: String,
+    pub like_count: i64,
 }
 
 /// A liked entry as the Likers table's `by_position` index returns it.
@@ -456,6 +524,55 @@ mod tests {
         ];
         expected.sort_unstable();
         assert_eq!(names(&to_item(&job).unwrap()), expected);
+        let event_claim = EventClaimRow {
+            board: "#event#u#i#1@0".into(),
+            item_id: "i".into(),
+            by: "shard:1".into(),
+            expires_at: 6,
+        };
+        let mut expected = [attr::BOARD, attr::BY, attr::EXPIRES_AT, attr::ITEM_ID];
+        expected.sort_unstable();
+        assert_eq!(names(&to_item(&event_claim).unwrap()), expected);
+        let head = IntentHeadRow {
+            board: "#intent#shard".into(),
+            item_id: "head".into(),
+            n: 1,
+            last_seq: "1".into(),
+            applied_through: 7,
+            days: vec![],
+            rows: vec![],
+        };
+        let item = to_item(&head).unwrap();
+        for name in [
+            attr::BOARD,
+            attr::ITEM_ID,
+            attr::INTENT_N,
+            attr::APPLIED_THROUGH,
+        ] {
+            assert!(item.contains_key(name), "{name}");
+        }
+        let top = TopRow {
+            board: "#top".into(),
+            item_id: "all".into(),
+            entries: vec![],
+            as_of: None,
+            refreshed_at: 8,
+            expires_at: None,
+        };
+        assert!(to_item(&top).unwrap().contains_key(attr::REFRESHED_AT));
+        let progress: BoardProgressRow = from_item(Item::from([
+            (attr::ITEM_ID.into(), AttributeValue::S("shard".into())),
+            (attr::APPLIED_THROUGH.into(), AttributeValue::N("9".into())),
+            (
+                attr::DAYS.into(),
+                AttributeValue::L(vec![AttributeValue::N("5".into())]),
+            ),
+            (attr::THROUGH_SEQ.into(), AttributeValue::S("12".into())),
+            (attr::INTENTS.into(), AttributeValue::N("3".into())),
+        ]))
+        .unwrap();
+        assert_eq!(progress.through_seq.as_deref(), Some("12"));
+        assert_eq!((progress.intents, progress.days), (3, vec![5]));
         let guard = ErasureGuardRow {
             user_id: "u".into(),
             erasure_id: "#active".into(),

@@ -1,199 +1,793 @@
-//! The leaderboard's consumer of the event log, behind its own mapping of the log's shards:
-//! per batch, the real cut (`likes_aggregator::leaderboard::chunk`, at most `MAX_ACTIONS`
-//! transaction actions), one TransactWriteItems per chunk of a claim per event and an ADD
-//! per board and item (`score_deltas`), then the shard's progress UpdateItem. A score row's
-//! partition key is its board (`all`, `day#<date>`), and so is its `by_score` index entry's;
-//! each claim is a partition key of its own (`#event#<event_id>`); every shard's progress is
-//! on `#progress`.
+//! The leaderboard's consumer of the event log, behind its own mapping of the log's shards,
+//! and its scheduled refresher, as `Leaderboard::apply`, `BoardRefresher::tick` and
+//! `LeaderboardStore` make their calls.
 //!
-//! The naive design beside it applies each event alone: an UpdateItem ADD on each of its
-//! score rows, no claim, no chunk.
+//! Per consumer invocation:
+//!
+//! 1. two consistent GetItems at once, the shard's progress and its intent head (reads, no
+//!    write);
+//! 2. the batch in runs as `runs` cuts it (records whose `intent_bytes` add up to at most
+//!    `MAX_INTENT_BYTES`, the real function and constant), one after another; per run: a
+//!    conditional PutItem claim per event that adds a like or takes one away, each its own
+//!    partition key (`#event#<flip key>`), `IN_FLIGHT` at once in order (`buffered`);
+//! 3. `score_deltas` of the claimed events, one score row per board and item, on the board
+//!    shard `item_shard` gives it (`Window::board_key`). None: one UpdateItem of the
+//!    progress (`#progress`). Else the run's rows frozen in the head (a PutItem on
+//!    `#intent#<shard>`, sized from the run's own rows and days), then a plain conditional
+//!    UpdateItem per score row (ADD the delta, SET `n#<shard>`), `IN_FLIGHT` at once as they
+//!    finish (`buffer_unordered`, each call its own event here). A row's write is billed at
+//!    the row's size: its keys, and one `n#<shard>` per log shard that ever wrote it (the
+//!    viral item's rows, and a popular item's, carry one per log shard), so a hot row costs
+//!    more per write than a cold one; the `by_score` index entry on the same board shard is
+//!    deleted and put again (the score is its sort key; the index projects only `item_id`).
+//!    How many writes are in flight on one row at once is measured (at each write's start,
+//!    itself included), not slowed;
+//! 4. one TransactWriteItems: the progress moved (its `days` set to the intent's day
+//!    windows) and the head deleted (twice their units).
+//!
+//! The invocation returns after its last run's finishing transaction: nothing in it waits
+//! for, or performs, a refresh.
+//!
+//! The refresher (`LeaderboardRefreshFunction`) is an actor of its own: one invocation at a
+//! time, started on the schedule's `rate(...)` (at a seeded phase; the invocation under way
+//! when the run begins had read only an empty table), ticking every `REFRESH_TICK_MS` from
+//! the start of its last tick (a tick that takes longer starts the next at its end) while
+//! the next tick is due before `REFRESH_SECONDS` have passed, as `tick_for` does; then
+//! nothing until the next scheduled start. Per tick: a strongly consistent Query of
+//! `#progress` (read as it is at the tick's start; RCU, no WCU); when some shard's progress
+//! moved since the invocation's last tick (at its first, every shard with progress), the
+//! boards `all`, today's and the moved shards' last intents' days, all at once: per board a
+//! Query per board shard on `by_score` (S of them, `IN_FLIGHT` at once, `buffer_unordered`),
+//! then the conditional PutItem of its `#top` row, billed at the largest `TopRow` there can
+//! be (`TOP_SIZE` entries). A tick takes the progress Query and its slowest board's Queries
+//! and PutItem. Staleness is an event's arrival on the log to the start of the first tick
+//! after its intent finished that refreshed both of its boards.
+//!
+//! Every decision is the real one (`score_deltas`, `item_shard`, `board_key`,
+//! `intent_bytes`, `MAX_INTENT_BYTES`, `IN_FLIGHT`, `TOP_SIZE`, the refresher's boards and
+//! its schedule, tick and run from template.yaml); heads and score rows are sized from the
+//! run's own ids, every other row at the largest it can be (`table::leaderboard_units`),
+//! and intent markers at a year's intents (`table::ScoreRowSize`). GetItem, PutItem and
+//! Query take an UpdateItem's latency.
+//!
+//! The naive design beside it applies each event alone as it reaches the log: an UpdateItem
+//! ADD on each of its score rows, on one unsharded partition key per board, no claim, no
+//! intent, no refresh.
+//!
+//! Left out: DynamoDB's serialization of one item's writes (writes in flight on one row take
+//! no longer for it: the queue is measured, not waited on); adaptive capacity and split for
+//! heat (one key stays at its limit); the index's propagation delay (a refresh reads the
+//! index as the table is); the refresher's Query latency beyond the uniform range (no tail
+//! on any of a tick's S Queries), where in its progress Query the read lands, the
+//! scheduler's jitter and the refresher's cold starts; failures (no batch retried, no head
+//! left pending, no event claimed twice, no tick failed); the reads' capacity (GetItems and
+//! Queries are counted, no RCU metered); paging of a board shard's Query on tied scores; a
+//! score row's first write counted as a delete and a put of its index entry (it is one put).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::hash::{Hash, Hasher};
 
-use likes_aggregator::leaderboard::chunk;
-use likes_core::leaderboard::{score_deltas, Window};
+use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
+use likes_store::leaderboard::{intent_bytes, IN_FLIGHT, MAX_INTENT_BYTES};
+use likes_store::rows::ScoreDeltaRow;
 
 use crate::latency::{self, Latency};
-use crate::mapping::{Consumer, Micros, Next};
-use crate::meter::WorstKey;
+use crate::mapping::{Consumer, Micros, Next, MS};
+use crate::meter::{Histogram, PerSecond, WorstKey};
 use crate::publisher::LoggedEvent;
-use crate::table;
-use crate::traffic::VIRAL_ITEM;
+use crate::table::{self, LeaderboardUnits, ScoreRowSize};
+use crate::traffic::{Arrival, EPOCH_MS, VIRAL_ITEM};
 
-/// Where every shard's progress is written: the partition key the store gives it.
+/// Where every shard's progress is written, and every board's top: the partition keys the
+/// store gives them.
 const PROGRESS_KEY: &str = "#progress";
+const TOP_KEY: &str = "#top";
+/// Ticks the refresher runs after the last consumer returned, at most, for the last intents
+/// to be refreshed.
+const DRAIN_TICKS: u64 = 600;
+
+/// `LeaderboardRefreshFunction` as template.yaml deploys it.
+#[derive(Debug, Clone, Copy)]
+pub struct RefresherConfig {
+    /// The schedule starts an invocation this often (`rate(...)`)...
+    pub every: Micros,
+    /// ...which ticks for this long (`REFRESH_SECONDS`)...
+    pub run_for: Micros,
+    /// ...every this long (`REFRESH_TICK_MS`).
+    pub tick: Micros,
+}
 
 #[derive(Debug)]
 pub struct LeaderboardTally {
-    /// By score row: `board/item_id`.
+    /// By score row: `<board shard key>/<item_id>`.
     pub row_wcu: WorstKey<String>,
-    /// By the table's partition key: the board, or `#progress`.
+    /// Score rows by the table's partition key, their board shard.
     pub board_wcu: WorstKey<String>,
-    /// The `by_score` index, by board.
+    /// The `by_score` index, by board shard.
     pub index_wcu: WorstKey<String>,
-    /// By event id: each claim is its own partition key.
+    /// By `#intent#<shard>`: heads and their deletes.
+    pub intent_wcu: WorstKey<String>,
+    pub progress_wcu: WorstKey<String>,
+    pub top_wcu: WorstKey<String>,
+    /// By `#event#<flip key>`: each claim is its own partition key.
     pub claims_wcu: WorstKey<String>,
-    /// The naive design's score rows, by row.
-    pub naive_row_wcu: WorstKey<String>,
-    pub transactions: u64,
-    /// Score deltas summed over the `all` board, and on the viral item's `all` row.
+    /// Score-row UpdateItems, by the second they finished.
+    pub score_writes: PerSecond,
+    /// Per score-row write, the writes in flight on its row when it began (itself included);
+    /// and the same over the viral item's rows only.
+    pub queued: Histogram,
+    pub viral_queued: Histogram,
+    /// Boards refreshed (`#top` PutItems), by the second they were put.
+    pub refreshes: PerSecond,
+    /// The refresher's Queries (`#progress` and `by_score`), by the second its tick began.
+    pub refresher_queries: PerSecond,
+    /// The refresher's ticks, and how long each took.
+    pub ticks: u64,
+    pub tick_ms: Histogram,
+    /// A scoring event's arrival on the log to the start of the first tick after its
+    /// intent finished that refreshed both of its boards.
+    pub staleness: Histogram,
+    /// Scoring events no tick refreshed the boards of by the end of the drain.
+    pub never_refreshed: u64,
+    /// When the refresher's last write landed (it ticks on after the consumers are done).
+    pub end: Micros,
+    /// Score deltas added on the `all` board, and on the viral item's `all` row.
     pub scored_all: i64,
     pub scored_viral: i64,
+    /// The viral item's `all` row at the end: its intent markers, its bytes, and the write
+    /// units of one write of it.
+    pub viral_row: (usize, usize, u64),
 }
 
-/// One chunk's transaction: the records it covers, its events' claims and its score rows.
-struct Chunk {
-    len: usize,
-    event_ids: Vec<String>,
-    deltas: BTreeMap<(Window, String), i64>,
-    /// The naive design's rows for the same events: one per event and board.
-    naive_rows: Vec<String>,
+/// The log shards that wrote a score row (their `n#<shard>` markers).
+enum Writers {
+    One(u32),
+    /// A bitset over the log's shards.
+    Many(Vec<u64>),
+}
+
+impl Writers {
+    /// Adds `shard`: whether the row did not have its marker yet.
+    fn insert(&mut self, shard: usize) -> bool {
+        match self {
+            Self::One(one) if *one as usize == shard => false,
+            Self::One(one) => {
+                let mut bits = vec![0u64; (shard.max(*one as usize) + 64) / 64];
+                bits[*one as usize / 64] |= 1 << (*one % 64);
+                bits[shard / 64] |= 1 << (shard % 64);
+                *self = Self::Many(bits);
+                true
+            }
+            Self::Many(bits) => {
+                if bits.len() <= shard / 64 {
+                    bits.resize(shard / 64 + 1, 0);
+                }
+                let had = bits[shard / 64] & (1 << (shard % 64)) != 0;
+                bits[shard / 64] |= 1 << (shard % 64);
+                !had
+            }
+        }
+    }
+
+    fn shards(&self) -> Box<dyn Iterator<Item = usize> + '_> {
+        match self {
+            Self::One(one) => Box::new(std::iter::once(*one as usize)),
+            Self::Many(bits) => Box::new(bits.iter().enumerate().flat_map(|(word, bits)| {
+                (0..64)
+                    .filter(move |bit| bits & (1 << bit) != 0)
+                    .map(move |bit| word * 64 + bit)
+            })),
+        }
+    }
+}
+
+/// A row key's hash: what the per-row state is kept under (millions of rows; a collision
+/// among them is as good as impossible).
+fn row_hash(key: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// One run's score row: its delta, whether it is on `all`, and its key
+/// (`<board shard key>/<item_id>`) and the key's `row_hash`.
+struct RunRow {
+    row: ScoreDeltaRow,
+    all: bool,
+    key: String,
+    hash: u64,
+}
+
+/// A score-row write in flight: when it finishes, and which of the run's rows.
+struct InFlight {
+    end: Micros,
+    row: usize,
 }
 
 enum Step {
-    /// The chunk's transaction is in flight.
-    Committing(Chunk),
-    /// The shard's progress is being written; then the invocation returns.
+    /// The progress and the intent head are being read.
+    ReadingState,
+    /// The run's claims are in flight.
+    Claiming,
+    /// The run scored nothing: the progress is being moved.
     Advancing,
+    /// The run's head is being put.
+    WritingHead,
+    /// The run's score-row writes are in flight (`Invocation::in_flight`).
+    Scoring,
+    /// The progress is being moved and the head dropped.
+    Finishing,
 }
 
 struct Invocation {
     batch: Vec<LoggedEvent>,
-    at: usize,
+    /// The run under way: its records `run_start..run_end` of `batch`, its score rows and
+    /// the day windows they score on.
+    run_start: usize,
+    run_end: usize,
+    rows: Vec<RunRow>,
+    days: Vec<i64>,
+    head_units: u64,
+    next_row: usize,
+    in_flight: Vec<InFlight>,
+}
+
+/// A shard's `#progress` row, as the refresher reads it: a number that moves with its
+/// `through_seq`, and the day windows of its last intent.
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    moves: u64,
+    days: Vec<i64>,
+}
+
+/// An intent that finished at `finished`, its scoring events' arrivals (epoch ms) by their
+/// day board, each group taken out once a tick refreshed its day and `all`.
+struct Finished {
+    finished: Micros,
+    by_day: Vec<(Window, Vec<i64>)>,
+}
+
+/// The refresher's invocation under way and its next tick.
+struct Refresher {
+    config: RefresherConfig,
+    /// When the invocation under way began: before the run for the one the run begins in.
+    started: i128,
+    next: Micros,
+    /// Each shard's progress at the invocation's last tick; `None` before its first.
+    seen: Option<Vec<Option<u64>>>,
+}
+
+impl Refresher {
+    /// The refresher as the run finds it: its schedule at `phase` within a period, the
+    /// invocation under way (if any) having ticked on an empty table.
+    fn new(config: RefresherConfig, event_shards: u32, phase: Micros) -> Self {
+        let started = i128::from(phase) - i128::from(config.every);
+        let tick = i128::from(config.tick.max(1));
+        // The invocation's first tick at or after the run's start.
+        let k = (-started + tick - 1) / tick;
+        if k * tick < i128::from(config.run_for) {
+            Self {
+                config,
+                started,
+                next: (started + k * tick) as Micros,
+                seen: Some(vec![None; event_shards as usize]),
+            }
+        } else {
+            Self {
+                config,
+                started: i128::from(phase),
+                next: phase,
+                seen: None,
+            }
+        }
+    }
+
+    /// The tick that began at `at` ended at `end`: the next one, in this invocation or the
+    /// next scheduled one.
+    fn schedule_next(&mut self, at: Micros, end: Micros) {
+        let next = i128::from(at + self.config.tick);
+        if next >= self.started + i128::from(self.config.run_for) {
+            self.started += i128::from(self.config.every);
+            self.next = (self.started.max(i128::from(end))) as Micros;
+            self.seen = None;
+        } else {
+            self.next = next.max(i128::from(end)) as Micros;
+        }
+    }
 }
 
 pub struct Leaderboard {
     latency: Latency,
-    score_units: u64,
-    claim_units: u64,
-    index_units: u64,
-    progress_units: u64,
+    board_shards: u32,
+    units: LeaderboardUnits,
+    /// A standard write of a small row: the progress.
+    small_units: u64,
+    sizes: ScoreRowSize,
     invocations: Vec<Option<(Invocation, Step)>>,
+    /// Per log shard, its progress row once it has one.
+    progress: Vec<Option<Progress>>,
+    /// Intents whose boards no tick refreshed yet.
+    finished: Vec<Finished>,
+    refresher: Refresher,
+    /// Per score row (by `row_hash`), the log shards that wrote it, and the writes in flight
+    /// on it.
+    writers: HashMap<u64, Writers>,
+    in_flight_on: HashMap<u64, u64>,
     tally: LeaderboardTally,
 }
 
-fn row_key(window: &Window, item: &str) -> String {
-    format!("{}/{item}", window.key())
-}
-
 impl Leaderboard {
-    pub fn new(event_shards: u32, seed: u64) -> Self {
-        let (score_units, claim_units, index_units) = table::leaderboard_units();
+    pub fn new(
+        event_shards: u32,
+        board_shards: u32,
+        refresher: RefresherConfig,
+        seed: u64,
+    ) -> Self {
+        let mut latency = Latency::new(seed);
+        let phase = latency.draw((0, refresher.every.max(1) - 1));
         Self {
-            latency: Latency::new(seed),
-            score_units,
-            claim_units,
-            index_units,
-            progress_units: table::small_update_units(),
+            latency,
+            board_shards,
+            units: table::leaderboard_units(),
+            small_units: table::small_update_units(),
+            sizes: ScoreRowSize::new(event_shards),
             invocations: (0..event_shards).map(|_| None).collect(),
+            progress: vec![None; event_shards as usize],
+            finished: Vec::new(),
+            refresher: Refresher::new(refresher, event_shards, phase),
+            writers: HashMap::new(),
+            in_flight_on: HashMap::new(),
             tally: LeaderboardTally {
                 row_wcu: WorstKey::new(),
                 board_wcu: WorstKey::new(),
                 index_wcu: WorstKey::new(),
+                intent_wcu: WorstKey::new(),
+                progress_wcu: WorstKey::new(),
+                top_wcu: WorstKey::new(),
                 claims_wcu: WorstKey::new(),
-                naive_row_wcu: WorstKey::new(),
-                transactions: 0,
+                score_writes: PerSecond::default(),
+                queued: Histogram::default(),
+                viral_queued: Histogram::default(),
+                refreshes: PerSecond::default(),
+                refresher_queries: PerSecond::default(),
+                ticks: 0,
+                tick_ms: Histogram::default(),
+                staleness: Histogram::default(),
+                never_refreshed: 0,
+                end: 0,
                 scored_all: 0,
                 scored_viral: 0,
+                viral_row: (0, 0, 0),
             },
         }
     }
 
-    pub fn finish(self) -> LeaderboardTally {
+    /// The consumers are done (at `end`, the mapping's last return): the refresher ticks on
+    /// until every intent's boards were refreshed.
+    pub fn finish(mut self, end: Micros) -> LeaderboardTally {
         assert!(
             self.invocations.iter().all(Option::is_none),
             "every invocation returned"
         );
+        assert!(
+            self.in_flight_on.is_empty(),
+            "every score-row write returned"
+        );
+        self.refresh_until(end);
+        let mut drained = 0;
+        while !self.finished.is_empty() && drained < DRAIN_TICKS {
+            let at = self.refresher.next;
+            self.refresh_tick(at);
+            drained += 1;
+        }
+        self.tally.never_refreshed = self
+            .finished
+            .iter()
+            .flat_map(|f| &f.by_day)
+            .map(|(_, arrivals)| arrivals.len() as u64)
+            .sum();
+        self.tally.end = self.tally.end.max(end);
+        let viral = ScoreDeltaRow {
+            board: Window::All.board_key(item_shard(VIRAL_ITEM, self.board_shards)),
+            item_id: VIRAL_ITEM.into(),
+            delta: 0,
+            expires_at: None,
+        };
+        if let Some(writers) = self
+            .writers
+            .get(&row_hash(&format!("{}/{}", viral.board, viral.item_id)))
+        {
+            let bytes = self.sizes.bytes(&viral, writers.shards());
+            self.tally.viral_row = (writers.shards().count(), bytes, table::write_units(bytes));
+        }
         self.tally
     }
 
-    /// The next chunk's transaction, or the progress once the batch is applied.
-    fn next_chunk(&mut self, shard: usize, inv: Invocation, now: Micros) -> Next<LoggedEvent> {
-        let rest = &inv.batch[inv.at..];
-        let (step, call) = if rest.is_empty() {
-            (Step::Advancing, latency::UPDATE_ITEM)
-        } else {
-            let (events, len) = chunk(rest.iter().map(|r| &*r.event));
-            let naive_rows = events
-                .iter()
-                .filter(|e| e.like_delta != 0)
-                .flat_map(|e| {
-                    [Window::All, Window::day_of(e.event_time_ms)]
-                        .map(|window| row_key(&window, &e.item_id))
-                })
-                .collect();
-            let chunk = Chunk {
-                len,
-                event_ids: events.iter().map(|e| e.event_id.clone()).collect(),
-                deltas: score_deltas(events.iter().copied()),
-                naive_rows,
+    /// `n` calls of `call`'s latency, `IN_FLIGHT` at once, each next one begun as soon as
+    /// any finishes (`buffer_unordered`): how long they all take.
+    fn unordered(&mut self, n: usize, call: (Micros, Micros)) -> Micros {
+        let mut ends = BinaryHeap::new();
+        let mut last = 0;
+        for _ in 0..n {
+            let start = if ends.len() < IN_FLIGHT {
+                0
+            } else {
+                let std::cmp::Reverse(end) = ends.pop().expect("IN_FLIGHT ends");
+                end
             };
-            (Step::Committing(chunk), latency::TRANSACTION)
-        };
-        self.invocations[shard] = Some((inv, step));
-        Next::At(now + self.latency.draw(call))
+            let end = start + self.latency.draw(call);
+            last = last.max(end);
+            ends.push(std::cmp::Reverse(end));
+        }
+        last
     }
 
-    /// The chunk's transaction committed at `now`.
-    fn commit(&mut self, chunk: Chunk, now: Micros) {
-        let tally = &mut self.tally;
-        tally.transactions += 1;
-        for event_id in &chunk.event_ids {
-            tally
-                .claims_wcu
-                .charge(now, event_id.as_str(), self.claim_units);
+    /// `n` calls, `IN_FLIGHT` at once in order (`buffered`): the next begins when the
+    /// oldest in flight is done and every call before it.
+    fn ordered(&mut self, n: usize, call: (Micros, Micros)) -> Micros {
+        let mut yielded: Vec<Micros> = Vec::with_capacity(n);
+        for k in 0..n {
+            let start = if k < IN_FLIGHT {
+                0
+            } else {
+                yielded[k - IN_FLIGHT]
+            };
+            let end = start + self.latency.draw(call);
+            let before = yielded.last().copied().unwrap_or(0);
+            yielded.push(before.max(end));
         }
-        for row in &chunk.naive_rows {
-            tally.naive_row_wcu.charge(now, row.as_str(), 1);
+        yielded.last().copied().unwrap_or(0)
+    }
+
+    /// Every refresher tick that begins by `now`, before anything the consumers do at `now`.
+    fn refresh_until(&mut self, now: Micros) {
+        while self.refresher.next <= now {
+            let at = self.refresher.next;
+            self.refresh_tick(at);
         }
-        for ((window, item), delta) in chunk.deltas {
-            let board = window.key();
-            tally
-                .row_wcu
-                .charge(now, row_key(&window, &item).as_str(), self.score_units);
-            tally
-                .board_wcu
-                .charge(now, board.as_str(), self.score_units);
-            if delta != 0 {
-                // The score is the index's sort key: a new score deletes the entry and puts
-                // it again.
-                tally
-                    .index_wcu
-                    .charge(now, board.as_str(), 2 * self.index_units);
+    }
+
+    /// `BoardRefresher::tick`, begun at `at`: the progress as it is now; when a shard moved,
+    /// its boards refreshed, each `#top` put when its board's Queries are done.
+    fn refresh_tick(&mut self, at: Micros) {
+        let today = Window::day_of(EPOCH_MS + (at / MS) as i64);
+        let mut boards = BTreeSet::new();
+        let seen = self.refresher.seen.take();
+        for (shard, progress) in self.progress.iter().enumerate() {
+            let Some(progress) = progress else { continue };
+            let moved = seen
+                .as_ref()
+                .is_none_or(|seen| seen[shard] != Some(progress.moves));
+            if moved {
+                boards.insert(Window::All);
+                boards.insert(today.clone());
+                boards.extend(progress.days.iter().map(|d| Window::Day(*d)));
             }
-            if window == Window::All {
-                tally.scored_all += delta;
-                if item == VIRAL_ITEM {
-                    tally.scored_viral += delta;
+        }
+        self.refresher.seen = Some(
+            self.progress
+                .iter()
+                .map(|p| p.as_ref().map(|p| p.moves))
+                .collect(),
+        );
+        let read = at + self.latency.draw(latency::UPDATE_ITEM);
+        let shards = self.board_shards as usize;
+        let mut puts: Vec<Micros> = (0..boards.len())
+            .map(|_| {
+                read + self.unordered(shards, latency::UPDATE_ITEM)
+                    + self.latency.draw(latency::UPDATE_ITEM)
+            })
+            .collect();
+        puts.sort_unstable();
+        for put in &puts {
+            self.tally.top_wcu.charge(*put, TOP_KEY, self.units.top);
+            self.tally.refreshes.add(*put, 1);
+        }
+        let end = puts.last().copied().unwrap_or(read);
+        let tally = &mut self.tally;
+        tally
+            .refresher_queries
+            .add(at, 1 + (boards.len() * shards) as u64);
+        tally.ticks += 1;
+        tally.tick_ms.record((end - at) / MS, 1);
+        tally.end = tally.end.max(end);
+        self.record_staleness(&boards, at);
+        self.refresher.schedule_next(at, end);
+    }
+
+    /// The tick that began at `at` refreshed `boards`: the events of every intent that
+    /// finished before it whose boards are among them are on a board from `at`.
+    fn record_staleness(&mut self, boards: &BTreeSet<Window>, at: Micros) {
+        if !boards.contains(&Window::All) {
+            return;
+        }
+        let staleness = &mut self.tally.staleness;
+        for intent in &mut self.finished {
+            if intent.finished >= at {
+                continue;
+            }
+            intent.by_day.retain(|(day, arrivals)| {
+                if !boards.contains(day) {
+                    return true;
+                }
+                for arrived in arrivals {
+                    let arrived = (arrived - EPOCH_MS) as Micros * MS;
+                    staleness.record(at.saturating_sub(arrived) / MS, 1);
+                }
+                false
+            });
+        }
+        self.finished.retain(|intent| !intent.by_day.is_empty());
+    }
+
+    /// The invocation waits for its next call, due at `at`.
+    fn wait(&mut self, shard: usize, inv: Invocation, step: Step, at: Micros) -> Next<LoggedEvent> {
+        self.invocations[shard] = Some((inv, step));
+        Next::At(at)
+    }
+
+    /// The next run's claims, or the end of the invocation once every run finished.
+    fn next_run(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
+        if inv.run_start >= inv.batch.len() {
+            return Next::Done {
+                unapplied: Vec::new(),
+            };
+        }
+        // `runs`: cut before the record that would take the run past MAX_INTENT_BYTES.
+        let mut bytes = 0;
+        inv.run_end = inv.batch.len();
+        for (at, record) in inv.batch.iter().enumerate().skip(inv.run_start) {
+            let more = intent_bytes(&record.event);
+            if at > inv.run_start && bytes + more > MAX_INTENT_BYTES {
+                inv.run_end = at;
+                break;
+            }
+            bytes += more;
+        }
+        let scoring = inv.batch[inv.run_start..inv.run_end]
+            .iter()
+            .filter(|r| r.event.like_delta != 0)
+            .count();
+        let end = now + self.ordered(scoring, latency::UPDATE_ITEM);
+        self.wait(shard, inv, Step::Claiming, end)
+    }
+
+    /// The run's claims returned (each the record's: nothing is on the log twice here): its
+    /// score rows, and the head, or the progress alone.
+    fn claimed(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
+        let run = &inv.batch[inv.run_start..inv.run_end];
+        let scoring = run.iter().filter(|r| r.event.like_delta != 0);
+        for record in scoring.clone() {
+            let key = format!("#event#{}", record.event.flip_key());
+            self.tally.claims_wcu.charge(now, &key, self.units.claim);
+        }
+        let deltas = score_deltas(scoring.map(|r| &*r.event));
+        inv.days = days(deltas.keys().map(|(window, _)| window));
+        inv.rows = deltas
+            .into_iter()
+            .filter(|(_, delta)| *delta != 0)
+            .map(|((window, item), delta)| {
+                let board = window.board_key(item_shard(&item, self.board_shards));
+                let key = format!("{board}/{item}");
+                RunRow {
+                    all: window == Window::All,
+                    hash: row_hash(&key),
+                    key,
+                    row: ScoreDeltaRow {
+                        board,
+                        item_id: item,
+                        delta,
+                        expires_at: window.expires_at_secs(),
+                    },
+                }
+            })
+            .collect();
+        let end = now + self.latency.draw(latency::UPDATE_ITEM);
+        if inv.rows.is_empty() {
+            return self.wait(shard, inv, Step::Advancing, end);
+        }
+        let rows: Vec<ScoreDeltaRow> = inv.rows.iter().map(|r| r.row.clone()).collect();
+        inv.head_units = table::intent_head_units(shard, &rows, &inv.days);
+        self.wait(shard, inv, Step::WritingHead, end)
+    }
+
+    /// Score-row writes that finished at `now` apply; the next ones begin, `IN_FLIGHT` at
+    /// once; the finishing transaction once every row is written.
+    fn score(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
+        let mut k = 0;
+        while k < inv.in_flight.len() {
+            if inv.in_flight[k].end <= now {
+                let done = inv.in_flight.swap_remove(k);
+                self.apply(shard, &inv.rows[done.row], now);
+            } else {
+                k += 1;
+            }
+        }
+        while inv.in_flight.len() < IN_FLIGHT && inv.next_row < inv.rows.len() {
+            let run_row = &inv.rows[inv.next_row];
+            let on_row = self.in_flight_on.entry(run_row.hash).or_insert(0);
+            *on_row += 1;
+            self.tally.queued.record(*on_row, 1);
+            if run_row.row.item_id == VIRAL_ITEM {
+                self.tally.viral_queued.record(*on_row, 1);
+            }
+            inv.in_flight.push(InFlight {
+                end: now + self.latency.draw(latency::UPDATE_ITEM),
+                row: inv.next_row,
+            });
+            inv.next_row += 1;
+        }
+        match inv.in_flight.iter().map(|w| w.end).min() {
+            Some(end) => self.wait(shard, inv, Step::Scoring, end),
+            None => {
+                let end = now + self.latency.draw(latency::TRANSACTION);
+                self.wait(shard, inv, Step::Finishing, end)
+            }
+        }
+    }
+
+    /// One score row's ADD, at `now`: billed at the row's size with this shard's marker.
+    fn apply(&mut self, shard: usize, run_row: &RunRow, now: Micros) {
+        let hash = run_row.hash;
+        let on_row = self.in_flight_on.get_mut(&hash).expect("a write in flight");
+        *on_row -= 1;
+        if *on_row == 0 {
+            self.in_flight_on.remove(&hash);
+        }
+        let writers = self
+            .writers
+            .entry(hash)
+            .and_modify(|w| {
+                w.insert(shard);
+            })
+            .or_insert(Writers::One(shard as u32));
+        let row = &run_row.row;
+        let units = table::write_units(self.sizes.bytes(row, writers.shards()));
+        let tally = &mut self.tally;
+        tally.score_writes.add(now, 1);
+        tally.row_wcu.charge(now, &run_row.key, units);
+        tally.board_wcu.charge(now, &row.board, units);
+        // The score is the index's sort key: a new score deletes the entry and puts it again.
+        tally
+            .index_wcu
+            .charge(now, &row.board, 2 * self.units.index);
+        if run_row.all {
+            tally.scored_all += row.delta;
+            if row.item_id == VIRAL_ITEM {
+                tally.scored_viral += row.delta;
+            }
+        }
+    }
+
+    /// The run's progress moved at `now` (`intent`: its head dropped and its days set, and
+    /// its events wait for a tick); the next run.
+    fn committed(
+        &mut self,
+        shard: usize,
+        mut inv: Invocation,
+        intent: bool,
+        now: Micros,
+    ) -> Next<LoggedEvent> {
+        let progress = self.progress[shard].get_or_insert_with(Progress::default);
+        progress.moves += 1;
+        if intent {
+            progress.days = std::mem::take(&mut inv.days);
+            let mut by_day: Vec<(Window, Vec<i64>)> = Vec::new();
+            for record in inv.batch[inv.run_start..inv.run_end]
+                .iter()
+                .filter(|r| r.event.like_delta != 0)
+            {
+                let day = Window::day_of(record.event.event_time_ms);
+                match by_day.iter_mut().find(|(d, _)| *d == day) {
+                    Some((_, arrivals)) => arrivals.push(record.arrived_ms),
+                    None => by_day.push((day, vec![record.arrived_ms])),
                 }
             }
+            self.finished.push(Finished {
+                finished: now,
+                by_day,
+            });
         }
+        inv.run_start = inv.run_end;
+        inv.rows.clear();
+        inv.days.clear();
+        inv.next_row = 0;
+        self.next_run(shard, inv, now)
     }
 }
 
 impl Consumer<LoggedEvent> for Leaderboard {
     fn invoke(&mut self, shard: usize, batch: Vec<LoggedEvent>, now: Micros) -> Next<LoggedEvent> {
-        self.next_chunk(shard, Invocation { batch, at: 0 }, now)
+        self.refresh_until(now);
+        let end = now
+            + self
+                .latency
+                .draw(latency::UPDATE_ITEM)
+                .max(self.latency.draw(latency::UPDATE_ITEM));
+        let inv = Invocation {
+            batch,
+            run_start: 0,
+            run_end: 0,
+            rows: Vec::new(),
+            days: Vec::new(),
+            head_units: 0,
+            next_row: 0,
+            in_flight: Vec::new(),
+        };
+        self.wait(shard, inv, Step::ReadingState, end)
     }
 
     fn resume(&mut self, shard: usize, now: Micros) -> Next<LoggedEvent> {
-        let (mut inv, step) = self.invocations[shard]
+        self.refresh_until(now);
+        let (inv, step) = self.invocations[shard]
             .take()
             .expect("an invocation in flight");
         match step {
-            Step::Committing(chunk) => {
-                inv.at += chunk.len;
-                self.commit(chunk, now);
-                self.next_chunk(shard, inv, now)
-            }
+            Step::ReadingState => self.next_run(shard, inv, now),
+            Step::Claiming => self.claimed(shard, inv, now),
             Step::Advancing => {
                 self.tally
-                    .board_wcu
-                    .charge(now, PROGRESS_KEY, self.progress_units);
-                Next::Done {
-                    unapplied: Vec::new(),
-                }
+                    .progress_wcu
+                    .charge(now, PROGRESS_KEY, self.small_units);
+                self.committed(shard, inv, false, now)
+            }
+            Step::WritingHead => {
+                self.tally
+                    .intent_wcu
+                    .charge(now, &table::intent_key(shard), inv.head_units);
+                self.score(shard, inv, now)
+            }
+            Step::Scoring => self.score(shard, inv, now),
+            Step::Finishing => {
+                let tally = &mut self.tally;
+                tally
+                    .progress_wcu
+                    .charge(now, PROGRESS_KEY, 2 * self.small_units);
+                tally
+                    .intent_wcu
+                    .charge(now, &table::intent_key(shard), 2 * inv.head_units);
+                self.committed(shard, inv, true, now)
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Micros) {
+        self.refresh_until(now);
+    }
+}
+
+/// The naive design's writes, by score row (`<board>/<item_id>`), board and index key.
+#[derive(Debug)]
+pub struct NaiveBoards {
+    add_units: u64,
+    index_units: u64,
+    pub row_wcu: WorstKey<String>,
+    pub board_wcu: WorstKey<String>,
+    pub index_wcu: WorstKey<String>,
+}
+
+impl NaiveBoards {
+    pub fn new() -> Self {
+        Self {
+            add_units: table::small_update_units(),
+            index_units: table::leaderboard_units().index,
+            row_wcu: WorstKey::new(),
+            board_wcu: WorstKey::new(),
+            index_wcu: WorstKey::new(),
+        }
+    }
+
+    /// The ADDs of a put's events, as they reach the log.
+    pub fn put(&mut self, put: &Arrival<LoggedEvent>) {
+        for record in put.records.iter().filter(|r| r.event.like_delta != 0) {
+            for window in [Window::All, Window::day_of(record.event.event_time_ms)] {
+                let board = window.key();
+                let row = format!("{board}/{}", record.event.item_id);
+                self.row_wcu.charge(put.at, &row, self.add_units);
+                self.board_wcu.charge(put.at, &board, self.add_units);
+                // A new score deletes the index entry and puts it again.
+                self.index_wcu.charge(put.at, &board, 2 * self.index_units);
             }
         }
     }

@@ -7,8 +7,13 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::ids::{ITEM_ID_MAX_LEN, USER_ID_MAX_LEN};
+use likes_core::leaderboard::{Window, TOP_SIZE};
 use likes_core::likers::position;
 use likes_core::pipeline::CountTarget;
+use likes_store::rows::{
+    to_item, EventClaimRow, IntentHeadRow, ScoreDeltaRow, TopEntryRow, TopRow,
+};
+use likes_store::StoreError;
 
 use crate::capacity::{self, Item};
 use crate::mapping::Micros;
@@ -171,39 +176,148 @@ pub fn liker_units() -> (u64, u64) {
     )
 }
 
-/// The largest leaderboard rows there can be: a day board's score row of a 128-character
-/// item, and the claim of an event of a 128-character user on it at the widest `op_id`.
-fn largest_leaderboard_rows() -> [Item; 2] {
-    let item = "x".repeat(ITEM_ID_MAX_LEN);
-    let event_id = format!("{}#{item}#{}", "u".repeat(USER_ID_MAX_LEN), u64::MAX);
-    let score = Item::from([
-        (
-            "board".to_owned(),
-            AttributeValue::S("day#9999-12-31".into()),
-        ),
-        ("item_id".to_owned(), AttributeValue::S(item.clone())),
-        ("score".to_owned(), widest_number()),
-        ("expires_at".to_owned(), widest_number()),
-    ]);
-    let claim = Item::from([
-        (
-            "board".to_owned(),
-            AttributeValue::S(format!("#event#{event_id}")),
-        ),
-        ("item_id".to_owned(), AttributeValue::S(item)),
-        ("expires_at".to_owned(), widest_number()),
-    ]);
-    [score, claim]
+/// A Kinesis sequence number as wide as the log's are (56 digits).
+const SEQUENCE_NUMBER: &str = "49590338271490256608559692540925702759324208523137515618";
+
+/// The first millisecond of the last day there is, 9999-12-31: its board keys are the widest.
+const LAST_DAY_MS: i64 = 253_402_214_400_000;
+/// The highest board shard: the template's `LeaderboardShards` is at most 1024.
+const LAST_BOARD_SHARD: u32 = 1023;
+/// The intent number a score row's `n#<shard>` holds: a shard's count of intents after a year
+/// at about one a second (8 significant digits, 5 bytes), as a long-lived table's rows carry
+/// it, not the few a fresh run reaches.
+const MARKED_INTENT: u64 = 31_556_952;
+
+/// Write units of a PutItem of a leaderboard row, as the store converts it.
+fn put_units(item: Result<Item, StoreError>) -> u64 {
+    let item = item.expect("a leaderboard row converts to an item");
+    capacity::write_units(capacity::item_size(&item))
 }
 
-/// Write units, inside a chunk's transaction, of a score row's ADD and of an event's claim;
-/// and of one `by_score` index entry (the row's keys, its score and `item_id`: at most the
-/// whole row).
-pub fn leaderboard_units() -> (u64, u64, u64) {
-    let [score, claim] = largest_leaderboard_rows().map(|row| capacity::item_size(&row));
-    (
-        capacity::transactional_write_units(score),
-        capacity::transactional_write_units(claim),
-        capacity::index_entry_units(score),
-    )
+/// Write units of the leaderboard's rows that do not depend on the run's items: each the
+/// largest there can be (128-character item and user ids, the widest numbers, the highest
+/// board shard).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaderboardUnits {
+    /// One `by_score` index entry: the row's keys, its score and `item_id` (the index
+    /// projects nothing else, so not the row's intent markers).
+    pub index: u64,
+    /// An event's claim, a PutItem.
+    pub claim: u64,
+    /// A materialized board of `TOP_SIZE` entries, a PutItem.
+    pub top: u64,
+}
+
+/// A score row without its intent markers: board key and item id empty (their bytes are
+/// added per row), the widest score, and on a day board the widest TTL.
+fn bare_score_row(ttl: bool) -> Item {
+    let mut row = Item::from([
+        ("board".to_owned(), AttributeValue::S(String::new())),
+        ("item_id".to_owned(), AttributeValue::S(String::new())),
+        ("score".to_owned(), widest_number()),
+    ]);
+    if ttl {
+        row.insert("expires_at".to_owned(), widest_number());
+    }
+    row
+}
+
+pub fn leaderboard_units() -> LeaderboardUnits {
+    let item = "x".repeat(ITEM_ID_MAX_LEN);
+    let widest = i64::MAX;
+    let event_id = format!("{}#{item}#{}", "u".repeat(USER_ID_MAX_LEN), u64::MAX);
+    let board = Window::day_of(LAST_DAY_MS).board_key(LAST_BOARD_SHARD);
+    let claim = EventClaimRow {
+        board: format!("#event#{event_id}@{widest}"),
+        item_id: item.clone(),
+        by: format!("{}:{SEQUENCE_NUMBER}", kinesis_shard_id(u32::MAX as usize)),
+        expires_at: widest,
+    };
+    let top = TopRow {
+        board: "#top".into(),
+        item_id: Window::day_of(LAST_DAY_MS).key(),
+        entries: vec![
+            TopEntryRow {
+                item_id: item.clone(),
+                like_count: widest,
+            };
+            TOP_SIZE
+        ],
+        as_of: Some(widest),
+        refreshed_at: widest,
+        expires_at: Some(widest),
+    };
+    let index_entry = capacity::item_size(&bare_score_row(false)) + board.len() + item.len();
+    LeaderboardUnits {
+        index: capacity::index_entry_units(index_entry),
+        claim: put_units(to_item(&claim)),
+        top: put_units(to_item(&top)),
+    }
+}
+
+/// A score row's size in bytes, as its UpdateItem bills it: the row's own keys, the widest
+/// score and TTL, and one `n#<shard>` marker per log shard that ever wrote it.
+#[derive(Debug, Clone)]
+pub struct ScoreRowSize {
+    bare: usize,
+    bare_with_ttl: usize,
+    /// Per log shard, the bytes of its marker: `n#79` and the intent number.
+    marker: Vec<usize>,
+}
+
+impl ScoreRowSize {
+    pub fn new(event_shards: u32) -> Self {
+        let marker = (0..event_shards as usize)
+            .map(|shard| {
+                capacity::item_size(&Item::from([(
+                    format!("n#{shard}"),
+                    AttributeValue::N(MARKED_INTENT.to_string()),
+                )]))
+            })
+            .collect();
+        Self {
+            bare: capacity::item_size(&bare_score_row(false)),
+            bare_with_ttl: capacity::item_size(&bare_score_row(true)),
+            marker,
+        }
+    }
+
+    /// The bytes of `row` holding the markers of `writers`.
+    pub fn bytes(&self, row: &ScoreDeltaRow, writers: impl Iterator<Item = usize>) -> usize {
+        let bare = match row.expires_at {
+            Some(_) => self.bare_with_ttl,
+            None => self.bare,
+        };
+        bare + row.board.len() + row.item_id.len() + writers.map(|s| self.marker[s]).sum::<usize>()
+    }
+}
+
+/// A standard write of `bytes`.
+pub fn write_units(bytes: usize) -> u64 {
+    capacity::write_units(bytes)
+}
+
+/// The id Kinesis gives a shard: `shardId-000000000042`.
+fn kinesis_shard_id(shard: usize) -> String {
+    format!("shardId-{shard:012}")
+}
+
+/// The partition key of a log shard's intent, as the store names it.
+pub fn intent_key(shard: usize) -> String {
+    format!("#intent#{}", kinesis_shard_id(shard))
+}
+
+/// Write units of the intent head holding a run's `rows` (their ids as the traffic makes
+/// them) and `days`, a PutItem; its delete in the finishing transaction costs twice this.
+pub fn intent_head_units(shard: usize, rows: &[ScoreDeltaRow], days: &[i64]) -> u64 {
+    let head = IntentHeadRow {
+        board: intent_key(shard),
+        item_id: "head".into(),
+        n: u64::MAX,
+        last_seq: SEQUENCE_NUMBER.into(),
+        applied_through: i64::MAX,
+        days: days.to_vec(),
+        rows: rows.to_vec(),
+    };
+    put_units(to_item(&head))
 }

@@ -176,7 +176,7 @@ impl CountWriteFaults {
         }
     }
 
-    /// The likers consumer's: a chunk is one entry's conditional `UpdateItem`.
+    /// The likers' and the leaderboard's consumers': a chunk is one `UpdateItem`.
     pub fn committing_updates(context: FaultContext) -> Self {
         Self {
             context,

@@ -105,11 +105,11 @@ impl StreamFunction {
                 Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
             Self::Leaderboard(config) => {
-                // Its transactions carry the same faults as the aggregator's (a crash after
-                // the k-th committed chunk, throttles).
+                // A crash after the k-th UpdateItem (a score row's ADD, the progress, a
+                // refresh lease taken) leaves an intent half applied or a lease held.
                 let dynamodb = aws_sdk_dynamodb::Client::from_conf(
                     aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults::committing_chunks(context))
+                        .interceptor(CountWriteFaults::committing_updates(context))
                         .build(),
                 );
                 Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
