@@ -224,4 +224,18 @@ impl TestStack {
             .pipeline(BROADCAST_FUNCTION)
             .expect("template.yaml maps the event log to LiveBroadcastFunction")
     }
+
+    /// Waits until every flip in the Reactions stream now is on the event log and through
+    /// the broadcaster (panics after 60 s each).
+    pub async fn settle_broadcaster(&self) -> likes_local::faults::Counters {
+        self.settle_log_reader(self.broadcaster()).await
+    }
+
+    /// The items' watch rows, written as the message function writes them.
+    pub fn watching(&self) -> likes_store::Watching {
+        likes_store::Watching::new(likes_store::PushClaims::new(
+            self.dynamodb(),
+            self.name("LivePushesTable"),
+        ))
+    }
 }

@@ -167,7 +167,10 @@ async fn dropped_and_gone_connections_lose_their_rows() {
         .unwrap();
     let id = likes_core::ItemId::parse(item).unwrap();
     assert_eq!(
-        store.subscribe("ghost", &[id]).await.unwrap(),
+        store
+            .subscribe("ghost", &[id], &stack.watching())
+            .await
+            .unwrap(),
         likes_store::Watch::Subscribed
     );
     let mut live = stack.watcher("live").await;
@@ -190,6 +193,81 @@ async fn dropped_and_gone_connections_lose_their_rows() {
         rows.len(),
         1,
         "only the live watcher's subscription is left: {rows:?}"
+    );
+}
+
+/// The attribute's number in a row read back from DynamoDB.
+fn number(row: &likes_store::rows::Item, name: &str) -> i64 {
+    match &row[name] {
+        aws_sdk_dynamodb::types::AttributeValue::N(n) => n.parse().expect("a number"),
+        other => panic!("{name} is {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_item_nobody_watches_is_not_pushed_and_a_watched_one_only_to_its_watchers_buckets() {
+    let stack = TestStack::start_with_schedules().await;
+    let (watched, unwatched) = ("game:live-watched", "game:live-unwatched");
+    let mut first = stack.watcher("first").await;
+    let mut second = stack.watcher("second").await;
+    for watcher in [&mut first, &mut second] {
+        watcher.subscribe(&[watched]).await;
+        watcher.next(ANSWER).await.expect("counts on subscribe");
+    }
+    let subscribed_s = likes_tests::now_seconds();
+    stack.like("u1", unwatched).await;
+    stack.like("u2", watched).await;
+    for watcher in [&mut first, &mut second] {
+        let received = watcher
+            .until(Duration::from_secs(30), |m| m["like_count"] == 1)
+            .await;
+        assert!(!counts_of(&received, watched).is_empty(), "{received:?}");
+    }
+    stack.settle_broadcaster().await;
+
+    let rows = stack.live_rows("LivePushesTable").await;
+    let key = |row: &likes_store::rows::Item| match &row["item_id"] {
+        aws_sdk_dynamodb::types::AttributeValue::S(key) => key.clone(),
+        other => panic!("item_id is {other:?}"),
+    };
+    assert!(
+        rows.iter().all(|row| !key(row).starts_with(unwatched)),
+        "an item nobody watches has no watch row and no claim: {rows:?}"
+    );
+    let watch_row = rows
+        .iter()
+        .find(|row| key(row) == watched)
+        .unwrap_or_else(|| panic!("the watched item has a watch row: {rows:?}"));
+    let watch_buckets: std::collections::BTreeSet<String> = watch_row
+        .keys()
+        .filter_map(|name| name.strip_prefix("watched#"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        (1..=2).contains(&watch_buckets.len()),
+        "two connections fill one or two buckets: {watch_row:?}"
+    );
+    for bucket in &watch_buckets {
+        // Covered for as long as the connections can be open (API Gateway's 2 h), and the
+        // row outlives every bucket it covers.
+        let until = number(watch_row, &format!("watched#{bucket}"));
+        assert!(
+            until >= subscribed_s - 60 + likes_store::live::MAX_CONNECTION_SECONDS,
+            "{watch_row:?}"
+        );
+        assert!(number(watch_row, "expires_at") >= until, "{watch_row:?}");
+    }
+    let claimed: std::collections::BTreeSet<String> = rows
+        .iter()
+        .filter_map(|row| {
+            key(row)
+                .strip_prefix(&format!("{watched}#"))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        claimed, watch_buckets,
+        "only the buckets that hold watchers are claimed and pushed to"
     );
 }
 

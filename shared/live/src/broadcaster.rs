@@ -1,12 +1,15 @@
 //! The broadcaster: the Kinesis event log's consumer that pushes live counts.
 //!
-//! A batch is coalesced per item (its newest event time). For each item the broadcaster
-//! takes the item's push claim for the current second ([`PushClaims`]); the winner reads the
-//! item's exact counts once (not once per watcher) and posts them to every watcher, bucket by
-//! bucket, page by page, with bounded concurrency. The Counts table is written by another
-//! consumer, so a count read right after an event may not hold it yet: the item is pushed
-//! again each second until a push's `as_of` covers its newest event, so the last message
-//! equals the exact count. If that takes longer than `catch_up`, or the events are older than
+//! A batch is coalesced per item (its newest event time). One read of the items' watch rows
+//! drops the items nobody watches and names the buckets that hold watchers of the rest. For
+//! each of those buckets the broadcaster takes its push claim for the current second
+//! ([`PushClaims`]); for the buckets it won, it reads the item's exact counts once (not once
+//! per watcher) and posts them to their watchers, page by page, with bounded concurrency. A
+//! viral item's buckets are won by several invocations (one per event log shard sees it), so
+//! its fan-out is split among them. The Counts table is written by another consumer, so a
+//! count read right after an event may not hold it yet: a bucket is pushed again each second
+//! until a push's `as_of` covers the item's newest event, so the last message equals the
+//! exact count. If that takes longer than `catch_up`, or the events are older than
 //! `max_event_age` when read, the watchers are sent `stale` instead: they poll the public
 //! count route. Nothing here is on the write path: reactions never wait for it.
 
@@ -35,6 +38,7 @@ use crate::connections::{Connections, Posted};
 /// What one invocation did, for its metrics.
 #[derive(Debug, Default)]
 struct Tally {
+    items_watched: AtomicU64,
     pushes: AtomicU64,
     stale_pushes: AtomicU64,
     count_reads: AtomicU64,
@@ -117,17 +121,26 @@ impl Broadcaster {
         let ages: Vec<f64> = newest.values().map(|at| (now - at) as f64).collect();
         let tally = Arc::new(Tally::default());
         let posts = Arc::new(Semaphore::new(self.config.push_concurrency));
+        let changed: Vec<ItemId> = newest.keys().cloned().collect();
+        let (watched, mut failed) = match self.claims.watched(&changed, now / 1000).await {
+            Ok(watched) => (watched, false),
+            Err(err) => {
+                tracing::error!(error = %err, "watch rows unread; Lambda retries the batch");
+                (BTreeMap::new(), true)
+            }
+        };
+        Tally::add(&tally.items_watched, watched.len() as u64);
         let mut items = JoinSet::new();
-        for (item, newest_event_ms) in newest.clone() {
+        for (item, buckets) in watched {
+            let newest_event_ms = newest[&item];
             let (broadcaster, tally, posts) = (self.clone(), tally.clone(), posts.clone());
             items.spawn(async move {
                 let result = broadcaster
-                    .push_item(&item, newest_event_ms, &tally, &posts)
+                    .push_item(&item, buckets, newest_event_ms, &tally, &posts)
                     .await;
                 (item, result)
             });
         }
-        let mut failed = false;
         while let Some(joined) = items.join_next().await {
             let (item, result) = joined.map_err(|err| format!("push task: {err}"))?;
             if let Err(err) = result {
@@ -145,6 +158,7 @@ impl Broadcaster {
             .value("EventsReceived", "Count", records.len() as f64)
             .value("UnreadableEvents", "Count", unreadable as f64)
             .value("ItemsChanged", "Count", newest.len() as f64)
+            .value("ItemsWatched", "Count", Tally::get(&tally.items_watched))
             .value("Pushes", "Count", Tally::get(&tally.pushes))
             .value("StalePushes", "Count", Tally::get(&tally.stale_pushes))
             .value("CountReads", "Count", Tally::get(&tally.count_reads))
@@ -159,11 +173,13 @@ impl Broadcaster {
         Ok(response)
     }
 
-    /// Pushes one item until a push covers `newest_event_ms`, or its watchers are told it is
-    /// stale.
+    /// Pushes one item's watched `buckets` until a push of each covers `newest_event_ms`, or
+    /// their watchers are told it is stale. Each round takes the claims of the buckets still
+    /// to push, reads the counts once for those it won, and fans out to them.
     async fn push_item(
         &self,
         item: &ItemId,
+        mut buckets: Vec<u32>,
         newest_event_ms: i64,
         tally: &Tally,
         posts: &Arc<Semaphore>,
@@ -178,55 +194,73 @@ impl Broadcaster {
                 stale = true;
             }
             // A stale push has nothing to cover; another invocation's fresh push may still win.
-            let claim = self
-                .claims
-                .claim(item, now, (!stale).then_some(needed))
+            let needed = (!stale).then_some(needed);
+            let claims = futures_util::future::try_join_all(
+                buckets
+                    .iter()
+                    .map(|&bucket| self.claims.claim(item, bucket, now, needed)),
+            )
+            .await?;
+            let mut won = Vec::new();
+            let mut waiting = Vec::new();
+            let mut next_try = now + PUSH_INTERVAL_MS;
+            for (&bucket, claim) in buckets.iter().zip(claims) {
+                match claim {
+                    PushClaim::Covered => {}
+                    PushClaim::Busy { retry_at } => {
+                        Tally::add(&tally.claims_refused, 1);
+                        waiting.push(bucket);
+                        next_try = next_try.min(retry_at);
+                    }
+                    PushClaim::Won { pushed } => won.push((bucket, pushed)),
+                }
+            }
+            if stale && !won.is_empty() {
+                let message = ServerMessage::Stale {
+                    item_id: item.as_str().to_owned(),
+                };
+                let to: Vec<u32> = won.iter().map(|(bucket, _)| *bucket).collect();
+                self.fan_out(item, &to, message, tally, posts).await?;
+                Tally::add(&tally.stale_pushes, 1);
+                let finished = now_ms();
+                futures_util::future::try_join_all(
+                    to.iter()
+                        .map(|&bucket| self.claims.finish(item, bucket, now, finished, None)),
+                )
                 .await?;
-            let next_try = match claim {
-                PushClaim::Covered => return Ok(()),
-                PushClaim::Busy { retry_at } => {
-                    Tally::add(&tally.claims_refused, 1);
-                    retry_at
+            } else if !won.is_empty() {
+                // `as_of` first: rows read after it hold every flip it promises.
+                let as_of = self.counts.as_of().await;
+                let counts = self.counts.read(item).await?;
+                Tally::add(&tally.count_reads, 1);
+                // Watchers are sent counts while they change: the same counts again (a newer
+                // as_of only) would tell them nothing.
+                let to: Vec<u32> = won
+                    .iter()
+                    .filter(|(_, pushed)| *pushed != Some(counts))
+                    .map(|(bucket, _)| *bucket)
+                    .collect();
+                if !to.is_empty() {
+                    let message =
+                        ServerMessage::counts(item, counts.like_count, counts.dislike_count, as_of);
+                    self.fan_out(item, &to, message, tally, posts).await?;
+                    Tally::add(&tally.pushes, 1);
                 }
-                PushClaim::Won { .. } if stale => {
-                    let message = ServerMessage::Stale {
-                        item_id: item.as_str().to_owned(),
-                    };
-                    self.fan_out(item, message, tally, posts).await?;
-                    Tally::add(&tally.stale_pushes, 1);
-                    self.claims.finish(item, now, now_ms(), None).await?;
-                    return Ok(());
-                }
-                PushClaim::Won { pushed } => {
-                    // `as_of` first: rows read after it hold every flip it promises.
-                    let as_of = self.counts.as_of().await;
-                    let counts = self.counts.read(item).await?;
-                    Tally::add(&tally.count_reads, 1);
-                    // Watchers are sent counts while they change: the same counts again
-                    // (a newer as_of only) would tell them nothing.
-                    if pushed != Some(counts) {
-                        let message = ServerMessage::counts(
-                            item,
-                            counts.like_count,
-                            counts.dislike_count,
-                            as_of,
-                        );
-                        self.fan_out(item, message, tally, posts).await?;
-                        Tally::add(&tally.pushes, 1);
-                    }
-                    let finished = now_ms();
+                let finished = now_ms();
+                futures_util::future::try_join_all(won.iter().map(|(bucket, _)| {
                     self.claims
-                        .finish(item, now, finished, Some((counts, as_of)))
-                        .await?;
-                    if covers(as_of, newest_event_ms) {
-                        return Ok(());
-                    }
-                    finished + PUSH_INTERVAL_MS
+                        .finish(item, *bucket, now, finished, Some((counts, as_of)))
+                }))
+                .await?;
+                if !covers(as_of, newest_event_ms) {
+                    waiting.extend(won.iter().map(|(bucket, _)| *bucket));
+                    next_try = next_try.min(finished + PUSH_INTERVAL_MS);
                 }
-            };
+            }
+            buckets = waiting;
             // Past the catch-up bound and another invocation's stale push, give up: every
             // watcher has been told to poll.
-            if now - started > 2 * catch_up {
+            if buckets.is_empty() || now - started > 2 * catch_up {
                 return Ok(());
             }
             let wait = (next_try - now_ms()).clamp(1, 2 * PUSH_INTERVAL_MS);
@@ -234,20 +268,22 @@ impl Broadcaster {
         }
     }
 
-    /// Posts `message` to every watcher of `item`: the buckets at once, each page by page.
+    /// Posts `message` to every watcher of `item` in `buckets`: the buckets at once, each
+    /// page by page.
     async fn fan_out(
         &self,
         item: &ItemId,
+        buckets: &[u32],
         message: ServerMessage,
         tally: &Tally,
         posts: &Arc<Semaphore>,
     ) -> Result<(), StoreError> {
         let message: Arc<str> = message.to_json().into();
-        let mut buckets = JoinSet::new();
-        for bucket in 0..self.store.buckets() {
+        let mut fan_outs = JoinSet::new();
+        for &bucket in buckets {
             let (broadcaster, item, message, posts) =
                 (self.clone(), item.clone(), message.clone(), posts.clone());
-            buckets.spawn(async move {
+            fan_outs.spawn(async move {
                 let mut outcomes = Vec::new();
                 let mut start = None;
                 loop {
@@ -278,7 +314,7 @@ impl Broadcaster {
                 }
             });
         }
-        while let Some(joined) = buckets.join_next().await {
+        while let Some(joined) = fan_outs.join_next().await {
             let outcomes =
                 joined.map_err(|e| StoreError::Corrupt(format!("fan-out task: {e}")))??;
             for (connection, posted) in outcomes {

@@ -101,10 +101,12 @@ impl DisconnectConfig {
     }
 }
 
-/// `subscribe`, `unsubscribe`, `$default`: subscriptions, and the counts sent on subscribe.
+/// `subscribe`, `unsubscribe`, `$default`: subscriptions, the items' watch rows, and the
+/// counts sent on subscribe.
 #[derive(Debug, Clone)]
 pub struct MessageConfig {
     pub tables: LiveTables,
+    pub pushes_table: String,
     pub counts_table: String,
     /// The stage's management endpoint, `https://{api}.execute-api.{region}.amazonaws.com/{stage}`.
     pub connections_endpoint: String,
@@ -118,6 +120,7 @@ impl MessageConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
             tables: LiveTables::from_lookup(&lookup)?,
+            pushes_table: required(&lookup, "PUSHES_TABLE")?,
             counts_table: required(&lookup, "COUNTS_TABLE")?,
             connections_endpoint: required(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
         })

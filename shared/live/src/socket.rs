@@ -9,7 +9,7 @@ use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxy
 use aws_lambda_events::encodings::Body;
 use lambda_runtime::LambdaEvent;
 use likes_core::live::{parse_action, Action, ServerMessage, MAX_WATCHED};
-use likes_store::{CachedCounts, CountsStore, LiveStore, Watch};
+use likes_store::{CachedCounts, CountsStore, LiveStore, PushClaims, Watch, Watching};
 use tracing::Instrument;
 
 use crate::config::{ConnectConfig, DisconnectConfig, LiveTables, MessageConfig};
@@ -109,6 +109,7 @@ impl Disconnect {
 #[derive(Debug, Clone)]
 pub struct Message {
     store: LiveStore,
+    watching: Watching,
     counts: CachedCounts,
     connections: Connections,
 }
@@ -117,6 +118,7 @@ impl Message {
     pub fn new(config: MessageConfig, sdk: &SdkConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
             store: store(&config.tables, dynamodb.clone()),
+            watching: Watching::new(PushClaims::new(dynamodb.clone(), config.pushes_table)),
             counts: CachedCounts::new(CountsStore::new(dynamodb, config.counts_table)),
             connections: Connections::new(sdk, &config.connections_endpoint),
         }
@@ -145,7 +147,7 @@ impl Message {
             Action::Subscribe(items) => {
                 match self
                     .store
-                    .subscribe(&connection, &items)
+                    .subscribe(&connection, &items, &self.watching)
                     .instrument(span.clone())
                     .await?
                 {

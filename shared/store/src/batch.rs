@@ -1,7 +1,8 @@
-//! BatchWriteItem with what DynamoDB leaves unprocessed (throttling) asked for again, within
-//! the bounded backoff.
+//! BatchWriteItem and BatchGetItem with what DynamoDB leaves unprocessed (throttling) asked
+//! for again, within the bounded backoff.
 
-use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::builders::KeysAndAttributesBuilder;
+use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 
 use crate::rows::Item;
@@ -9,6 +10,8 @@ use crate::StoreError;
 
 /// BatchWriteItem takes at most 25 items.
 const BATCH_WRITE_ITEMS: usize = 25;
+/// BatchGetItem takes at most 100 keys.
+const BATCH_GET_KEYS: usize = 100;
 /// What a batch call left unprocessed is asked for again, up to this many times in all.
 pub(crate) const BATCH_ATTEMPTS: u32 = 5;
 
@@ -60,4 +63,51 @@ pub(crate) async fn write_all(
         }
     }
     Ok(())
+}
+
+/// Reads the rows of `keys` from `table`, 100 keys a call, each call's request shaped by
+/// `shape` (consistency, projection); rows that do not exist are absent. `Throttled` when
+/// some keys are still unprocessed after [`BATCH_ATTEMPTS`].
+pub(crate) async fn get_all(
+    client: &Client,
+    table: &str,
+    keys: Vec<Item>,
+    shape: impl Fn(KeysAndAttributesBuilder) -> KeysAndAttributesBuilder,
+) -> Result<Vec<Item>, StoreError> {
+    let mut rows = Vec::new();
+    for page in keys.chunks(BATCH_GET_KEYS) {
+        let mut pending = Some(
+            shape(KeysAndAttributes::builder().set_keys(Some(page.to_vec())))
+                .build()
+                .map_err(|err| StoreError::Request(err.to_string()))?,
+        );
+        for attempt in 0..BATCH_ATTEMPTS {
+            let Some(request) = pending.take() else {
+                break;
+            };
+            if attempt > 0 {
+                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
+            }
+            let output = client
+                .batch_get_item()
+                .request_items(table, request)
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("BatchGetItem", err))?;
+            if let Some(mut responses) = output.responses {
+                rows.extend(responses.remove(table).unwrap_or_default());
+            }
+            // What is left comes back with the request's own shape.
+            pending = output
+                .unprocessed_keys
+                .and_then(|mut left| left.remove(table))
+                .filter(|left| !left.keys().is_empty());
+        }
+        if pending.is_some() {
+            return Err(StoreError::Throttled {
+                operation: "BatchGetItem",
+            });
+        }
+    }
+    Ok(rows)
 }

@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-use crate::batch::BATCH_ATTEMPTS;
+use crate::batch;
 use crate::error::condition_held;
 use crate::rows::{self, AsOfRow, CountKey, Item, ProbeRow, WatermarkRow};
 use crate::StoreError;
@@ -32,8 +32,6 @@ pub const PROBE_ITEM: &str = "#probe";
 pub const PROBE_USER_PREFIX: &str = "#probe#";
 /// A container re-reads `as_of` at most this often.
 const AS_OF_CACHE: Duration = Duration::from_secs(1);
-/// BatchGetItem takes at most 100 keys.
-const BATCH_GET_KEYS: usize = 100;
 
 /// When `as_of` was last read, and what it was.
 type AsOfCache = Arc<Mutex<Option<(Instant, Option<i64>)>>>;
@@ -115,58 +113,19 @@ impl FreshnessStore {
         shard_ids: &[String],
     ) -> Result<BTreeMap<String, Watermark>, StoreError> {
         let mut found = BTreeMap::new();
-        for ids in shard_ids.chunks(BATCH_GET_KEYS) {
-            let keys: Vec<Item> = ids.iter().map(|id| watermark_key(id)).collect();
-            for row in self.batch_get(keys).await? {
-                let row: WatermarkRow = rows::from_item(row)?;
-                found.insert(
-                    row.item_id.trim_start_matches(WATERMARK_PREFIX).to_owned(),
-                    Watermark {
-                        stream_time_ms: row.stream_time,
-                        probe_key: row.probe_key,
-                    },
-                );
-            }
+        let keys = shard_ids.iter().map(|id| watermark_key(id)).collect();
+        for row in batch::get_all(&self.client, &self.counts_table, keys, |request| request).await?
+        {
+            let row: WatermarkRow = rows::from_item(row)?;
+            found.insert(
+                row.item_id.trim_start_matches(WATERMARK_PREFIX).to_owned(),
+                Watermark {
+                    stream_time_ms: row.stream_time,
+                    probe_key: row.probe_key,
+                },
+            );
         }
         Ok(found)
-    }
-
-    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
-        let mut rows = Vec::new();
-        let mut pending = Some(
-            KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .build()
-                .map_err(|err| StoreError::Request(err.to_string()))?,
-        );
-        for attempt in 0..BATCH_ATTEMPTS {
-            let Some(request) = pending.take() else {
-                break;
-            };
-            if attempt > 0 {
-                tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
-            }
-            let output = self
-                .client
-                .batch_get_item()
-                .request_items(&self.counts_table, request)
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("BatchGetItem", err))?;
-            if let Some(mut responses) = output.responses {
-                rows.extend(responses.remove(&self.counts_table).unwrap_or_default());
-            }
-            pending = output
-                .unprocessed_keys
-                .and_then(|mut left| left.remove(&self.counts_table))
-                .filter(|left| !left.keys().is_empty());
-        }
-        if pending.is_some() {
-            return Err(StoreError::Throttled {
-                operation: "BatchGetItem",
-            });
-        }
-        Ok(rows)
     }
 
     /// Writes `as_of` to every replica, in one request. Unconditional: two pulses
@@ -248,10 +207,7 @@ impl FreshnessStore {
 
     /// Puts `rows` with BatchWriteItem, asking again for what DynamoDB left unprocessed.
     async fn batch_put(&self, table: &str, rows: Vec<Item>) -> Result<(), StoreError> {
-        let requests = rows
-            .into_iter()
-            .map(crate::batch::put)
-            .collect::<Result<_, _>>()?;
-        crate::batch::write_all(&self.client, table, requests).await
+        let requests = rows.into_iter().map(batch::put).collect::<Result<_, _>>()?;
+        batch::write_all(&self.client, table, requests).await
     }
 }

@@ -23,6 +23,6 @@ pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use leaderboard::{Board, LeaderboardStore};
 pub use likers::{LikersPage, LikersStore};
-pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage};
+pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage, Watching};
 pub use rate_limits::RateLimitsStore;
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

@@ -6,11 +6,19 @@
 //! - LiveSubscriptions, `watch` = `<item_id>#<bucket>` / `connection_id`: an item's watchers
 //!   spread over `buckets` partition keys by a hash of the connection, so a viral item's
 //!   watchers are no hot partition. Read one page at a time.
-//! - LivePushes, `item_id`: the item's push claim. A push of an item's counts to its watchers
-//!   happens at most once a second, and never while the previous one still runs, however many
-//!   broadcaster invocations (one per event log shard) see the item: each takes the claim for
-//!   the current second with one conditional write, and only the winner reads the count and
-//!   fans out.
+//! - LivePushes, `item_id`, two kinds of row:
+//!   - the item's watch row, `<item_id>`: for each bucket that holds subscriptions, until
+//!     when one of them may be open. The broadcaster reads it first, so an item nobody
+//!     watches costs one read, and only the buckets that hold watchers are pushed to.
+//!   - a bucket's push claim, `<item_id>#<bucket>`: a push of an item's counts to one bucket
+//!     of its watchers happens at most once a second, and never while the previous one
+//!     still runs, however many broadcaster invocations (one per event log shard) see the
+//!     item: each takes the claim for the current second with one conditional write, and
+//!     only the winner fans out. The buckets of a viral item are claimed by several
+//!     invocations at once, so its fan-out is split among them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
@@ -22,14 +30,18 @@ use likes_core::ItemId;
 use crate::batch;
 use crate::error::condition_held;
 use crate::rows::attr::{
-    CLAIMED_AT, CONNECTION_ID, EXPIRES_AT, FINISHED, FINISHED_AT, ITEMS, ITEM_ID, PUSHED_AS_OF,
-    PUSHED_DISLIKE_COUNT, PUSHED_LIKE_COUNT, WATCH,
+    self, CLAIMED_AT, CONNECTION_ID, EXPIRES_AT, FINISHED, FINISHED_AT, ITEMS, ITEM_ID,
+    PUSHED_AS_OF, PUSHED_DISLIKE_COUNT, PUSHED_LIKE_COUNT, WATCH,
 };
-use crate::rows::{self, number, ConnectionRow, Item, PushRow, SubscriptionRow};
+use crate::rows::{self, number, ConnectionRow, Item, PushRow, SubscriptionRow, WatchRow};
 use crate::StoreError;
 
-/// API Gateway closes a connection after two hours at most; its rows live ten minutes more.
-pub const CONNECTION_TTL_SECONDS: i64 = 2 * 3600 + 600;
+/// API Gateway closes a connection after two hours at most.
+pub const MAX_CONNECTION_SECONDS: i64 = 2 * 3600;
+/// A connection's rows live ten minutes past that.
+pub const CONNECTION_TTL_SECONDS: i64 = MAX_CONNECTION_SECONDS + 600;
+/// Buckets one container remembers watched (forgotten all at once when it is full).
+const WATCHING_ITEMS: usize = 10_000;
 /// An item is pushed at most once in this long.
 pub const PUSH_INTERVAL_MS: i64 = 1000;
 /// A push claim whose fan-out never finished (its invocation died) is taken over after this.
@@ -79,10 +91,6 @@ impl LiveStore {
         }
     }
 
-    pub fn buckets(&self) -> u32 {
-        self.buckets
-    }
-
     /// Records a connection that `$connect` let in.
     pub async fn connect(
         &self,
@@ -125,11 +133,14 @@ impl LiveStore {
     }
 
     /// Adds `items` to what the connection watches. The connection row lists them first, so
-    /// whatever subscription rows exist are always listed there for `$disconnect` to find.
+    /// whatever subscription rows exist are always listed there for `$disconnect` to find;
+    /// then the items' watch rows cover the connection's bucket for as long as it can be
+    /// open, so every subscription row is in a bucket the broadcaster pushes to.
     pub async fn subscribe(
         &self,
         connection_id: &str,
         items: &[ItemId],
+        watching: &Watching,
     ) -> Result<Watch, StoreError> {
         let Some(row) = self.connection(connection_id).await? else {
             return Ok(Watch::NoConnection);
@@ -147,6 +158,7 @@ impl LiveStore {
             return Ok(Watch::NoConnection);
         }
         let bucket = watch_bucket(connection_id, self.buckets);
+        watching.cover(items, bucket, &row).await?;
         let requests = items
             .iter()
             .map(|item| {
@@ -277,11 +289,12 @@ impl LiveStore {
     }
 }
 
-/// What taking an item's push claim came to.
+/// What taking a bucket's push claim came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PushClaim {
-    /// This caller pushes the item now, then calls [`PushClaims::finish`]; `pushed` is what
-    /// the last finished counts push sent (`None` after a stale push, or before any).
+    /// This caller pushes to the bucket now, then calls [`PushClaims::finish`]; `pushed` is
+    /// what the bucket's last finished counts push sent (`None` after a stale push, or before
+    /// any).
     Won { pushed: Option<Counts> },
     /// A finished push already carried counts honest up to the `as_of` asked for.
     Covered,
@@ -290,7 +303,7 @@ pub enum PushClaim {
     Busy { retry_at: i64 },
 }
 
-/// The items' push claims (LivePushes). Cheap to clone.
+/// The items' watch rows and their buckets' push claims (LivePushes). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct PushClaims {
     client: Client,
@@ -305,14 +318,90 @@ impl PushClaims {
         }
     }
 
-    /// Takes `item`'s claim at `now_ms`: on condition that the last push finished at least
-    /// [`PUSH_INTERVAL_MS`] ago (or its lease ran out), so a watcher's messages of one item
-    /// are a second apart however long a fan-out takes, and, with
-    /// `needed_as_of`, that no finished push already covered it. One conditional write,
+    /// The buckets of each of `items` that may hold an open subscription at `now_s`, read
+    /// strongly consistent (a subscribe writes the row just before its subscriptions). Items
+    /// nobody watches are absent.
+    pub async fn watched(
+        &self,
+        items: &[ItemId],
+        now_s: i64,
+    ) -> Result<BTreeMap<ItemId, Vec<u32>>, StoreError> {
+        let keys = items
+            .iter()
+            .map(|item| Item::from([(ITEM_ID.to_owned(), AttributeValue::S(item.to_string()))]))
+            .collect();
+        let found = batch::get_all(&self.client, &self.table, keys, |request| {
+            request.consistent_read(true)
+        })
+        .await?;
+        let mut watched = BTreeMap::new();
+        for row in found {
+            let row: WatchRow = rows::from_item(row)?;
+            let buckets = row.watched(now_s);
+            if !buckets.is_empty() {
+                let item = ItemId::parse(&row.item_id)
+                    .map_err(|err| StoreError::Corrupt(format!("watch row: {err}")))?;
+                watched.insert(item, buckets);
+            }
+        }
+        Ok(watched)
+    }
+
+    /// Records that a subscription in `bucket` of `item`'s watchers may be open until
+    /// `until_s`, unless the row already covers `end_s` (when its connection closes at the
+    /// latest). Returns until when the bucket is now known to be watched. The row expires
+    /// (TTL) a connection's lifetime after its last write, when none of its buckets can
+    /// still be watched.
+    pub async fn watch(
+        &self,
+        item: &ItemId,
+        bucket: u32,
+        until_s: i64,
+        end_s: i64,
+        now_s: i64,
+    ) -> Result<i64, StoreError> {
+        let watched = attr::watched(bucket);
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(ITEM_ID, AttributeValue::S(item.to_string()))
+            .update_expression("SET #watched = :until, #expires = :expires")
+            .condition_expression("attribute_not_exists(#watched) OR #watched < :end")
+            .expression_attribute_names("#watched", &watched)
+            .expression_attribute_names("#expires", EXPIRES_AT)
+            .expression_attribute_values(":until", number(until_s))
+            .expression_attribute_values(":end", number(end_s))
+            .expression_attribute_values(":expires", number(now_s + CONNECTION_TTL_SECONDS))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match update {
+            Ok(_) => Ok(until_s),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    let row: WatchRow =
+                        rows::from_item(refused.item().cloned().unwrap_or_default())
+                            .map_err(|_| StoreError::Corrupt("a refused watch row".into()))?;
+                    row.numbers
+                        .get(&watched)
+                        .copied()
+                        .ok_or_else(|| StoreError::Corrupt("a refused watch row".into()))
+                }
+                _ => Err(StoreError::aws("UpdateItem", err)),
+            },
+        }
+    }
+
+    /// Takes the claim of `bucket` of `item`'s watchers at `now_ms`: on condition that its
+    /// last push finished at least [`PUSH_INTERVAL_MS`] ago (or its lease ran out), so a
+    /// watcher's messages of one item are a second apart however long a fan-out takes, and,
+    /// with `needed_as_of`, that no finished push already covered it. One conditional write,
     /// whichever way it goes; a refusal returns the row, which tells the two apart.
     pub async fn claim(
         &self,
         item: &ItemId,
+        bucket: u32,
         now_ms: i64,
         needed_as_of: Option<i64>,
     ) -> Result<PushClaim, StoreError> {
@@ -323,7 +412,7 @@ impl PushClaims {
             .client
             .update_item()
             .table_name(&self.table)
-            .key(ITEM_ID, AttributeValue::S(item.as_str().to_owned()))
+            .key(ITEM_ID, AttributeValue::S(watch_key(item, bucket)))
             .update_expression("SET #at = :now, #expires = :expires")
             .expression_attribute_names("#at", CLAIMED_AT)
             .expression_attribute_names("#finished", FINISHED)
@@ -380,12 +469,14 @@ impl PushClaims {
         }
     }
 
-    /// Marks the push claimed at `claimed_at` finished at `now_ms`. A counts push (`Some`) records what
-    /// it sent and its `as_of` (never lowering the newest one recorded); a stale push
-    /// (`None`) forgets both, so the next event's counts are pushed whatever they hold.
+    /// Marks the bucket's push claimed at `claimed_at` finished at `now_ms`. A counts push
+    /// (`Some`) records what it sent and its `as_of` (never lowering the newest one
+    /// recorded); a stale push (`None`) forgets both, so the next event's counts are pushed
+    /// whatever they hold.
     pub async fn finish(
         &self,
         item: &ItemId,
+        bucket: u32,
         claimed_at: i64,
         now_ms: i64,
         pushed: Option<(Counts, Option<i64>)>,
@@ -395,7 +486,7 @@ impl PushClaims {
                 .client
                 .update_item()
                 .table_name(&self.table)
-                .key(ITEM_ID, AttributeValue::S(item.as_str().to_owned()))
+                .key(ITEM_ID, AttributeValue::S(watch_key(item, bucket)))
                 .expression_attribute_names("#at", CLAIMED_AT)
                 .expression_attribute_names("#finished", FINISHED)
                 .expression_attribute_names("#finished_at", FINISHED_AT)
@@ -438,5 +529,61 @@ impl PushClaims {
         // Refused: a newer as_of is recorded already, or the lease ran out and another push
         // took the claim (then there is nothing of ours to finish).
         condition_held("UpdateItem", finish(false).await).map(drop)
+    }
+}
+
+/// A container's memory of until when it knows items' buckets watched, so a viral item's
+/// subscribers write its watch row about once per container and bucket every ten minutes
+/// (a connection opened within ten minutes of another one ends within its row's cover), not
+/// once each. Cheap to clone; clones share the memory.
+#[derive(Debug, Clone)]
+pub struct Watching {
+    claims: PushClaims,
+    known: Arc<Mutex<HashMap<String, i64>>>,
+}
+
+impl Watching {
+    pub fn new(claims: PushClaims) -> Self {
+        Self {
+            claims,
+            known: Arc::default(),
+        }
+    }
+
+    /// Makes the watch rows of `items` cover `bucket` for as long as `connection` can be open.
+    async fn cover(
+        &self,
+        items: &[ItemId],
+        bucket: u32,
+        connection: &ConnectionRow,
+    ) -> Result<(), StoreError> {
+        let until_s = connection.expires_at;
+        let end_s = until_s - (CONNECTION_TTL_SECONDS - MAX_CONNECTION_SECONDS);
+        let now_s = likes_core::clock::now_ms() / 1000;
+        let due: Vec<&ItemId> = {
+            let known = self.known.lock().expect("watching lock");
+            items
+                .iter()
+                .filter(|item| {
+                    known
+                        .get(&watch_key(item, bucket))
+                        .is_none_or(|k| *k < end_s)
+                })
+                .collect()
+        };
+        let writes = due.iter().map(|item| async move {
+            let until = self
+                .claims
+                .watch(item, bucket, until_s, end_s, now_s)
+                .await?;
+            Ok::<_, StoreError>((watch_key(item, bucket), until))
+        });
+        let written = futures_util::future::try_join_all(writes).await?;
+        let mut known = self.known.lock().expect("watching lock");
+        if known.len() + written.len() > WATCHING_ITEMS {
+            known.clear();
+        }
+        known.extend(written);
+        Ok(())
     }
 }

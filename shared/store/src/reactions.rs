@@ -12,10 +12,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, WriteRequest as BatchWrite,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use likes_core::write::{self, Clause};
 use likes_core::{
@@ -25,14 +22,10 @@ use likes_core::{
 
 use crate::rows::attr::{PREVIOUS_PREFIX, REQUEST_PREFIX, STATE, VERSION_PREFIX};
 use crate::rows::{self, number, Attribute, Item, LikedRow, ReactionItem, ReactionKey, StateRow};
-use crate::StoreError;
+use crate::{batch, StoreError};
 
 /// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.
 pub const LIKED_AT_INDEX: &str = "by_liked_at";
-
-/// BatchGetItem / BatchWriteItem rounds for keys DynamoDB left unprocessed before giving up
-/// (throttled).
-const BATCH_ATTEMPTS: u32 = 5;
 
 #[derive(Debug, Clone)]
 pub struct ReactionsStore {
@@ -185,52 +178,17 @@ impl ReactionsStore {
             .iter()
             .map(|item| (item.clone(), ReactionState::None))
             .collect();
-        // BatchGetItem takes 100 keys; keys DynamoDB leaves unprocessed (throttling) are
-        // asked again with backoff, a bounded number of times.
-        for group in items.chunks(100) {
-            let mut keys: Vec<Item> = group.iter().map(|item| key(user, item)).collect();
-            for attempt in 0..BATCH_ATTEMPTS {
-                if keys.is_empty() {
-                    break;
-                }
-                if attempt > 0 {
-                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
-                }
-                let request = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut keys)))
-                    .consistent_read(true)
-                    .projection_expression("item_id, #s")
-                    .expression_attribute_names("#s", STATE)
-                    .build()
-                    .map_err(|e| StoreError::Request(e.to_string()))?;
-                let output = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.table, request)
-                    .send()
-                    .await
-                    .map_err(|err| StoreError::aws("BatchGetItem", err))?;
-                for row in output
-                    .responses
-                    .unwrap_or_default()
-                    .remove(&self.table)
-                    .unwrap_or_default()
-                {
-                    let row: StateRow = rows::from_item(row)?;
-                    states.insert(item_id(&row.item_id)?, row.state);
-                }
-                keys = output
-                    .unprocessed_keys
-                    .unwrap_or_default()
-                    .remove(&self.table)
-                    .map(|unprocessed| unprocessed.keys)
-                    .unwrap_or_default();
-            }
-            if !keys.is_empty() {
-                return Err(StoreError::Throttled {
-                    operation: "BatchGetItem",
-                });
-            }
+        let keys = items.iter().map(|item| key(user, item)).collect();
+        let found = batch::get_all(&self.client, &self.table, keys, |request| {
+            request
+                .consistent_read(true)
+                .projection_expression("item_id, #s")
+                .expression_attribute_names("#s", STATE)
+        })
+        .await?;
+        for row in found {
+            let row: StateRow = rows::from_item(row)?;
+            states.insert(item_id(&row.item_id)?, row.state);
         }
         Ok(states)
     }
@@ -327,53 +285,21 @@ impl ReactionsStore {
             .collect()
     }
 
-    /// Deletes `user`'s rows of `items` (account erasure), 25 a BatchWriteItem; rows
-    /// DynamoDB leaves unprocessed (throttling) are sent again with backoff, a bounded number
-    /// of times. Deleting a row that is gone already is no change, so a retry is harmless.
-    /// Each removed row's REMOVE record takes its reaction out of the counts.
+    /// Deletes `user`'s rows of `items` (account erasure), 25 a BatchWriteItem, what
+    /// DynamoDB leaves unprocessed sent again within bounds. Deleting a row that is gone
+    /// already is no change, so a retry is harmless. Each removed row's REMOVE record takes
+    /// its reaction out of the counts.
     pub async fn delete_rows(&self, user: &UserId, items: &[String]) -> Result<(), StoreError> {
-        for group in items.chunks(25) {
-            let mut requests = group
-                .iter()
-                .map(|item_id| {
-                    let key = rows::to_item(&ReactionKey {
-                        user_id: user.as_str().to_owned(),
-                        item_id: item_id.clone(),
-                    })?;
-                    let delete = DeleteRequest::builder()
-                        .set_key(Some(key))
-                        .build()
-                        .map_err(|e| StoreError::Request(e.to_string()))?;
-                    Ok(BatchWrite::builder().delete_request(delete).build())
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            for attempt in 0..BATCH_ATTEMPTS {
-                if requests.is_empty() {
-                    break;
-                }
-                if attempt > 0 {
-                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
-                }
-                let output = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&self.table, std::mem::take(&mut requests))
-                    .send()
-                    .await
-                    .map_err(|err| StoreError::aws("BatchWriteItem", err))?;
-                requests = output
-                    .unprocessed_items
-                    .unwrap_or_default()
-                    .remove(&self.table)
-                    .unwrap_or_default();
-            }
-            if !requests.is_empty() {
-                return Err(StoreError::Throttled {
-                    operation: "BatchWriteItem",
-                });
-            }
-        }
-        Ok(())
+        let requests = items
+            .iter()
+            .map(|item_id| {
+                batch::delete(rows::to_item(&ReactionKey {
+                    user_id: user.as_str().to_owned(),
+                    item_id: item_id.clone(),
+                })?)
+            })
+            .collect::<Result<_, _>>()?;
+        batch::write_all(&self.client, &self.table, requests).await
     }
 }
 

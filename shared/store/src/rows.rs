@@ -95,14 +95,22 @@ pub mod attr {
     pub const CONNECTED_AT: &str = "connected_at";
     // LiveSubscriptions (PK watch = `<item_id>#<bucket>`, SK connection_id); TTL `expires_at`.
     pub const WATCH: &str = "watch";
-    // LivePushes (PK item_id): when the last push was claimed (epoch ms), the claim whose
-    // push finished and when, the newest `as_of` pushed and the counts last pushed; TTL `expires_at`.
+    // LivePushes (PK item_id). An item's watch row, `<item_id>`: `watched#<bucket>`, until
+    // when a subscription in the bucket may be open (epoch s). A bucket's push claim,
+    // `<item_id>#<bucket>`: when its last push was claimed (epoch ms), the claim whose push
+    // finished and when, the newest `as_of` pushed and the counts last pushed. TTL `expires_at`.
+    pub const WATCHED_PREFIX: &str = "watched#";
     pub const CLAIMED_AT: &str = "claimed_at";
     pub const FINISHED: &str = "finished";
     pub const FINISHED_AT: &str = "finished_at";
     pub const PUSHED_AS_OF: &str = "pushed_as_of";
     pub const PUSHED_LIKE_COUNT: &str = "pushed_like_count";
     pub const PUSHED_DISLIKE_COUNT: &str = "pushed_dislike_count";
+
+    /// The watch row's attribute for one bucket.
+    pub fn watched(bucket: u32) -> String {
+        format!("{WATCHED_PREFIX}{bucket}")
+    }
 }
 
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
@@ -433,7 +441,30 @@ pub struct SubscriptionRow {
     pub expires_at: i64,
 }
 
-/// An item's push claim as a refused claim returns it.
+/// An item's watch row: which buckets of its watchers may hold an open subscription.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WatchRow {
+    pub item_id: String,
+    /// `watched#<bucket>` → until when (epoch seconds); the row's other numbers too.
+    #[serde(flatten)]
+    pub numbers: BTreeMap<String, i64>,
+}
+
+impl WatchRow {
+    /// The buckets watched at `now_s`, in order.
+    pub fn watched(&self, now_s: i64) -> Vec<u32> {
+        let mut buckets: Vec<u32> = self
+            .numbers
+            .iter()
+            .filter(|(_, until)| **until >= now_s)
+            .filter_map(|(name, _)| name.strip_prefix(attr::WATCHED_PREFIX)?.parse().ok())
+            .collect();
+        buckets.sort_unstable();
+        buckets
+    }
+}
+
+/// A bucket's push claim as a refused claim returns it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct PushRow {
     pub claimed_at: Option<i64>,
@@ -609,6 +640,20 @@ mod tests {
             to_item(&claim).unwrap()[attr::EXPIRES_AT],
             AttributeValue::N("2".into())
         );
+    }
+
+    #[test]
+    fn a_watch_row_names_its_buckets_watched_now_in_order() {
+        let row: WatchRow = from_item(Item::from([
+            (attr::ITEM_ID.into(), AttributeValue::S("game:1".into())),
+            (attr::EXPIRES_AT.into(), AttributeValue::N("900".into())),
+            (attr::watched(10), AttributeValue::N("500".into())),
+            (attr::watched(2), AttributeValue::N("800".into())),
+            (attr::watched(3), AttributeValue::N("499".into())),
+        ]))
+        .unwrap();
+        assert_eq!(row.watched(500), [2, 10]);
+        assert_eq!(row.watched(801), Vec::<u32>::new());
     }
 
     #[test]
