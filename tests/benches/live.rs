@@ -1,13 +1,16 @@
 //! `make bench-live`: live counts under load, as figures (not a timed test). N watchers
 //! (`LIKES_BENCH_LIVE_WATCHERS`, 1,000) subscribe to one item over the local WebSocket front;
 //! then distinct users like it as fast as the emulator takes writes (`LIKES_BENCH_LIVE_LIKES`
-//! likes, 600, from `LIKES_BENCH_LIVE_WRITERS` concurrent writers, 16). Every watcher's
-//! messages are kept with their arrival time until each has seen the final count.
+//! likes, 600, from `LIKES_BENCH_LIVE_WRITERS` concurrent writers, 16), interleaved with likes
+//! of items nobody watches (`LIKES_BENCH_LIVE_QUIET`, 200, one item each), as a platform's
+//! other traffic. Every watcher's messages are kept with their arrival time until each has
+//! seen the final count.
 //!
 //! Printed: the write rate reached; messages per watcher per second and the closest two
 //! messages of one watcher; push latency from event time (the like's write) to the first
-//! message that includes it, p50/p99 over every (like, watcher); and the broadcaster's count
-//! reads, pushes and posts per second from its metrics.
+//! message that includes it, p50/p99 over every (like, watcher); the broadcaster's count
+//! reads, pushes and posts per second from its metrics; and what the items nobody watches
+//! cost it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -26,6 +29,7 @@ async fn main() {
     let watcher_count = env_count("LIKES_BENCH_LIVE_WATCHERS", 1000);
     let likes = env_count("LIKES_BENCH_LIVE_LIKES", 600);
     let writers = env_count("LIKES_BENCH_LIVE_WRITERS", 16);
+    let quiet = env_count("LIKES_BENCH_LIVE_QUIET", 200);
     // Every metric report is kept as a value (none printed); the broadcaster's are read below.
     let capture = likes_store::metrics::capture();
     let stack = Arc::new(TestStack::start_with_schedules().await);
@@ -59,23 +63,31 @@ async fn main() {
     );
 
     let started = now_ms();
+    // The watched item's likes, with a like of a quiet item after every few of them.
+    let mut jobs: Vec<(String, String)> = Vec::with_capacity(likes + quiet);
+    for n in 0..likes.max(quiet) {
+        if n < likes {
+            jobs.push((format!("fan{n}"), ITEM.to_owned()));
+        }
+        if n < quiet {
+            jobs.push((format!("quiet{n}"), format!("game:bench-quiet-{n}")));
+        }
+    }
+    let jobs = Arc::new(jobs);
     let next = Arc::new(AtomicUsize::new(0));
     let mut writing = JoinSet::new();
     for _ in 0..writers {
-        let (stack, next) = (stack.clone(), next.clone());
+        let (stack, next, jobs) = (stack.clone(), next.clone(), jobs.clone());
         writing.spawn(async move {
             let mut event_times = Vec::new();
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= likes {
-                    return event_times;
-                }
+            while let Some((user, item)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let at = now_ms();
-                stack
-                    .react(&format!("fan{n}"), ITEM, ReactionState::Like)
-                    .await;
-                event_times.push(at);
+                stack.react(user, item, ReactionState::Like).await;
+                if item == ITEM {
+                    event_times.push(at);
+                }
             }
+            event_times
         });
     }
     let mut event_times: Vec<i64> = Vec::with_capacity(likes);
@@ -148,8 +160,8 @@ async fn main() {
     let max_rate = per_watcher_rate.iter().copied().fold(0.0, f64::max);
 
     println!(
-        "likes: {likes} in {write_seconds:.1} s ({:.0}/s, {writers} writers)",
-        likes as f64 / write_seconds
+        "likes: {likes} of the watched item and {quiet} of quiet items in {write_seconds:.1} s ({:.0}/s, {writers} writers)",
+        (likes + quiet) as f64 / write_seconds
     );
     println!(
         "pushes end {:.1} s after the last like",
@@ -166,14 +178,20 @@ async fn main() {
         latencies.len()
     );
     println!(
-        "broadcaster: {:.0} events; {:.2} count reads/s of the item; {:.2} pushes/s; {:.0} PostToConnection/s; {:.0} claims refused; {} stale pushes, {} posts throttled, {} failed",
+        "broadcaster: {:.0} events; {:.2} count reads/s of the item; {:.2} pushes/s reaching {:.2} buckets/s; {:.0} PostToConnection/s; {:.0} claims refused; {} stale pushes, {} posts throttled, {} failed",
         sum("EventsReceived"),
         sum("CountReads") / push_seconds,
         sum("Pushes") / push_seconds,
+        sum("BucketPushes") / push_seconds,
         sum("MessagesSent") / push_seconds,
         sum("ClaimsRefused"),
         sum("StalePushes"),
         sum("PostsThrottled"),
         sum("PostsFailed"),
+    );
+    let (changed, watched) = (sum("ItemsChanged"), sum("ItemsWatched"));
+    println!(
+        "items changed in the broadcaster's batches: {changed:.0}, {watched:.0} of them watched; the {:.0} others cost one watch row read each (a BatchGetItem key) and no claim, count read or watcher Query",
+        changed - watched
     );
 }

@@ -40,6 +40,7 @@ use crate::connections::{Connections, Posted};
 struct Tally {
     items_watched: AtomicU64,
     pushes: AtomicU64,
+    bucket_pushes: AtomicU64,
     stale_pushes: AtomicU64,
     count_reads: AtomicU64,
     sent: AtomicU64,
@@ -160,6 +161,7 @@ impl Broadcaster {
             .value("ItemsChanged", "Count", newest.len() as f64)
             .value("ItemsWatched", "Count", Tally::get(&tally.items_watched))
             .value("Pushes", "Count", Tally::get(&tally.pushes))
+            .value("BucketPushes", "Count", Tally::get(&tally.bucket_pushes))
             .value("StalePushes", "Count", Tally::get(&tally.stale_pushes))
             .value("CountReads", "Count", Tally::get(&tally.count_reads))
             .value("MessagesSent", "Count", Tally::get(&tally.sent))
@@ -174,12 +176,14 @@ impl Broadcaster {
     }
 
     /// Pushes one item's watched `buckets` until a push of each covers `newest_event_ms`, or
-    /// their watchers are told it is stale. Each round takes the claims of the buckets still
-    /// to push, reads the counts once for those it won, and fans out to them.
+    /// their watchers are told it is stale. Each round takes the claims of the buckets due
+    /// (a bucket is tried again when its refused claim said, or a second after this
+    /// invocation's own push to it), reads the counts once for those it won, and fans out to
+    /// them.
     async fn push_item(
         &self,
         item: &ItemId,
-        mut buckets: Vec<u32>,
+        buckets: Vec<u32>,
         newest_event_ms: i64,
         tally: &Tally,
         posts: &Arc<Semaphore>,
@@ -188,29 +192,29 @@ impl Broadcaster {
         let catch_up = self.config.catch_up.as_millis() as i64;
         let mut stale = started - newest_event_ms > self.config.max_event_age.as_millis() as i64;
         let needed = newest_event_ms + COVER_MARGIN_MS;
+        // Each bucket still to push, and when to try its claim.
+        let mut pending: Vec<(u32, i64)> = buckets.into_iter().map(|b| (b, started)).collect();
         loop {
             let now = now_ms();
             if !stale && now - started > catch_up {
                 stale = true;
             }
+            let (due, mut later): (Vec<_>, Vec<_>) =
+                pending.into_iter().partition(|(_, at)| *at <= now);
             // A stale push has nothing to cover; another invocation's fresh push may still win.
             let needed = (!stale).then_some(needed);
             let claims = futures_util::future::try_join_all(
-                buckets
-                    .iter()
-                    .map(|&bucket| self.claims.claim(item, bucket, now, needed)),
+                due.iter()
+                    .map(|&(bucket, _)| self.claims.claim(item, bucket, now, needed)),
             )
             .await?;
             let mut won = Vec::new();
-            let mut waiting = Vec::new();
-            let mut next_try = now + PUSH_INTERVAL_MS;
-            for (&bucket, claim) in buckets.iter().zip(claims) {
+            for (&(bucket, _), claim) in due.iter().zip(claims) {
                 match claim {
                     PushClaim::Covered => {}
                     PushClaim::Busy { retry_at } => {
                         Tally::add(&tally.claims_refused, 1);
-                        waiting.push(bucket);
-                        next_try = next_try.min(retry_at);
+                        later.push((bucket, retry_at));
                     }
                     PushClaim::Won { pushed } => won.push((bucket, pushed)),
                 }
@@ -245,6 +249,7 @@ impl Broadcaster {
                         ServerMessage::counts(item, counts.like_count, counts.dislike_count, as_of);
                     self.fan_out(item, &to, message, tally, posts).await?;
                     Tally::add(&tally.pushes, 1);
+                    Tally::add(&tally.bucket_pushes, to.len() as u64);
                 }
                 let finished = now_ms();
                 futures_util::future::try_join_all(won.iter().map(|(bucket, _)| {
@@ -253,14 +258,17 @@ impl Broadcaster {
                 }))
                 .await?;
                 if !covers(as_of, newest_event_ms) {
-                    waiting.extend(won.iter().map(|(bucket, _)| *bucket));
-                    next_try = next_try.min(finished + PUSH_INTERVAL_MS);
+                    let again = finished + PUSH_INTERVAL_MS;
+                    later.extend(won.iter().map(|(bucket, _)| (*bucket, again)));
                 }
             }
-            buckets = waiting;
+            pending = later;
             // Past the catch-up bound and another invocation's stale push, give up: every
             // watcher has been told to poll.
-            if buckets.is_empty() || now - started > 2 * catch_up {
+            let Some(next_try) = pending.iter().map(|(_, at)| *at).min() else {
+                return Ok(());
+            };
+            if now - started > 2 * catch_up {
                 return Ok(());
             }
             let wait = (next_try - now_ms()).clamp(1, 2 * PUSH_INTERVAL_MS);
