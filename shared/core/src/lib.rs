@@ -4,6 +4,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod config;
 pub mod cursor;
 pub mod erasure;
 pub mod ids;

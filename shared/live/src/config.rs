@@ -2,40 +2,16 @@
 
 use std::time::Duration;
 
+use likes_core::config::ConfigError as Variables;
+
 use crate::token::TokenVerifier;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("environment variable {0} is required")]
-    Missing(&'static str),
-    #[error("{name} must be a whole number from 1 to {max}, not {value:?}")]
-    Range {
-        name: &'static str,
-        max: u64,
-        value: String,
-    },
+    #[error(transparent)]
+    Variable(#[from] Variables),
     #[error("JWT_JWKS: {0}")]
     Jwks(String),
-}
-
-fn required(
-    lookup: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-) -> Result<String, ConfigError> {
-    lookup(name).ok_or(ConfigError::Missing(name))
-}
-
-fn whole(
-    lookup: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    max: u64,
-) -> Result<u64, ConfigError> {
-    let value = required(lookup, name)?;
-    value
-        .parse::<u64>()
-        .ok()
-        .filter(|n| (1..=max).contains(n))
-        .ok_or(ConfigError::Range { name, max, value })
 }
 
 /// The tables every live function uses: connections, and the bucketed subscriptions.
@@ -50,9 +26,9 @@ pub struct LiveTables {
 impl LiveTables {
     fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
-            connections_table: required(lookup, "CONNECTIONS_TABLE")?,
-            subscriptions_table: required(lookup, "SUBSCRIPTIONS_TABLE")?,
-            buckets: whole(lookup, "SUBSCRIPTION_BUCKETS", 1024)? as u32,
+            connections_table: Variables::var(lookup, "CONNECTIONS_TABLE")?,
+            subscriptions_table: Variables::var(lookup, "SUBSCRIPTIONS_TABLE")?,
+            buckets: Variables::whole(lookup, "SUBSCRIPTION_BUCKETS", 1024)? as u32,
         })
     }
 }
@@ -71,9 +47,9 @@ impl ConnectConfig {
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let tokens = TokenVerifier::from_jwks(
-            &required(&lookup, "JWT_JWKS")?,
-            &required(&lookup, "JWT_ISSUER")?,
-            &required(&lookup, "JWT_AUDIENCE")?,
+            &Variables::var(&lookup, "JWT_JWKS")?,
+            &Variables::var(&lookup, "JWT_ISSUER")?,
+            &Variables::var(&lookup, "JWT_AUDIENCE")?,
         )
         .map_err(ConfigError::Jwks)?;
         Ok(Self {
@@ -120,9 +96,9 @@ impl MessageConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
             tables: LiveTables::from_lookup(&lookup)?,
-            pushes_table: required(&lookup, "PUSHES_TABLE")?,
-            counts_table: required(&lookup, "COUNTS_TABLE")?,
-            connections_endpoint: required(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
+            pushes_table: Variables::var(&lookup, "PUSHES_TABLE")?,
+            counts_table: Variables::var(&lookup, "COUNTS_TABLE")?,
+            connections_endpoint: Variables::var(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
         })
     }
 }
@@ -152,12 +128,18 @@ impl BroadcastConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
             tables: LiveTables::from_lookup(&lookup)?,
-            pushes_table: required(&lookup, "PUSHES_TABLE")?,
-            counts_table: required(&lookup, "COUNTS_TABLE")?,
-            connections_endpoint: required(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
-            push_concurrency: whole(&lookup, "LIVE_PUSH_CONCURRENCY", 10_000)? as usize,
-            catch_up: Duration::from_secs(whole(&lookup, "LIVE_CATCH_UP_SECONDS", 60)?),
-            max_event_age: Duration::from_secs(whole(&lookup, "LIVE_MAX_EVENT_AGE_SECONDS", 3600)?),
+            pushes_table: Variables::var(&lookup, "PUSHES_TABLE")?,
+            counts_table: Variables::var(&lookup, "COUNTS_TABLE")?,
+            connections_endpoint: Variables::var(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
+            push_concurrency: Variables::whole(&lookup, "LIVE_PUSH_CONCURRENCY", 10_000)?,
+            catch_up: Duration::from_secs(
+                Variables::whole(&lookup, "LIVE_CATCH_UP_SECONDS", 60)? as u64
+            ),
+            max_event_age: Duration::from_secs(Variables::whole(
+                &lookup,
+                "LIVE_MAX_EVENT_AGE_SECONDS",
+                3600,
+            )? as u64),
         })
     }
 }
