@@ -380,13 +380,12 @@ impl PushClaims {
             Ok(_) => Ok(until_s),
             Err(err) => match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    // Refused only when the bucket's cover exists and reaches `end_s`.
                     let row: WatchRow =
-                        rows::from_item(refused.item().cloned().unwrap_or_default())
-                            .map_err(|_| StoreError::Corrupt("a refused watch row".into()))?;
-                    row.numbers
-                        .get(&watched)
-                        .copied()
-                        .ok_or_else(|| StoreError::Corrupt("a refused watch row".into()))
+                        rows::from_item(refused.item().cloned().unwrap_or_default())?;
+                    row.numbers.get(&watched).copied().ok_or_else(|| {
+                        StoreError::Corrupt(format!("a refused watch row has no {watched}"))
+                    })
                 }
                 _ => Err(StoreError::aws("UpdateItem", err)),
             },
