@@ -485,7 +485,7 @@ async fn a_bad_token_is_refused_at_connect() {
         .expect("a valid token in the header connects");
     watcher.subscribe(&["game:1"]).await;
     assert_eq!(
-        watcher.next(Duration::from_secs(5)).await.unwrap().message["type"],
+        watcher.next(ANSWER).await.unwrap().message["type"],
         "counts"
     );
     let rows = stack.live_rows("LiveConnectionsTable").await;
@@ -501,10 +501,7 @@ async fn watchers_are_told_stale_when_counts_cannot_catch_up() {
     let item = "game:live-stale";
     let mut watcher = stack.watcher("w").await;
     watcher.subscribe(&[item]).await;
-    watcher
-        .next(Duration::from_secs(5))
-        .await
-        .expect("counts on subscribe");
+    watcher.next(ANSWER).await.expect("counts on subscribe");
     // The count pipeline stops: the counts and as_of stay where they are.
     for shard in 0..stack.pipeline().virtual_shards() {
         stack.pipeline().faults().stall_shard(shard);
