@@ -139,6 +139,59 @@ async fn a_hot_items_count_adds_its_overflow_partitions() {
     );
 }
 
+/// A partition whose rows pass DynamoDB's 1 MB page (rows heavy with subtotals a stalled
+/// reconciliation left, say) is read through every page: the correction row and the overflow
+/// marker sort last and still count.
+#[tokio::test]
+async fn a_partition_over_one_megabyte_is_read_whole() {
+    let stack = TestStack::start().await;
+    let item = "game:heavy";
+    // Three rows of some 380 KB each (under the 400 KB item limit): 1.1 MB in one partition.
+    let padding = "s".repeat(380_000);
+    for (k, like) in [(0, 3), (1, 4), (2, 5)] {
+        stack
+            .dynamodb()
+            .put_item()
+            .table_name(stack.name("CountsTable"))
+            .item("item_id", AttributeValue::S(item.into()))
+            .item("shard", AttributeValue::S(format!("D#{k}")))
+            .item("like_count", AttributeValue::N(like.to_string()))
+            .item("dislike_count", AttributeValue::N("0".into()))
+            .item("padding", AttributeValue::S(padding.clone()))
+            .send()
+            .await
+            .unwrap();
+    }
+    put_row(
+        &stack,
+        item,
+        "D#C",
+        &[("like_count", 100), ("dislike_count", 2)],
+    )
+    .await;
+    count_row(&stack, "game:heavy#1", 0, 1000, 0).await;
+    put_row(&stack, item, "H", &[("partitions", 1)]).await;
+
+    let one = stack.like_count(item).await.json();
+    assert_eq!(
+        (one["like_count"].clone(), one["dislike_count"].clone()),
+        (json!(1112), json!(2)),
+        "{one}"
+    );
+    let many = batch(
+        &stack,
+        "/v1/items/like-counts:batchGet",
+        "reader",
+        &json!({"item_ids": [item]}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        many["counts"][item],
+        json!({"like_count": 1112, "dislike_count": 2})
+    );
+}
+
 #[tokio::test]
 async fn a_negative_sum_reads_as_zero() {
     let stack = TestStack::start().await;

@@ -117,24 +117,31 @@ impl CountsStore {
         Ok(all)
     }
 
-    /// Every row under one partition key: at most K small count rows and the marker, one
-    /// page.
+    /// Every row under one partition key: K count rows, the correction row and the overflow
+    /// marker, read page by page (rows that carry many subtotals can pass 1 MB together, and
+    /// `D#C` and the marker sort last).
     async fn rows(&self, partition: &str) -> Result<Vec<CountRow>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression(format!("{ITEM_ID} = :partition"))
-            .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("Query", err))?;
-        output
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(rows::from_item)
-            .collect()
+        let mut rows = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(format!("{ITEM_ID} = :partition"))
+                .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("Query", err))?;
+            for item in output.items.unwrap_or_default() {
+                rows.push(rows::from_item(item)?);
+            }
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(rows),
+            }
+        }
     }
 
     /// Epoch millis before which every flip is counted, or `None` when unknown (see
