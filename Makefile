@@ -87,7 +87,7 @@ run: .venv
 # One whole reconciliation now against the stack `make run` started (or AWS_ENDPOINT_URL),
 # with progress and the drift report; AT=2026-12-01T10:00:00Z cuts at an earlier time.
 reconcile: .venv
-	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT))
+	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT)) $(if $(WAIT),--wait)
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
 # packaging of every function, then unit, integration and end-to-end tests (the schemathesis

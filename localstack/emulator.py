@@ -9,8 +9,10 @@ Prints exactly one line on stdout once the socket listens, then nothing more:
 
 Everything is moto's except ExportTableToPointInTime, DescribeExport and ListExports,
 which export a table as of the requested time in DynamoDB's layout (table_exports.py,
-from the write log of pitr_history.py), and Athena's query operations, which run each
-query in DuckDB over the S3 objects of its tables (local_athena.py).
+from the write log of pitr_history.py), DescribeContinuousBackups, which reports that
+log's window (its end `--pitr-lag-seconds` behind now, as AWS keeps it), and Athena's
+query operations, which run each query in DuckDB over the S3 objects of its tables
+(local_athena.py).
 
 Errors go to stderr, tersely; there is no per-request access log. SIGTERM and SIGINT
 stop it cleanly, and with --parent-pid it also stops when that process is gone, so a
@@ -117,10 +119,10 @@ class SerializedApp:
     from that log in DynamoDB's layout (table_exports) instead of by moto.
     """
 
-    def __init__(self, app):
+    def __init__(self, app, pitr_lag):
         self._app = app
         self._lock = threading.Lock()
-        self._history = PitrHistory()
+        self._history = PitrHistory(pitr_lag)
         self._exports = TableExports(self._lock, self._history)
         self._athena = LocalAthena(self._lock)
 
@@ -336,6 +338,10 @@ def main(argv=None):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    parser.add_argument(
+        "--pitr-lag-seconds", type=float, default=300.0,
+        help="how far the latest restorable time stays behind now (AWS: about 5 minutes)",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="emulator: %(levelname)s %(name)s: %(message)s")
@@ -346,7 +352,7 @@ def main(argv=None):
 
     roll_transactions_back_in_place()
     read_kinesis_shards_by_position()
-    app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+    app = SerializedApp(DomainDispatcherApplication(create_backend_app), args.pitr_lag_seconds)
     server = make_server(args.host, args.port, app, threaded=True, request_handler=QuietRequestHandler)
     host, port = server.server_address[:2]
     # moto builds some URLs (SQS queue URLs, S3 redirects) from MOTO_PORT.

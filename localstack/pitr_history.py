@@ -10,6 +10,10 @@ The log starts when point-in-time recovery is enabled on a table (a snapshot of 
 then, as DynamoDB's recovery window starts at enabling), ends when it is disabled or the
 table deleted, and keeps `LIKES_LOCAL_PITR_SECONDS` of history (DynamoDB's 35 days by
 default): older images are dropped once a newer one is also older than the window.
+
+As on AWS, the window ends some time behind now (`lag`, about 5 minutes on AWS; the
+emulator's `--pitr-lag-seconds`): DescribeContinuousBackups reports it, and an export after
+it is refused.
 """
 
 import json
@@ -37,8 +41,9 @@ def key_value(value):
 class TableLog:
     """Every image of every row of one table since its log began."""
 
-    def __init__(self, table, started_at):
+    def __init__(self, table, started_at, lag):
         self.started_at = started_at
+        self.lag = lag
         self.hash_attr = table.hash_key_attr
         self.range_attr = table.range_key_attr
         # key -> deque of (time, image JSON or None once deleted), oldest first.
@@ -55,6 +60,10 @@ class TableLog:
 
     def earliest(self, now):
         return max(self.started_at, now - PITR_WINDOW_SECONDS)
+
+    def latest(self, now):
+        """The latest restorable time: `lag` behind now, never before the window starts."""
+        return max(self.started_at, now - self.lag)
 
     def record(self, key, image, now):
         versions = self.versions.setdefault(key, deque())
@@ -84,7 +93,8 @@ class TableLog:
 class PitrHistory:
     """The logs of every table with point-in-time recovery, per account and region."""
 
-    def __init__(self):
+    def __init__(self, lag):
+        self.lag = lag
         self.logs = {}  # (account, region, table name) -> TableLog
 
     def log(self, account, region, table):
@@ -115,7 +125,7 @@ class PitrHistory:
             == "ENABLED"
         )
         if enabled and log_key not in self.logs:
-            self.logs[log_key] = TableLog(table, time.time())
+            self.logs[log_key] = TableLog(table, time.time(), self.lag)
         elif not enabled:
             # DynamoDB drops a table's recovery window when recovery is turned off.
             self.logs.pop(log_key, None)

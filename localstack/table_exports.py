@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 EXPORT_SECONDS = float(os.environ.get("LIKES_LOCAL_EXPORT_SECONDS", "2"))
 # Data files per export: DynamoDB writes at least one per partition, empty ones included.
 PARTITIONS = 4
-OPERATIONS = {"ExportTableToPointInTime", "DescribeExport", "ListExports"}
+OPERATIONS = {"ExportTableToPointInTime", "DescribeExport", "ListExports", "DescribeContinuousBackups"}
 LIST_EXPORTS_MAX = 25
 
 
@@ -194,6 +194,8 @@ class TableExports:
         """The JSON answer to an export operation, or raises ExportError."""
         if request.operation == "ExportTableToPointInTime":
             return {"ExportDescription": self._start(request, backend).description()}
+        if request.operation == "DescribeContinuousBackups":
+            return self._continuous_backups(request, backend)
         if request.operation == "DescribeExport":
             export = self.exports.get(request.body.get("ExportArn"))
             if export is None or export.account != request.account:
@@ -226,13 +228,14 @@ class TableExports:
                 f"Point in time recovery is not enabled for table '{table.name}'",
             )
         now = time.time()
-        export_time = float(body.get("ExportTime", now))
+        latest = log.latest(now)
+        export_time = float(body.get("ExportTime", latest))
         earliest = log.earliest(now)
-        if export_time > now:
+        if export_time > latest:
             raise ExportError(
                 "InvalidExportTimeException",
-                f"ExportTime {iso_millis(export_time)} is in the future: the point in time "
-                f"recovery window of table '{table.name}' ends now, {iso_millis(now)}",
+                f"ExportTime {iso_millis(export_time)} is after the latest restorable time "
+                f"of table '{table.name}', {iso_millis(latest)}",
             )
         if export_time < earliest:
             raise ExportError(
@@ -250,6 +253,32 @@ class TableExports:
             timer.daemon = True
             timer.start()
         return export
+
+    def _continuous_backups(self, request, backend):
+        """moto's answer, with the recovery window this emulator can really export."""
+        name = request.body.get("TableName", "")
+        table = next(
+            (t for t in backend.tables.values() if name in (t.name, t.table_arn)), None
+        )
+        if table is None:
+            raise ExportError("TableNotFoundException", f"Table not found: {name}")
+        log = self.history.log(request.account, request.region, table)
+        if log is None:
+            recovery = {"PointInTimeRecoveryStatus": "DISABLED"}
+        else:
+            now = time.time()
+            recovery = {
+                "PointInTimeRecoveryStatus": "ENABLED",
+                "EarliestRestorableDateTime": log.earliest(now),
+                "LatestRestorableDateTime": log.latest(now),
+                "RecoveryPeriodInDays": 35,
+            }
+        return {
+            "ContinuousBackupsDescription": {
+                "ContinuousBackupsStatus": "ENABLED",
+                "PointInTimeRecoveryDescription": recovery,
+            }
+        }
 
     def _complete_locked(self, export):
         with self.lock:

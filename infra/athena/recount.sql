@@ -11,8 +11,8 @@
 --   item_id '#probe'     the pulse's probe rows ('#' is never in an item id).
 --   item_id NULL         any other row: foreign to the service.
 --
--- unknown_states counts reaction rows in no known state (or none): the reader fails on such
--- a row, so a caller must fail when it is not 0 in an item's group. Trino has regexp_like
+-- unknown_states counts reaction rows in no known state (or none): they count as no change,
+-- as the reader and the aggregator count them, and the caller reports them. Trino has regexp_like
 -- and DuckDB does not, so the item id test is that deleting every allowed character
 -- (translate) leaves nothing.
 SELECT

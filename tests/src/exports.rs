@@ -226,13 +226,37 @@ impl TestStack {
             .expect("a table ARN")
     }
 
+    /// The Reactions table's latest restorable time (epoch millis), as DynamoDB states it.
+    pub async fn latest_restorable_ms(&self) -> i64 {
+        self.dynamodb()
+            .describe_continuous_backups()
+            .table_name(self.name("ReactionsTable"))
+            .send()
+            .await
+            .expect("DescribeContinuousBackups")
+            .continuous_backups_description
+            .and_then(|d| d.point_in_time_recovery_description)
+            .and_then(|p| p.latest_restorable_date_time)
+            .and_then(|t| t.to_millis().ok())
+            .expect("a latest restorable time")
+    }
+
     /// Exports the Reactions table as of `at` (epoch millis) into `bucket` under `prefix`, as
-    /// reconciliation does, and waits until the export is no longer IN_PROGRESS (panics after
-    /// 30 s).
+    /// reconciliation does, once point-in-time recovery can serve `at` (its latest restorable
+    /// time lags behind now), and waits until the export is no longer IN_PROGRESS (panics
+    /// after 30 s).
     pub async fn export_reactions(&self, bucket: &str, prefix: &str, at_ms: i64) -> FinishedExport {
         use aws_sdk_dynamodb::primitives::DateTime;
         use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, ExportType};
 
+        let restorable_by = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.latest_restorable_ms().await < at_ms {
+            assert!(
+                std::time::Instant::now() < restorable_by,
+                "point-in-time recovery did not reach {at_ms} within 30 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
         let dynamodb = self.dynamodb();
         let started = dynamodb
             .export_table_to_point_in_time()

@@ -557,10 +557,18 @@ impl TestStack {
 
     /// The reconcile function's handler state, configured like the stack's function.
     pub fn reconciler(&self) -> likes_reconcile::Reconciler {
-        let environment = self
+        self.reconciler_with(&[])
+    }
+
+    /// As [`Self::reconciler`], with some of the function's variables set otherwise.
+    pub fn reconciler_with(&self, overrides: &[(&str, &str)]) -> likes_reconcile::Reconciler {
+        let mut environment = self
             .stack
             .function_environment("ReconcileFunction")
             .unwrap_or_else(|err| panic!("{err}"));
+        for (name, value) in overrides {
+            environment.insert((*name).to_owned(), (*value).to_owned());
+        }
         let config =
             likes_reconcile::ReconcileConfig::from_lookup(|name| environment.get(name).cloned())
                 .unwrap_or_else(|err| panic!("{err}"));

@@ -189,7 +189,7 @@ async fn a_run_recounted_by_athena_corrects_drift_once() {
         let reconciler = stack.reconciler();
         async move {
             match reconciler
-                .run_at(at, now_ms() + 60_000, &mut |_| {})
+                .run_at(Some(at), true, now_ms() + 60_000, &mut |_| {})
                 .await
                 .expect("the run finishes")
             {

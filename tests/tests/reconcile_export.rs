@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use likes_core::pipeline::Counts;
 use likes_core::ItemId;
 use likes_local::stack::AwsTarget;
-use likes_reconcile::{ExportReader, ReadProgress, ReconcileError, RowKey};
+use likes_reconcile::{ExportReader, ReadProgress, ReconcileError, RowKey, UnknownStateRow};
 use likes_tests::exports::{
     create_bucket, delete, probe, put, reaction, s3_client, write_export, FixtureFile,
     WrittenExport,
@@ -227,8 +227,10 @@ async fn a_manifest_changed_after_its_md5_file_was_written_fails() {
     );
 }
 
+/// A row the service never wrote (put behind the API) never stops a run: it counts as no
+/// change, as the aggregator counts it, and is reported with its keys.
 #[tokio::test]
-async fn a_reaction_in_an_unknown_state_fails_the_recount() {
+async fn a_reaction_in_an_unknown_state_counts_as_no_change_and_is_reported() {
     let f = Fixture::new().await;
     let mut files = three_files();
     files.push(FixtureFile::rows(&[
@@ -237,10 +239,17 @@ async fn a_reaction_in_an_unknown_state_fails_the_recount() {
     ]));
     let written = f.write(&files).await;
 
-    let err = f.recount(&written.folder).await.unwrap_err();
-    assert!(
-        matches!(&err, ReconcileError::UnknownState { key, line: 2, user_id, item_id, state: Some(state) }
-            if *key == written.data_keys[3] && user_id == "frank" && item_id == "game:2" && state == "SUPERLIKE"),
-        "{err}"
+    let recount = f.recount(&written.folder).await.unwrap();
+    assert_eq!(recount.per_item[&item("game:1")], counts(3, 1));
+    assert_eq!(recount.per_item[&item("game:2")], counts(0, 0));
+    assert_eq!(recount.unknown_state_rows, 1);
+    assert_eq!(
+        recount.unknown_states,
+        [UnknownStateRow {
+            item_id: "game:2".into(),
+            user_id: Some("frank".into()),
+            state: Some("SUPERLIKE".into()),
+            rows: 1
+        }]
     );
 }

@@ -9,15 +9,20 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
-use likes_reconcile::{DriftReport, Step};
+use likes_reconcile::{DriftReport, ReconcileError, Step, MAX_ATTEMPTS};
+use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::TestStack;
+
+fn run_state(stack: &TestStack) -> ReconciliationStore {
+    ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"))
+}
 
 /// Runs reconciliation at the cut `at_ms` to the end (at most a minute).
 async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
     let deadline = now_ms() + 60_000;
     match stack
         .reconciler()
-        .run_at(at_ms, deadline, &mut |_| {})
+        .run_at(Some(at_ms), true, deadline, &mut |_| {})
         .await
         .expect("the run finishes")
     {
@@ -199,6 +204,13 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
         (1, 0),
         "{first:?}"
     );
+    // A rerun of the cut is just as uncertain about it: its cleanup kept what says so.
+    let rerun = reconcile(&stack, cut).await;
+    assert_eq!(
+        (rerun.items_deferred, rerun.items_corrected),
+        (1, 0),
+        "{rerun:?}"
+    );
 
     let next = next_cut(&stack, 0);
     until(clear_of(&stack, next)).await;
@@ -224,7 +236,7 @@ async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
     let before = now_ms() - 60_000;
     let err = stack
         .reconciler()
-        .run_at(before, now_ms() + 60_000, &mut |_| {})
+        .run_at(Some(before), true, now_ms() + 60_000, &mut |_| {})
         .await
         .unwrap_err();
     assert!(
@@ -242,5 +254,165 @@ async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
         (report.items_checked, report.items_drifted),
         (1, 0),
         "{report:?}"
+    );
+}
+
+/// A reaction row the service never wrote (a state put behind the API) never stops a run:
+/// it recounts as no change, as the aggregator counted it, and the report names it; the
+/// drift beside it is corrected, and the next run succeeds too.
+#[tokio::test]
+async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succeeds() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let item = "game:love";
+    for u in 0..3 {
+        stack.react(&format!("u{u}"), item, Like).await;
+    }
+    stack.settle().await;
+    // An under-count beside it: one like taken off by hand.
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("CountsTable"))
+        .key("item_id", AttributeValue::S(item.into()))
+        .key("shard", AttributeValue::S("D#0".into()))
+        .update_expression("ADD like_count :minus")
+        .expression_attribute_values(":minus", AttributeValue::N("-1".into()))
+        .send()
+        .await
+        .unwrap();
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(stack.name("ReactionsTable"))
+        .item("user_id", AttributeValue::S("bot".into()))
+        .item("item_id", AttributeValue::S(item.into()))
+        .item("state", AttributeValue::S("LOVE".into()))
+        .item("op_id", AttributeValue::N("1".into()))
+        .item("updated_at", AttributeValue::N(now_ms().to_string()))
+        .send()
+        .await
+        .unwrap();
+    stack.settle().await;
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(report.unknown_state_rows, 1, "{report:?}");
+    assert_eq!(
+        (
+            report.unknown_states[0].user_id.as_deref(),
+            report.unknown_states[0].state.as_deref()
+        ),
+        (Some("bot"), Some("LOVE"))
+    );
+    assert_eq!(
+        (report.items_corrected, report.largest_drifts[0].like_drift),
+        (1, 1),
+        "{report:?}"
+    );
+    stack.settle().await;
+    let recount = stack.assert_counts_match_recount(&[item]).await;
+    assert_eq!(recount[item].like_count, 3);
+
+    let next = next_cut(&stack, 0);
+    until(clear_of(&stack, next)).await;
+    let later = reconcile(&stack, next).await;
+    assert_eq!(
+        (later.unknown_state_rows, later.items_drifted),
+        (1, 0),
+        "{later:?}"
+    );
+}
+
+/// A stack younger than point-in-time recovery's lag has no cut an export can serve: the
+/// operator's run says when one will be and writes nothing; waiting for it succeeds.
+#[tokio::test]
+async fn no_cut_is_served_before_recovery_reaches_one_and_nothing_is_left_behind() {
+    let stack = TestStack::start_for_reconciliation().await;
+    // Day-long epochs: the first cut inside the table's recovery window is hours away.
+    let daily = stack.reconciler_with(&[("RECONCILE_EPOCH_SECONDS", "86400")]);
+    let err = daily
+        .run_at(None, false, now_ms() + 60_000, &mut |_| {})
+        .await
+        .unwrap_err();
+    let ReconcileError::NotYetRestorable {
+        cut_ms,
+        servable_at_ms,
+    } = err
+    else {
+        panic!("{err}")
+    };
+    assert!(cut_ms > now_ms() && servable_at_ms > cut_ms, "{err}");
+    assert!(
+        err.to_string().starts_with("no cut can be exported yet"),
+        "{err}"
+    );
+    assert_eq!(
+        run_state(&stack).state().await.unwrap(),
+        None,
+        "a refused run leaves nothing behind"
+    );
+
+    // With the stack's short epochs, waiting reaches the first servable cut.
+    stack.react("first", "game:first", Like).await;
+    let step = stack
+        .reconciler()
+        .run_at(None, true, now_ms() + 60_000, &mut |_| {})
+        .await
+        .expect("the first servable cut is reconciled");
+    let Step::Reconciled(report) = step else {
+        panic!("the run stopped at {step:?}")
+    };
+    assert!(report.cut_ms <= stack.latest_restorable_ms().await);
+}
+
+/// An export that fails every attempt gives its cut up, with why, after a bounded number of
+/// attempts; the cut can be run again, and the next cut proceeds.
+#[tokio::test]
+async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_proceeds() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let item = "game:given-up";
+    stack.react("u0", item, Like).await;
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    // DynamoDB fails an export whose bucket it cannot write.
+    let broken = stack.reconciler_with(&[("EXPORT_BUCKET", "likes-no-such-bucket")]);
+    let mut errors = Vec::new();
+    for _ in 0..MAX_ATTEMPTS {
+        errors.push(
+            broken
+                .run_at(Some(cut), true, now_ms() + 60_000, &mut |_| {})
+                .await
+                .unwrap_err(),
+        );
+    }
+    assert!(
+        matches!(errors[0], ReconcileError::ExportFailed { .. }),
+        "{}",
+        errors[0]
+    );
+    let last = errors.last().unwrap();
+    assert!(
+        matches!(last, ReconcileError::GivenUp { cut_ms, .. } if *cut_ms == cut),
+        "{last}"
+    );
+    let state = run_state(&stack).state().await.unwrap().unwrap();
+    assert_eq!((state.cut_ms, &state.phase), (cut, &Phase::Done));
+    assert!(state.abandoned.is_some(), "{state:?}");
+
+    // The operator runs the given-up cut again, and it is reconciled from a new export.
+    let again = reconcile(&stack, cut).await;
+    assert_eq!(
+        (again.items_checked, again.items_drifted),
+        (1, 0),
+        "{again:?}"
+    );
+    let next = next_cut(&stack, 0);
+    until(clear_of(&stack, next)).await;
+    let later = reconcile(&stack, next).await;
+    assert_eq!(
+        (later.items_checked, later.items_drifted),
+        (1, 0),
+        "{later:?}"
     );
 }

@@ -9,6 +9,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 const READY: &str = "LIKES_EMULATOR_READY ";
+/// How far the emulator keeps a table's latest restorable time behind now: about 5 minutes,
+/// as on AWS, for `likes-local run` (its `--pitr-lag` sets another).
+pub const AWS_PITR_LAG: Duration = Duration::from_secs(300);
+/// The lag for test runs: long enough that a run must wait for PITR to reach its cut, short
+/// enough that tests with 4-second epochs do not wait minutes.
+pub const TEST_PITR_LAG: Duration = Duration::from_secs(3);
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +35,7 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    pub fn start() -> Result<Self, EmulatorError> {
+    pub fn start(pitr_lag: Duration) -> Result<Self, EmulatorError> {
         let root = crate::repo_root();
         let python = match std::env::var_os("LIKES_PYTHON") {
             Some(python) => PathBuf::from(python),
@@ -45,6 +51,8 @@ impl Emulator {
             .arg(root.join("localstack/emulator.py"))
             .args(["--host", "127.0.0.1", "--port", "0", "--parent-pid"])
             .arg(std::process::id().to_string())
+            .arg("--pitr-lag-seconds")
+            .arg(pitr_lag.as_secs_f64().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use likes_core::clock::rfc3339;
 use likes_reconcile::{Progress, ReconcileConfig, Reconciler, Step};
 use serde::{Deserialize, Serialize};
 
@@ -56,9 +57,27 @@ impl StackNote {
     }
 }
 
-/// Runs one reconciliation of the cut at or before `at_ms` to its end; the drift report, or
-/// why it could not finish.
-pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, String> {
+/// The exit status of `likes-local reconcile` when no cut can be exported yet.
+pub const NOT_YET_STATUS: u8 = 3;
+/// How long `--wait` waits for the first cut PITR can export.
+const WAIT_FOR_CUT: Duration = Duration::from_secs(20 * 60);
+
+/// Why a reconciliation did not end in a report, in one line.
+#[derive(Debug)]
+pub enum Refused {
+    /// No cut can be exported yet (a table younger than PITR's lag): nothing was started.
+    NotYet(String),
+    Failed(String),
+}
+
+/// Runs one reconciliation of the cut at or before `at_ms` (the latest PITR can export when
+/// `None`) to its end; the drift report, or why it could not finish. With `wait`, a cut PITR
+/// cannot serve yet is waited for.
+pub async fn reconcile(
+    at_ms: Option<i64>,
+    wait: bool,
+) -> Result<likes_reconcile::DriftReport, Refused> {
+    use Refused::Failed;
     let (sdk, environment) = match (StackNote::read(), std::env::var("AWS_ENDPOINT_URL")) {
         (Some(note), _) => (
             emulator_sdk_config(&note.endpoint_url).await,
@@ -69,15 +88,15 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
             std::env::vars().collect(),
         ),
         (None, Err(_)) => {
-            return Err(format!(
+            return Err(Failed(format!(
                 "no running local stack ({} is missing: start one with `make run`) and no \
                  AWS_ENDPOINT_URL",
                 note_path().display()
-            ))
+            )))
         }
     };
     let config = ReconcileConfig::from_lookup(|name| environment.get(name).cloned())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failed(e.to_string()))?;
     let reconciler = Reconciler::new(
         config,
         aws_sdk_dynamodb::Client::new(&sdk),
@@ -92,7 +111,17 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut show = |progress: Progress| {
         bar.set_message(match progress {
-            Progress::Exporting { cut_ms } => format!("exporting the Reactions table at {cut_ms}"),
+            Progress::WaitingForRestorable {
+                cut_ms,
+                servable_at_ms,
+            } => format!(
+                "waiting for point-in-time recovery to reach cut {}: restorable from {}",
+                rfc3339(cut_ms),
+                rfc3339(servable_at_ms)
+            ),
+            Progress::Exporting { cut_ms } => {
+                format!("exporting the Reactions table at {}", rfc3339(cut_ms))
+            }
             Progress::Recounting => "recounting the export".to_owned(),
             Progress::Reading(read) => format!(
                 "reading the export: {}/{} data files, {} rows",
@@ -110,24 +139,38 @@ pub async fn reconcile(at_ms: i64) -> Result<likes_reconcile::DriftReport, Strin
             Progress::Reporting => "writing the drift report".to_owned(),
         })
     };
-    let deadline = likes_core::clock::now_ms() + RUN_TIMEOUT.as_millis() as i64;
-    let step = reconciler
-        .run_at(at_ms, deadline, &mut show)
-        .await
-        .map_err(|e| e.to_string());
+    let wait_for_cut = if wait { WAIT_FOR_CUT } else { Duration::ZERO };
+    let deadline = likes_core::clock::now_ms() + (RUN_TIMEOUT + wait_for_cut).as_millis() as i64;
+    let step = reconciler.run_at(at_ms, wait, deadline, &mut show).await;
     bar.finish_and_clear();
-    match step? {
+    let step = match step {
+        Ok(step) => step,
+        Err(err @ likes_reconcile::ReconcileError::NotYetRestorable { .. }) => {
+            return Err(Refused::NotYet(format!(
+                "{err}; `make reconcile WAIT=1` waits for it"
+            )))
+        }
+        Err(err) => return Err(Failed(err.to_string())),
+    };
+    match step {
         Step::Reconciled(report) => Ok(*report),
-        Step::Idle => Err("another invocation holds the run; try again when it ends".into()),
-        Step::WaitingForExport { cut_ms } => Err(format!(
-            "the export at {cut_ms} did not complete within {RUN_TIMEOUT:?}"
+        Step::Idle => Err(Failed(
+            "another invocation holds the run; try again when it ends".into(),
         )),
-        Step::WaitingForPipeline { cut_ms, as_of_ms } => Err(format!(
-            "as_of ({as_of_ms:?}) did not pass the cut {cut_ms} within {RUN_TIMEOUT:?}: is a \
-             stream shard stalled, or the pulse not running?"
-        )),
-        Step::WaitingForRecount { cut_ms } => Err(format!(
-            "Athena's recount of the export at {cut_ms} did not finish within {RUN_TIMEOUT:?}"
-        )),
+        Step::WaitingForExport { cut_ms } => Err(Failed(format!(
+            "the export at {} did not complete within {RUN_TIMEOUT:?}; run again to go on",
+            rfc3339(cut_ms)
+        ))),
+        Step::WaitingForPipeline { cut_ms, as_of_ms } => Err(Failed(format!(
+            "as_of ({}) did not pass the cut {} within {RUN_TIMEOUT:?}: is a stream shard \
+             stalled, or the pulse not running? (operations runbook)",
+            as_of_ms.map_or("none".into(), rfc3339),
+            rfc3339(cut_ms)
+        ))),
+        Step::WaitingForRecount { cut_ms } => Err(Failed(format!(
+            "Athena's recount of the export at {} did not finish within {RUN_TIMEOUT:?}; run \
+             again to go on",
+            rfc3339(cut_ms)
+        ))),
     }
 }

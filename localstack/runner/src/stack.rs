@@ -64,8 +64,13 @@ pub struct AwsTarget {
 
 impl AwsTarget {
     /// Uses `AWS_ENDPOINT_URL` when set (LocalStack, real AWS: nothing is started);
-    /// otherwise starts the offline emulator.
+    /// otherwise starts the offline emulator, with the tests' PITR lag.
     pub async fn connect() -> Result<Self, StackError> {
+        Self::connect_with(crate::emulator::TEST_PITR_LAG).await
+    }
+
+    /// As [`Self::connect`], with the emulator's latest restorable time `pitr_lag` behind now.
+    pub async fn connect_with(pitr_lag: std::time::Duration) -> Result<Self, StackError> {
         if let Ok(endpoint_url) = std::env::var("AWS_ENDPOINT_URL") {
             let sdk = aws_config::defaults(BehaviorVersion::latest())
                 .region(
@@ -80,7 +85,7 @@ impl AwsTarget {
                 sdk,
             });
         }
-        let emulator = Emulator::start()?;
+        let emulator = Emulator::start(pitr_lag)?;
         let endpoint_url = emulator.url().to_owned();
         Ok(Self {
             sdk: emulator_sdk_config(&endpoint_url).await,

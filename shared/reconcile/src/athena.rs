@@ -15,7 +15,7 @@ use likes_core::ItemId;
 use likes_store::freshness::PROBE_ITEM;
 use md5::{Digest, Md5};
 
-use crate::export::{Export, Recount};
+use crate::export::{Export, Recount, UnknownStateRow, FOREIGN_REPORTED};
 use crate::ReconcileError;
 
 const EXPORT_TABLE_SQL: &str = include_str!("../../../infra/athena/export_table.sql");
@@ -286,11 +286,18 @@ impl<'a> ResultLines<'a> {
             item => {
                 let item_id = ItemId::parse(item)
                     .map_err(|_| self.invalid(format!("{item:?} is not an item id")))?;
+                // Athena's result has no row keys: the item and how many of its rows are in
+                // an unknown state are reported, and they count as no change.
                 if unknown > 0 {
-                    return Err(ReconcileError::UnknownStates {
-                        item_id: item.to_owned(),
-                        rows: unknown,
-                    });
+                    self.recount.unknown_state_rows += unknown;
+                    if self.recount.unknown_states.len() < FOREIGN_REPORTED {
+                        self.recount.unknown_states.push(UnknownStateRow {
+                            item_id: item.to_owned(),
+                            user_id: None,
+                            state: None,
+                            rows: unknown,
+                        });
+                    }
                 }
                 self.recount.reactions += rows;
                 self.recount.per_item.insert(
@@ -416,7 +423,8 @@ mod tests {
     }
 
     #[test]
-    fn a_result_that_is_not_the_recounts_fails() {
+    fn a_result_that_is_not_the_recounts_fails_and_unknown_states_count_as_no_change() {
+        let whole = read(RESULT, RESULT.len()).unwrap();
         let wrong_header = RESULT.replacen("row_count", "rows", 1);
         assert!(matches!(
             read(&wrong_header, 64),
@@ -427,10 +435,14 @@ mod tests {
             "\"game:1\",\"3\",\"1\",\"0\"",
             "\"game:1\",\"3\",\"1\",\"2\"",
         );
-        assert!(matches!(
-            read(&unknown, 64),
-            Err(ReconcileError::UnknownStates { rows: 2, .. })
-        ));
+        let with_unknown = read(&unknown, 64).unwrap();
+        assert_eq!(
+            with_unknown.per_item[&ItemId::parse("game:1").unwrap()],
+            whole.per_item[&ItemId::parse("game:1").unwrap()],
+            "rows in an unknown state count as no change"
+        );
+        assert_eq!(with_unknown.unknown_state_rows, 2);
+        assert_eq!(with_unknown.unknown_states[0].item_id, "game:1");
         let not_a_number = RESULT.replace("\"2\"\n", "\"two\"\n");
         assert!(matches!(
             read(&not_a_number, 64),

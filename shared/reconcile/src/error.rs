@@ -26,10 +26,26 @@ pub enum ReconcileError {
     #[error("cut {asked} is before cut {reconciled}, which is already reconciled")]
     LaterCutReconciled { asked: i64, reconciled: i64 },
     /// The cut is outside the table's point-in-time recovery window; the run was given up.
-    #[error(
-        "cut {cut_ms} cannot be exported (the run is given up; the next cut goes on): {reason}"
-    )]
+    #[error("cut {} cannot be exported: {reason}", likes_core::clock::rfc3339(*cut_ms))]
     CutNotExportable { cut_ms: i64, reason: String },
+    /// PITR cannot serve the cut yet: its latest restorable time (some 5 minutes behind now
+    /// on AWS) has not passed it. Nothing was started.
+    #[error(
+        "no cut can be exported yet: cut {} is restorable from {}",
+        likes_core::clock::rfc3339(*cut_ms),
+        likes_core::clock::rfc3339(*servable_at_ms)
+    )]
+    NotYetRestorable { cut_ms: i64, servable_at_ms: i64 },
+    /// The pipeline has not passed the cut for too long (a stalled shard): comparing now
+    /// would correct flips still in flight.
+    #[error("the pipeline's as_of ({as_of_ms:?}) has not passed cut {cut_ms} for a day")]
+    PipelineBehind { cut_ms: i64, as_of_ms: Option<i64> },
+    /// The cut was given up: reported with why, and the next cut proceeds.
+    #[error(
+        "cut {} was given up (reported; the next cut proceeds): {reason}",
+        likes_core::clock::rfc3339(*cut_ms)
+    )]
+    GivenUp { cut_ms: i64, reason: String },
     /// DynamoDB gave up on the export.
     #[error("export {arn} ended {status}: {message}")]
     ExportFailed {
@@ -76,16 +92,6 @@ pub enum ReconcileError {
         line: u64,
         reason: String,
     },
-    /// A reaction row in a state the service never writes.
-    #[error("{key} line {line}: row ({user_id}, {item_id}) has state {state:?}, not LIKE, DISLIKE or NONE")]
-    UnknownState {
-        key: String,
-        line: u64,
-        user_id: String,
-        item_id: String,
-        /// `None` when the row has no `state` attribute at all.
-        state: Option<String>,
-    },
     /// A data file holds another number of items than its manifest line says.
     #[error("{key}: read {read} items, the manifest says {expected}")]
     ItemCount {
@@ -99,7 +105,4 @@ pub enum ReconcileError {
     /// Athena's result is not the recount's (columns, numbers, item ids).
     #[error("Athena result {location}: {reason}")]
     Result { location: String, reason: String },
-    /// Athena counted reaction rows in a state the service never writes.
-    #[error("{rows} reaction rows of item {item_id} are in no state LIKE, DISLIKE or NONE")]
-    UnknownStates { item_id: String, rows: u64 },
 }

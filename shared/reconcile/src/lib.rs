@@ -19,8 +19,8 @@
 //! - **A recount or an error, never half of one.** A missing manifest or data file, a data file
 //!   whose MD5 differs from its manifest line, a corrupt or truncated gzip, a file or export
 //!   holding another number of items than its manifest says, a line that is not a Reactions
-//!   row, a reaction in a state that is not LIKE, DISLIKE or NONE: each fails the whole read
-//!   with a [`ReconcileError`] that names the object (and the line).
+//!   row: each fails the whole read with a [`ReconcileError`] that names the object (and the
+//!   line).
 //! - **Bounded memory.** Objects are streamed: each data file's body goes through the MD5 and
 //!   the gzip decoder chunk by chunk as it arrives and is cut into lines, one data file at a
 //!   time. What stays in memory is the recount itself, one entry per item (at platform size the
@@ -29,7 +29,9 @@
 //!   counts for its item in its state (an item whose rows are all NONE is recounted as 0 and
 //!   0, so it is checked too); the pulse's probe rows (`item_id` `#probe`) are counted apart;
 //!   any other row is foreign: skipped, counted, and the first [`FOREIGN_REPORTED`] reported
-//!   with their keys.
+//!   with their keys. A reaction in a state the service never writes (or none) counts as no
+//!   change, as the aggregator counts it, and is reported the same way: one such row never
+//!   stops a run.
 
 mod athena;
 mod error;
@@ -41,7 +43,7 @@ pub use athena::{AthenaConfig, AthenaRecount, ATTEMPTS};
 pub use error::ReconcileError;
 pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,
-    FOREIGN_REPORTED,
+    UnknownStateRow, FOREIGN_REPORTED,
 };
 pub use report::{Drift, DriftReport};
-pub use run::{run, Progress, ReconcileConfig, Reconciler, RecountEngine, Step};
+pub use run::{run, Progress, ReconcileConfig, Reconciler, RecountEngine, Step, MAX_ATTEMPTS};

@@ -28,6 +28,10 @@ pub struct DriftReport {
     pub rows_read: u64,
     pub probe_rows: u64,
     pub foreign_rows: u64,
+    /// Reaction rows in a state the service never writes: counted as no change.
+    pub unknown_state_rows: u64,
+    /// The first of them, with their keys.
+    pub unknown_states: Vec<crate::UnknownStateRow>,
     pub items_checked: u64,
     pub items_in_sync: u64,
     pub items_drifted: u64,
@@ -40,6 +44,9 @@ pub struct DriftReport {
     pub correction_abs_sum: u64,
     pub largest_drifts: Vec<Drift>,
     pub duration_ms: i64,
+    /// Why the cut was given up, when it was: nothing was compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub given_up: Option<String>,
 }
 
 impl DriftReport {
@@ -86,12 +93,18 @@ impl DriftReport {
     pub fn emit(&self) {
         Report::new("Likes/Reconcile")
             .value("RowsRead", "Count", self.rows_read as f64)
+            .value("UnknownStateRows", "Count", self.unknown_state_rows as f64)
             .value("ItemsChecked", "Count", self.items_checked as f64)
             .value("ItemsDrifted", "Count", self.items_drifted as f64)
             .value("ItemsCorrected", "Count", self.items_corrected as f64)
             .value("ItemsDeferred", "Count", self.items_deferred as f64)
             .value("ItemsClamped", "Count", self.items_clamped as f64)
             .value("CorrectionAbsSum", "Count", self.correction_abs_sum as f64)
+            .value(
+                "CutsGivenUp",
+                "Count",
+                u8::from(self.given_up.is_some()) as f64,
+            )
             .value(
                 "ReconcileDurationMs",
                 "Milliseconds",
@@ -125,6 +138,20 @@ impl DriftReport {
                 "\n  {}: likes {:+}, dislikes {:+}",
                 drift.item_id, drift.like_drift, drift.dislike_drift
             ));
+        }
+        if self.unknown_state_rows > 0 {
+            text.push_str(&format!(
+                "\n{} reaction rows in an unknown state, counted as no change:",
+                self.unknown_state_rows
+            ));
+            for row in &self.unknown_states {
+                text.push_str(&format!(
+                    "\n  item {} user {} state {}",
+                    row.item_id,
+                    row.user_id.as_deref().unwrap_or("?"),
+                    row.state.as_deref().unwrap_or("(none)")
+                ));
+            }
         }
         text
     }

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
-use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus};
+use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoveryStatus};
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
@@ -30,6 +30,11 @@ const QUERY_POLL: Duration = Duration::from_secs(2);
 const PROGRESS_EVERY: usize = 100;
 /// A scheduled invocation stops waiting this long before its deadline.
 const DEADLINE_MARGIN_MS: i64 = 30_000;
+/// Attempts of one cut (a new export each), and compare leases, before the cut is given up.
+pub const MAX_ATTEMPTS: u32 = 3;
+/// How long a run waits for the pipeline to pass its cut before it gives the cut up: well
+/// inside the export bucket's lifecycle, so an export is never read after it expired.
+pub const PIPELINE_WAIT_MS: i64 = 24 * 3_600_000;
 
 #[derive(Debug, Clone)]
 pub struct ReconcileConfig {
@@ -117,6 +122,11 @@ pub enum Step {
 /// reports once as it begins, the long ones again as they go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
+    /// PITR cannot serve the cut yet (its latest restorable time is behind it).
+    WaitingForRestorable {
+        cut_ms: i64,
+        servable_at_ms: i64,
+    },
     Exporting {
         cut_ms: i64,
     },
@@ -183,32 +193,69 @@ impl Reconciler {
         deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
-        let latest = self.config.period.latest_cut(now_ms());
+        let window = self.recovery_window().await?;
         let state = self.store.state().await?;
-        let due = state
-            .as_ref()
-            .is_none_or(|s| s.phase == Phase::Done && s.cut_ms < latest);
-        if due && !self.store.begin(latest, now_ms()).await? {
-            return Ok(Step::Idle);
+        let due = |latest: i64| {
+            state
+                .as_ref()
+                .is_none_or(|s| s.phase == Phase::Done && s.cut_ms < latest)
+        };
+        match self.servable_cut(&window) {
+            // A table younger than PITR's lag: nothing to start yet, nothing written.
+            Err(_) => {}
+            Ok(latest) if due(latest) => {
+                if !self.store.begin(latest, now_ms()).await? {
+                    return Ok(Step::Idle);
+                }
+            }
+            Ok(_) => {}
         }
         self.drive(deadline_ms, progress).await
     }
 
-    /// An operator's run: reconciles the cut at or before `at_ms` now, waiting for each step
-    /// until `deadline_ms`. A run of another cut still going is finished first; a cut already
-    /// reconciled is compared again (which corrects nothing twice).
+    /// An operator's run: reconciles the cut at or before `at_ms` (the latest cut PITR can
+    /// serve when `None`) now, waiting for each step until `deadline_ms`. A run of another cut
+    /// still going is finished first; a cut already reconciled is compared again (which
+    /// corrects nothing twice). A cut PITR cannot serve yet is waited for, until the deadline,
+    /// when `wait_for_cut`, else refused at once with when it can be; nothing is written.
     pub async fn run_at(
         &self,
-        at_ms: i64,
+        at_ms: Option<i64>,
+        wait_for_cut: bool,
         deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
-        let cut = self.config.period.cut_at(at_ms);
+        let cut = loop {
+            let window = self.recovery_window().await?;
+            let servable = match at_ms {
+                None => self.servable_cut(&window),
+                Some(at) => self.exportable(&window, self.config.period.cut_at(at)),
+            };
+            match servable {
+                Ok(cut) => break cut,
+                Err(ReconcileError::NotYetRestorable {
+                    cut_ms,
+                    servable_at_ms,
+                }) if wait_for_cut && servable_at_ms <= deadline_ms => {
+                    progress(Progress::WaitingForRestorable {
+                        cut_ms,
+                        servable_at_ms,
+                    });
+                    tokio::time::sleep(EXPORT_POLL / 10).await;
+                }
+                Err(err) => return Err(err),
+            }
+        };
+        let mut races_lost = 0;
         loop {
             let state = self.store.state().await?;
             let started = match &state {
                 None => self.store.begin(cut, now_ms()).await?,
                 Some(s) if s.phase == Phase::Done && s.cut_ms < cut => {
+                    self.store.begin(cut, now_ms()).await?
+                }
+                // A cut given up has no export to compare again: it starts over.
+                Some(s) if s.phase == Phase::Done && s.cut_ms == cut && s.abandoned.is_some() => {
                     self.store.begin(cut, now_ms()).await?
                 }
                 Some(s) if s.phase == Phase::Done && s.cut_ms == cut => {
@@ -223,9 +270,18 @@ impl Reconciler {
                 Some(_) => true,
             };
             if !started {
+                // Another invocation changed the run between the read and the write.
+                races_lost += 1;
+                if races_lost > MAX_ATTEMPTS {
+                    return Ok(Step::Idle);
+                }
                 continue;
             }
-            let step = self.drive(deadline_ms, progress).await?;
+            let step = match self.drive(deadline_ms, progress).await {
+                // A run of another cut that was still going, given up: this one goes on.
+                Err(ReconcileError::GivenUp { cut_ms, .. }) if cut_ms != cut => continue,
+                step => step?,
+            };
             let finished_other = matches!(&step, Step::Reconciled(report) if report.cut_ms != cut);
             match step {
                 _ if finished_other => continue,
@@ -241,7 +297,10 @@ impl Reconciler {
         }
     }
 
-    /// Advances the run in the state row as far as it goes before `deadline_ms`.
+    /// Advances the run in the state row as far as it goes before `deadline_ms`. A step that
+    /// fails starts the cut again from a new export, [`MAX_ATTEMPTS`] times at most; then, or
+    /// at once when the cut can never be exported, the cut is given up with a report, and the
+    /// next one proceeds.
     async fn drive(
         &self,
         deadline_ms: i64,
@@ -251,13 +310,42 @@ impl Reconciler {
             let Some(state) = self.store.state().await? else {
                 return Ok(Step::Idle);
             };
+            match self.step(&state, deadline_ms, progress).await {
+                Ok(Some(step)) => return Ok(step),
+                Ok(None) => {}
+                Err(err @ ReconcileError::GivenUp { .. }) => return Err(err),
+                Err(err @ ReconcileError::CutNotExportable { .. }) => {
+                    return Err(self.give_up(&state, err.to_string()).await)
+                }
+                Err(err) => {
+                    let reason = err.to_string();
+                    return Err(match self.store.retry(state.cut_ms, &reason).await {
+                        Ok(Some(attempts)) if attempts >= MAX_ATTEMPTS => {
+                            self.give_up(&state, reason).await
+                        }
+                        Ok(_) => err,
+                        Err(store) => store.into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One step of the run in `state`: `Some` where the invocation stops, `None` to go on.
+    async fn step(
+        &self,
+        state: &RunState,
+        deadline_ms: i64,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Option<Step>, ReconcileError> {
+        {
             match &state.phase {
-                Phase::Done => return Ok(Step::Idle),
+                Phase::Done => return Ok(Some(Step::Idle)),
                 Phase::Exporting { export_arn: None } => {
                     progress(Progress::Exporting {
                         cut_ms: state.cut_ms,
                     });
-                    let arn = self.start_export(&state).await?;
+                    let arn = self.start_export(state).await?;
                     self.store.exporting(state.cut_ms, &arn).await?;
                 }
                 Phase::Exporting {
@@ -265,12 +353,12 @@ impl Reconciler {
                 } => {
                     if !self.export_complete(arn).await? {
                         if now_ms() + EXPORT_POLL.as_millis() as i64 >= deadline_ms {
-                            return Ok(Step::WaitingForExport {
+                            return Ok(Some(Step::WaitingForExport {
                                 cut_ms: state.cut_ms,
-                            });
+                            }));
                         }
                         tokio::time::sleep(EXPORT_POLL).await;
-                        continue;
+                        return Ok(None);
                     }
                     self.store.comparing(state.cut_ms).await?;
                 }
@@ -278,10 +366,16 @@ impl Reconciler {
                     let needed = state.cut_ms + self.config.period.uncertainty_ms;
                     let as_of = self.freshness.as_of().await;
                     if as_of.is_none_or(|a| a < needed) {
-                        return Ok(Step::WaitingForPipeline {
+                        if now_ms() - state.started_at_ms > PIPELINE_WAIT_MS {
+                            return Err(ReconcileError::PipelineBehind {
+                                cut_ms: state.cut_ms,
+                                as_of_ms: as_of,
+                            });
+                        }
+                        return Ok(Some(Step::WaitingForPipeline {
                             cut_ms: state.cut_ms,
                             as_of_ms: as_of,
-                        });
+                        }));
                     }
                     progress(Progress::Recounting);
                     let export = self.open_export(export_arn).await?;
@@ -291,19 +385,26 @@ impl Reconciler {
                             Some(recount) => Some(recount),
                             None if now_ms() + (QUERY_POLL.as_millis() as i64) < deadline_ms => {
                                 tokio::time::sleep(QUERY_POLL).await;
-                                continue;
+                                return Ok(None);
                             }
                             None => {
-                                return Ok(Step::WaitingForRecount {
+                                return Ok(Some(Step::WaitingForRecount {
                                     cut_ms: state.cut_ms,
-                                })
+                                }))
                             }
                         },
                     };
+                    // A compare that never returns (its invocation ran out of time) is
+                    // counted by its lease, so it cannot hold the cut for ever either.
+                    if state.leases >= MAX_ATTEMPTS {
+                        let reason =
+                            format!("the compare did not finish in {} invocations", state.leases);
+                        return Err(self.give_up(state, reason).await);
+                    }
                     let now = now_ms();
                     let lease_until = now + self.config.lease.as_millis() as i64;
                     if !self.store.lease(state.cut_ms, now, lease_until).await? {
-                        return Ok(Step::Idle);
+                        return Ok(Some(Step::Idle));
                     }
                     let recount = match recounted {
                         Some(recount) => recount,
@@ -313,14 +414,131 @@ impl Reconciler {
                                 .await?
                         }
                     };
-                    let report = self.compare(&state, export_arn, recount, progress).await?;
+                    let report = self.compare(state, export_arn, recount, progress).await?;
                     if let Some(athena) = &self.athena {
                         athena.drop_table(&state.run_id(), &export).await?;
                     }
-                    return Ok(Step::Reconciled(Box::new(report)));
+                    return Ok(Some(Step::Reconciled(Box::new(report))));
                 }
             }
         }
+        Ok(None)
+    }
+
+    /// Gives the run's cut up: the run is done with why, a report of it goes where drift
+    /// reports go, and a metric feeds the alarm. The error to surface: why it was given up,
+    /// or what failed while giving it up.
+    async fn give_up(&self, state: &RunState, reason: String) -> ReconcileError {
+        tracing::error!(cut_ms = state.cut_ms, %reason, "reconciliation gives the cut up");
+        match self.store.abandon(state.cut_ms, &reason).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return ReconcileError::GivenUp {
+                    cut_ms: state.cut_ms,
+                    reason: format!("{reason} (another invocation moved the run on)"),
+                }
+            }
+            Err(err) => return err.into(),
+        }
+        let report = DriftReport {
+            run_id: state.run_id(),
+            cut_ms: state.cut_ms,
+            cut: rfc3339(state.cut_ms),
+            recounted_by: self.recounted_by(),
+            given_up: Some(reason.clone()),
+            ..DriftReport::default()
+        };
+        report.emit();
+        let reason = match self.put_report(&report).await {
+            Ok(_) => reason,
+            Err(err) => format!("{reason} (and its report could not be written: {err})"),
+        };
+        ReconcileError::GivenUp {
+            cut_ms: state.cut_ms,
+            reason,
+        }
+    }
+
+    fn recounted_by(&self) -> &'static str {
+        match self.config.engine {
+            RecountEngine::Function => "function",
+            RecountEngine::Athena(_) => "athena",
+        }
+    }
+
+    /// The table's point-in-time recovery window, as DynamoDB states it.
+    async fn recovery_window(&self) -> Result<RecoveryWindow, ReconcileError> {
+        let table = self
+            .config
+            .reactions_table_arn
+            .rsplit_once(":table/")
+            .map_or(self.config.reactions_table_arn.as_str(), |(_, name)| name);
+        let output = self
+            .dynamodb
+            .describe_continuous_backups()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|err| aws_error("DescribeContinuousBackups", err))?;
+        let pitr = output
+            .continuous_backups_description
+            .and_then(|d| d.point_in_time_recovery_description)
+            .filter(|p| p.point_in_time_recovery_status == Some(PointInTimeRecoveryStatus::Enabled))
+            .ok_or_else(|| ReconcileError::Aws {
+                operation: "DescribeContinuousBackups",
+                message: format!("point-in-time recovery is not enabled on {table}"),
+            })?;
+        let millis = |t: Option<aws_sdk_dynamodb::primitives::DateTime>| {
+            t.and_then(|t| t.to_millis().ok())
+                .ok_or_else(|| ReconcileError::Aws {
+                    operation: "DescribeContinuousBackups",
+                    message: format!("no restorable window for {table}"),
+                })
+        };
+        let now = now_ms();
+        let latest = millis(pitr.latest_restorable_date_time)?;
+        Ok(RecoveryWindow {
+            earliest_ms: millis(pitr.earliest_restorable_date_time)?,
+            latest_ms: latest,
+            lag_ms: (now - latest).max(0),
+        })
+    }
+
+    /// The latest cut whose uncertainty has passed and that PITR can serve now.
+    fn servable_cut(&self, window: &RecoveryWindow) -> Result<i64, ReconcileError> {
+        let period = self.config.period;
+        let cut = period
+            .latest_cut(now_ms())
+            .min(period.cut_at(window.latest_ms));
+        if cut >= window.earliest_ms {
+            return Ok(cut);
+        }
+        // The first cut inside the window, and when PITR will serve it.
+        let first = period.cut_at(window.earliest_ms - 1) + period.length_ms;
+        Err(ReconcileError::NotYetRestorable {
+            cut_ms: first,
+            servable_at_ms: (first + window.lag_ms).max(first + period.uncertainty_ms),
+        })
+    }
+
+    /// `cut` itself, if PITR can serve it.
+    fn exportable(&self, window: &RecoveryWindow, cut: i64) -> Result<i64, ReconcileError> {
+        if cut < window.earliest_ms {
+            return Err(ReconcileError::CutNotExportable {
+                cut_ms: cut,
+                reason: format!(
+                    "it is before the table's earliest restorable time {}",
+                    rfc3339(window.earliest_ms)
+                ),
+            });
+        }
+        if cut > window.latest_ms || cut > self.config.period.latest_cut(now_ms()) {
+            return Err(ReconcileError::NotYetRestorable {
+                cut_ms: cut,
+                servable_at_ms: (cut + window.lag_ms).max(cut + self.config.period.uncertainty_ms),
+            });
+        }
+        Ok(cut)
     }
 
     /// Starts (or, with the same client token, finds again) the export at the run's cut.
@@ -335,32 +553,25 @@ impl Reconciler {
             .s3_prefix(&self.config.export_prefix)
             .export_format(ExportFormat::DynamodbJson)
             // Idempotent for 8 hours: an invocation that died after asking gets the same export.
-            .client_token(export_token(&self.config.reactions_table_arn, state.cut_ms))
+            .client_token(export_token(&self.config.reactions_table_arn, state))
             .send()
             .await;
         let output = match output {
             Ok(output) => output,
-            // A cut before the table's recovery window (a table younger than the cut, say)
-            // can never be exported: the run is given up, so the next cut is not blocked.
+            // A cut outside the table's recovery window can never be exported: the run is
+            // given up, so the next cut is not blocked.
             Err(err)
                 if matches!(
                     err.as_service_error(),
                     Some(ExportTableToPointInTimeError::InvalidExportTimeException(_))
                 ) =>
             {
-                let reason = DisplayErrorContext(err).to_string();
-                self.store.abandon(state.cut_ms, &reason).await?;
                 return Err(ReconcileError::CutNotExportable {
                     cut_ms: state.cut_ms,
-                    reason,
+                    reason: aws_error("ExportTableToPointInTime", err).to_string(),
                 });
             }
-            Err(err) => {
-                return Err(ReconcileError::Aws {
-                    operation: "ExportTableToPointInTime",
-                    message: DisplayErrorContext(err).to_string(),
-                })
-            }
+            Err(err) => return Err(aws_error("ExportTableToPointInTime", err)),
         };
         output
             .export_description
@@ -393,10 +604,7 @@ impl Reconciler {
             .export_arn(arn)
             .send()
             .await
-            .map_err(|err| ReconcileError::Aws {
-                operation: "DescribeExport",
-                message: DisplayErrorContext(err).to_string(),
-            })?
+            .map_err(|err| aws_error("DescribeExport", err))?
             .export_description
             .ok_or_else(|| ReconcileError::Aws {
                 operation: "DescribeExport",
@@ -437,13 +645,12 @@ impl Reconciler {
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
-            recounted_by: match self.config.engine {
-                RecountEngine::Function => "function",
-                RecountEngine::Athena(_) => "athena",
-            },
+            recounted_by: self.recounted_by(),
             rows_read: recount.rows_read,
             probe_rows: recount.probes,
             foreign_rows: recount.foreign_rows,
+            unknown_state_rows: recount.unknown_state_rows,
+            unknown_states: recount.unknown_states.clone(),
             ..DriftReport::default()
         };
         let items: BTreeSet<_> = recount
@@ -500,34 +707,78 @@ impl Reconciler {
         }
         progress(Progress::Reporting);
         report.duration_ms = now_ms() - started;
-        let key = format!("{}{}.json", self.config.report_prefix, state.cut_ms);
+        let key = self.put_report(&report).await?;
+        report.emit();
+        self.store.done(state.cut_ms, &key).await?;
+        Ok(report)
+    }
+
+    /// Writes a run's report to `<report prefix><cut>.json`; its key.
+    async fn put_report(&self, report: &DriftReport) -> Result<String, ReconcileError> {
+        let key = format!("{}{}.json", self.config.report_prefix, report.cut_ms);
         self.s3
             .put_object()
             .bucket(&self.config.export_bucket)
             .key(&key)
             .content_type("application/json")
             .body(
-                serde_json::to_vec_pretty(&report)
+                serde_json::to_vec_pretty(report)
                     .expect("reports serialize")
                     .into(),
             )
             .send()
             .await
-            .map_err(|err| ReconcileError::Aws {
-                operation: "PutObject",
-                message: DisplayErrorContext(err).to_string(),
-            })?;
-        report.emit();
-        self.store.done(state.cut_ms, &key).await?;
-        Ok(report)
+            .map_err(|err| aws_error("PutObject", err))?;
+        Ok(key)
     }
 }
 
-/// The export's client token: one per table and cut (a token is the account's, not the
-/// table's, and must not be reused with other parameters).
-fn export_token(table_arn: &str, cut_ms: i64) -> String {
+/// The table's point-in-time recovery window, and how far its end is behind now.
+struct RecoveryWindow {
+    earliest_ms: i64,
+    latest_ms: i64,
+    lag_ms: i64,
+}
+
+/// An AWS error in one line an operator can read: the service's code and message, or what
+/// kept the request from an answer.
+fn aws_error<E, R>(operation: &'static str, err: SdkError<E, R>) -> ReconcileError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let message = match &err {
+        SdkError::ServiceError(service) => {
+            let e = service.err();
+            match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => e.to_string(),
+            }
+        }
+        SdkError::TimeoutError(_) => "the request timed out".to_owned(),
+        SdkError::DispatchFailure(failure) if failure.is_io() => {
+            "the endpoint could not be reached".to_owned()
+        }
+        other => DisplayErrorContext(other).to_string(),
+    };
+    ReconcileError::Aws { operation, message }
+}
+
+/// The export's client token: one per table, run and attempt (a token is the account's, not
+/// the table's, and must not be reused with other parameters). Every invocation of one
+/// attempt asks with the same token, so one that died after asking gets the same export; a
+/// failed export is asked for again under the next attempt's, and a cut started over (a
+/// given-up cut run again) under its new start's.
+fn export_token(table_arn: &str, run: &RunState) -> String {
     use md5::{Digest, Md5};
-    let digest = Md5::digest(format!("{table_arn}#{cut_ms}").as_bytes());
+    let digest = Md5::digest(
+        format!(
+            "{table_arn}#{}#{}#{}",
+            run.cut_ms, run.started_at_ms, run.attempts
+        )
+        .as_bytes(),
+    );
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -540,7 +791,17 @@ impl Reconciler {
     ) -> Result<serde_json::Value, lambda_runtime::Error> {
         let deadline_ms =
             i64::try_from(event.context.deadline).unwrap_or(i64::MAX) - DEADLINE_MARGIN_MS;
-        let step = self.advance(deadline_ms, &mut |_| {}).await?;
+        let step = match self.advance(deadline_ms, &mut |_| {}).await {
+            Ok(step) => step,
+            // Reported, alarmed and out of the way of the next cut: not an invocation error
+            // for Lambda to retry.
+            Err(ReconcileError::GivenUp { cut_ms, reason }) => {
+                return Ok(
+                    serde_json::json!({"step": "given_up", "cut_ms": cut_ms, "reason": reason}),
+                )
+            }
+            Err(err) => return Err(err.into()),
+        };
         tracing::info!(?step, "reconcile invocation ends");
         Ok(match step {
             Step::Idle => serde_json::json!({"step": "idle"}),

@@ -24,6 +24,9 @@ const STATE_SORT_KEY: &str = "S";
 pub const CORRECTION_ROW: &str = "D#C";
 /// Scan segments read in parallel.
 const SCAN_SEGMENTS: i32 = 4;
+/// Attributes one cleanup update removes: `REMOVE #r0, …, #r99` is some 600 B of expression,
+/// far inside DynamoDB's 4 KB and 300 operators.
+pub const REMOVED_PER_UPDATE: usize = 100;
 
 /// Where a run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,12 @@ pub struct RunState {
     pub phase: Phase,
     pub started_at_ms: i64,
     pub lease_until_ms: i64,
+    /// Failed attempts of this cut so far.
+    pub attempts: u32,
+    /// Compare leases taken for this cut so far.
+    pub leases: u32,
+    /// Why a done run was given up (it has no drift report).
+    pub abandoned: Option<String>,
 }
 
 impl RunState {
@@ -104,7 +113,8 @@ impl ReconciliationStore {
     }
 
     /// Starts the run for `cut`, unless a run for it (or a later cut) exists or one is still
-    /// going. `false` when another invocation got there first.
+    /// going; a cut that was given up may be started again (an operator's rerun). `false`
+    /// when another invocation got there first.
     pub async fn begin(&self, cut_ms: i64, now_ms: i64) -> Result<bool, StoreError> {
         let result = self
             .client
@@ -113,18 +123,25 @@ impl ReconciliationStore {
             .key(attr::ITEM_ID, s(STATE_KEY))
             .key(attr::SHARD, s(STATE_SORT_KEY))
             .update_expression(format!(
-                "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero \
-                 REMOVE {arn}",
+                "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero, \
+                 {attempts} = :zero, {leases} = :zero REMOVE {arn}, {abandoned}, {report}, {error}",
                 cut = attr::CUT,
                 phase = attr::PHASE,
                 started = attr::STARTED_AT,
                 lease = attr::LEASE_UNTIL,
+                attempts = attr::ATTEMPTS,
+                leases = attr::LEASES,
                 arn = attr::EXPORT_ARN,
+                abandoned = attr::ABANDONED,
+                report = attr::REPORT,
+                error = attr::LAST_ERROR,
             ))
             .condition_expression(format!(
-                "attribute_not_exists({cut}) OR ({phase} = :done AND {cut} < :cut)",
+                "attribute_not_exists({cut}) OR ({phase} = :done AND ({cut} < :cut OR \
+                 ({cut} = :cut AND attribute_exists({abandoned}))))",
                 cut = attr::CUT,
                 phase = attr::PHASE,
+                abandoned = attr::ABANDONED,
             ))
             .expression_attribute_values(":cut", n(cut_ms))
             .expression_attribute_values(":exporting", s(RunPhase::Exporting.as_str()))
@@ -166,7 +183,12 @@ impl ReconciliationStore {
             .table_name(&self.counts_table)
             .key(attr::ITEM_ID, s(STATE_KEY))
             .key(attr::SHARD, s(STATE_SORT_KEY))
-            .update_expression(format!("SET {} = :until", attr::LEASE_UNTIL))
+            .update_expression(format!(
+                "SET {} = :until ADD {} :one",
+                attr::LEASE_UNTIL,
+                attr::LEASES
+            ))
+            .expression_attribute_values(":one", n(1))
             .condition_expression(format!(
                 "{} = :cut AND {} = :comparing AND {} < :now",
                 attr::CUT,
@@ -184,29 +206,99 @@ impl ReconciliationStore {
 
     /// Opens a finished run's compare step again (an operator's rerun): its corrections are
     /// conditional on the run id, so it adds nothing already added.
+    /// A run given up has no export to compare: [`Self::begin`] starts it again instead.
     pub async fn reopen(&self, cut_ms: i64) -> Result<bool, StoreError> {
-        self.step(
-            cut_ms,
-            RunPhase::Done,
-            &format!("SET {} = :next, {} = :zero", attr::PHASE, attr::LEASE_UNTIL),
-            &[(":next", s(RunPhase::Comparing.as_str())), (":zero", n(0))],
-        )
-        .await
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .update_expression(format!(
+                "SET {} = :next, {} = :zero",
+                attr::PHASE,
+                attr::LEASE_UNTIL
+            ))
+            .condition_expression(format!(
+                "{} = :cut AND {} = :from AND attribute_exists({}) AND attribute_exists({})",
+                attr::CUT,
+                attr::PHASE,
+                attr::EXPORT_ARN,
+                attr::REPORT
+            ))
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":from", s(RunPhase::Done.as_str()))
+            .expression_attribute_values(":next", s(RunPhase::Comparing.as_str()))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
     }
 
-    /// Gives a run up before its export (the cut cannot be exported): the run is done, with
-    /// why, and no report.
+    /// An attempt of the run failed (`reason`): it starts again from a new export, and the
+    /// attempts so far are counted. The new attempt count, `None` when the run moved on
+    /// meanwhile.
+    pub async fn retry(&self, cut_ms: i64, reason: &str) -> Result<Option<u32>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .update_expression(format!(
+                "SET {phase} = :exporting, {lease} = :zero, {error} = :reason \
+                 ADD {attempts} :one REMOVE {arn}",
+                phase = attr::PHASE,
+                lease = attr::LEASE_UNTIL,
+                error = attr::LAST_ERROR,
+                attempts = attr::ATTEMPTS,
+                arn = attr::EXPORT_ARN,
+            ))
+            .condition_expression(format!("{} = :cut AND {} <> :done", attr::CUT, attr::PHASE))
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":done", s(RunPhase::Done.as_str()))
+            .expression_attribute_values(":exporting", s(RunPhase::Exporting.as_str()))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":reason", s(reason))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => {
+                let attempts = output
+                    .attributes
+                    .and_then(|a| a.get(attr::ATTEMPTS).cloned())
+                    .and_then(|v| v.as_n().ok().and_then(|n| n.parse().ok()))
+                    .ok_or_else(|| StoreError::Corrupt("no attempt count after ADD".into()))?;
+                Ok(Some(attempts))
+            }
+            Err(err) => condition_held::<(), _, _>("UpdateItem", Err(err)).map(|_| None),
+        }
+    }
+
+    /// Gives a run up (the cut cannot be exported, or failed every attempt): the run is done,
+    /// with why, and the next cut may start.
     pub async fn abandon(&self, cut_ms: i64, reason: &str) -> Result<bool, StoreError> {
-        self.step(
-            cut_ms,
-            RunPhase::Exporting,
-            &format!("SET {} = :next, {} = :reason", attr::PHASE, attr::ABANDONED),
-            &[
-                (":next", s(RunPhase::Done.as_str())),
-                (":reason", s(reason)),
-            ],
-        )
-        .await
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .update_expression(format!(
+                "SET {} = :next, {} = :reason REMOVE {}",
+                attr::PHASE,
+                attr::ABANDONED,
+                attr::REPORT
+            ))
+            .condition_expression(format!("{} = :cut AND {} <> :next", attr::CUT, attr::PHASE))
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":next", s(RunPhase::Done.as_str()))
+            .expression_attribute_values(":reason", s(reason))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
     }
 
     /// The run is over; `report_key` is where its drift report went.
@@ -331,37 +423,38 @@ impl ReconciliationStore {
         condition_held("UpdateItem", result)
     }
 
-    /// Drops subtotals of epochs before the cut, and near-cut counts up to it, from one row:
-    /// no later cut needs them, and rows stay small.
+    /// Drops subtotals of epochs before the cut, and near-cut counts before it, from one row:
+    /// no later cut needs them, and rows stay small. However many there are, each update
+    /// removes at most [`REMOVED_PER_UPDATE`], so no expression nears DynamoDB's 4 KB.
     pub async fn drop_reconciled(
         &self,
         key: &RowKey,
         attributes: &[String],
     ) -> Result<(), StoreError> {
-        if attributes.is_empty() {
-            return Ok(());
+        for chunk in attributes.chunks(REMOVED_PER_UPDATE) {
+            let mut request = self
+                .client
+                .update_item()
+                .table_name(&self.counts_table)
+                .key(attr::ITEM_ID, s(&key.partition))
+                .key(attr::SHARD, s(&key.sort_key));
+            let mut names = Vec::new();
+            for (i, attribute) in chunk.iter().enumerate() {
+                names.push(format!("#r{i}"));
+                request = request.expression_attribute_names(format!("#r{i}"), attribute);
+            }
+            request
+                .update_expression(format!("REMOVE {}", names.join(", ")))
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("UpdateItem", err))?;
         }
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(&key.partition))
-            .key(attr::SHARD, s(&key.sort_key));
-        let mut names = Vec::new();
-        for (i, attribute) in attributes.iter().enumerate() {
-            names.push(format!("#r{i}"));
-            request = request.expression_attribute_names(format!("#r{i}"), attribute);
-        }
-        request
-            .update_expression(format!("REMOVE {}", names.join(", ")))
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("UpdateItem", err))?;
         Ok(())
     }
 }
 
-/// The attributes of a row that no cut after `cut` needs.
+/// The attributes of a row that neither a later cut nor a rerun of `cut` needs: a rerun must
+/// still see the changes near its own cut, or it would correct the items it deferred.
 pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
     let mut names = Vec::new();
     for epoch in row.subtotals.keys().filter(|e| **e < cut) {
@@ -369,7 +462,7 @@ pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
         names.push(like);
         names.push(dislike);
     }
-    for k in row.near_cuts.keys().filter(|k| **k <= cut) {
+    for k in row.near_cuts.keys().filter(|k| **k < cut) {
         names.push(near_cut_attribute(*k));
     }
     names
@@ -393,6 +486,9 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
         phase,
         started_at_ms: row.started_at,
         lease_until_ms: row.lease_until,
+        attempts: row.attempts,
+        leases: row.leases,
+        abandoned: row.abandoned,
     })
 }
 
@@ -498,7 +594,11 @@ mod tests {
             }
         );
         assert_eq!(state.near_cuts[&13], 1);
-        assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d", "n13"]);
+        assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d"]);
+        assert_eq!(
+            reconciled_attributes(&state, 14),
+            ["e12l", "e12d", "e13l", "e13d", "n13"]
+        );
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub mod attr {
     pub const STARTED_AT: &str = "started_at";
     pub const LEASE_UNTIL: &str = "lease_until";
     pub const ABANDONED: &str = "abandoned";
+    pub const ATTEMPTS: &str = "attempts";
+    pub const LEASES: &str = "leases";
+    pub const LAST_ERROR: &str = "last_error";
     pub const REPORT: &str = "report";
     pub const RUNS: &str = "runs";
     // Claims (PK claim_id).
@@ -327,6 +330,16 @@ pub struct RunStateRow {
     pub started_at: i64,
     #[serde(default)]
     pub lease_until: i64,
+    /// Attempts of this cut that failed and were started again.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Compare leases taken for this cut: one that never returns (an invocation that ran out
+    /// of time) is counted here.
+    #[serde(default)]
+    pub leases: u32,
+    /// Why the run was given up, when it was.
+    #[serde(default)]
+    pub abandoned: Option<String>,
 }
 
 /// The `phase` of a run.

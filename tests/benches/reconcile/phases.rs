@@ -22,7 +22,9 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Comparing { .. } => Some(Mark::Comparing),
         Progress::Cleaning { .. } => Some(Mark::Cleaning),
         Progress::Reporting => Some(Mark::Reporting),
-        Progress::Exporting { .. } | Progress::Reading(_) => None,
+        Progress::WaitingForRestorable { .. }
+        | Progress::Exporting { .. }
+        | Progress::Reading(_) => None,
     }
 }
 
@@ -67,7 +69,7 @@ pub async fn run(reconciler: &Reconciler, at_ms: i64, deadline_ms: i64) -> (Drif
         }
     };
     let step = reconciler
-        .run_at(at_ms, deadline_ms, &mut record)
+        .run_at(Some(at_ms), true, deadline_ms, &mut record)
         .await
         .expect("the run finishes");
     let ended = Instant::now();

@@ -1,15 +1,17 @@
 //! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
 //!
 //! - `likes-local run [--addr 127.0.0.1:3000] [--ws-addr 127.0.0.1:3001] [--prefix likes]
-//!   [--parameter NAME=VALUE]…`: the whole service until Ctrl-C: resources, the HTTP front,
+//!   [--pitr-lag 300] [--parameter NAME=VALUE]…`: the whole service until Ctrl-C: resources, the HTTP front,
 //!   the live WebSocket front and the stream pollers, with template parameters set over their
 //!   defaults as a deploy sets them.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
-//! - `likes-local reconcile [--at RFC3339]`: one whole reconciliation now (cut at the latest
-//!   epoch boundary before the given time, default now) against the running stack or
-//!   `AWS_ENDPOINT_URL`, with progress, then its drift report; exit 1 if it cannot finish.
+//! - `likes-local reconcile [--at RFC3339] [--wait]`: one whole reconciliation now (cut at the
+//!   latest epoch boundary before the given time, default the latest one PITR can export)
+//!   against the running stack or `AWS_ENDPOINT_URL`, with progress, then its drift report;
+//!   exit 3 when no cut can be exported yet (with `--wait`, it waits for one), 1 if the run
+//!   cannot finish.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -18,10 +20,10 @@ use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
 const USAGE: &str =
-    "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--prefix NAME] [--parameter NAME=VALUE]...
+    "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--prefix NAME] [--pitr-lag SECONDS] [--parameter NAME=VALUE]...
        likes-local exec -- CMD [ARGS...]
        likes-local token SUB [--ttl SECONDS]
-       likes-local reconcile [--at RFC3339]";
+       likes-local reconcile [--at RFC3339] [--wait]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -71,7 +73,16 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
                 .ok_or_else(|| format!("--parameter {:?}: expected NAME=VALUE", pair[1]))
         })
         .collect::<Result<_, _>>()?;
-    let aws = AwsTarget::connect().await.map_err(|e| e.to_string())?;
+    let pitr_lag = match option(args, "--pitr-lag") {
+        Some(text) => std::time::Duration::from_secs(
+            text.parse()
+                .map_err(|_| format!("--pitr-lag {text:?}: expected whole seconds"))?,
+        ),
+        None => likes_local::emulator::AWS_PITR_LAG,
+    };
+    let aws = AwsTarget::connect_with(pitr_lag)
+        .await
+        .map_err(|e| e.to_string())?;
     let options = StackOptions {
         prefix,
         http_addr,
@@ -160,16 +171,20 @@ async fn exec(args: &[String]) -> Result<ExitCode, String> {
 }
 
 async fn reconcile(args: &[String]) -> Result<ExitCode, String> {
-    let at_ms = match option(args, "--at") {
-        Some(text) => likes_core::clock::parse_rfc3339(text).map_err(|e| format!("--at {e}"))?,
-        None => likes_core::clock::now_ms(),
-    };
-    match likes_local::operator::reconcile(at_ms).await {
+    let at_ms = option(args, "--at")
+        .map(|text| likes_core::clock::parse_rfc3339(text).map_err(|e| format!("--at {e}")))
+        .transpose()?;
+    let wait = args.iter().any(|a| a == "--wait");
+    match likes_local::operator::reconcile(at_ms, wait).await {
         Ok(report) => {
             println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
-        Err(message) => {
+        Err(likes_local::operator::Refused::NotYet(message)) => {
+            eprintln!("likes-local reconcile: {message}");
+            Ok(ExitCode::from(likes_local::operator::NOT_YET_STATUS))
+        }
+        Err(likes_local::operator::Refused::Failed(message)) => {
             eprintln!("likes-local reconcile: {message}");
             Ok(ExitCode::FAILURE)
         }

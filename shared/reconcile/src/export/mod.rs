@@ -11,7 +11,7 @@ use aws_sdk_s3::Client;
 use crate::ReconcileError;
 use data::DataFileStream;
 pub use manifest::{DataFile, ManifestSummary};
-pub use row::{Recount, RowKey, FOREIGN_REPORTED};
+pub use row::{Recount, RowKey, UnknownStateRow, FOREIGN_REPORTED};
 
 /// An export whose manifests have been read and checked; its data files are not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use crate::ReconcileError;
 
-/// Foreign rows reported with their keys; beyond this they are only counted, so a wrong table
-/// cannot fill memory with its keys.
+/// Foreign rows, and reactions in an unknown state, reported with their keys; beyond this they
+/// are only counted, so a wrong table cannot fill memory with its keys.
 pub const FOREIGN_REPORTED: usize = 100;
 
 /// A line of a DYNAMODB_JSON data file.
@@ -50,6 +50,23 @@ pub struct Recount {
     pub foreign_rows: u64,
     /// The first [`FOREIGN_REPORTED`] of them.
     pub foreign: Vec<RowKey>,
+    /// Reaction rows in a state the service never writes (or none): counted as no change, as
+    /// the aggregator counts them, and reported.
+    pub unknown_state_rows: u64,
+    /// The first [`FOREIGN_REPORTED`] of them, with the state they hold.
+    pub unknown_states: Vec<UnknownStateRow>,
+}
+
+/// Reaction rows in a state that is not LIKE, DISLIKE or NONE: one row with its keys, as the
+/// export reader finds it, or an item's number of them, as Athena's recount gives it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct UnknownStateRow {
+    pub item_id: String,
+    /// `None` from Athena, which groups by item.
+    pub user_id: Option<String>,
+    /// `None` when the row has no `state` attribute at all (or from Athena).
+    pub state: Option<String>,
+    pub rows: u64,
 }
 
 impl Recount {
@@ -84,23 +101,31 @@ impl Recount {
             }
             return Ok(());
         };
-        let state = row
+        self.reactions += 1;
+        let counts = self.per_item.entry(item_id).or_default();
+        match row
             .state
             .as_deref()
             .and_then(|s| ReactionState::from_str(s).ok())
-            .ok_or_else(|| ReconcileError::UnknownState {
-                key: key.to_owned(),
-                line,
-                user_id: row.user_id.clone(),
-                item_id: row.item_id.clone(),
-                state: row.state.clone(),
-            })?;
-        self.reactions += 1;
-        let counts = self.per_item.entry(item_id).or_default();
-        match state {
-            ReactionState::Like => counts.like_count += 1,
-            ReactionState::Dislike => counts.dislike_count += 1,
-            ReactionState::None => {}
+        {
+            Some(ReactionState::Like) => counts.like_count += 1,
+            Some(ReactionState::Dislike) => counts.dislike_count += 1,
+            Some(ReactionState::None) => {}
+            None => {
+                tracing::warn!(
+                    data_file = key, line, user_id = row.user_id, item_id = row.item_id,
+                    state = ?row.state, "a reaction row in an unknown state counts as no change"
+                );
+                self.unknown_state_rows += 1;
+                if self.unknown_states.len() < FOREIGN_REPORTED {
+                    self.unknown_states.push(UnknownStateRow {
+                        item_id: row.item_id,
+                        user_id: Some(row.user_id),
+                        state: row.state,
+                        rows: 1,
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -192,21 +217,44 @@ mod tests {
     }
 
     #[test]
-    fn a_reaction_in_an_unknown_or_missing_state_fails_naming_the_row() {
+    fn a_reaction_in_an_unknown_or_missing_state_counts_as_no_change_and_is_reported() {
         let mut recount = Recount::default();
-        let err = recount
+        recount
+            .add_line("f", 1, &line("a", "game:1", Some("LIKE")))
+            .unwrap();
+        recount
             .add_line("data/f.json.gz", 7, &line("u", "game:1", Some("LOVE")))
-            .unwrap_err();
-        assert!(matches!(
-            &err,
-            ReconcileError::UnknownState { line: 7, user_id, state: Some(s), .. }
-                if user_id == "u" && s == "LOVE"
-        ));
-        assert!(err.to_string().contains("data/f.json.gz line 7"), "{err}");
-        assert!(matches!(
-            recount.add_line("f", 8, &line("u", "game:1", None)),
-            Err(ReconcileError::UnknownState { state: None, .. })
-        ));
+            .unwrap();
+        recount
+            .add_line("f", 8, &line("v", "game:2", None))
+            .unwrap();
+        let game = |id| ItemId::parse(id).unwrap();
+        assert_eq!(
+            recount.per_item,
+            BTreeMap::from([
+                (game("game:1"), counts(1, 0)),
+                (game("game:2"), counts(0, 0))
+            ]),
+            "an item whose rows are all unknown is still checked, as 0 and 0"
+        );
+        assert_eq!((recount.reactions, recount.unknown_state_rows), (3, 2));
+        assert_eq!(
+            recount.unknown_states,
+            [
+                UnknownStateRow {
+                    item_id: "game:1".into(),
+                    user_id: Some("u".into()),
+                    state: Some("LOVE".into()),
+                    rows: 1
+                },
+                UnknownStateRow {
+                    item_id: "game:2".into(),
+                    user_id: Some("v".into()),
+                    state: None,
+                    rows: 1
+                }
+            ]
+        );
     }
 
     #[test]
