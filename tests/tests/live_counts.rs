@@ -519,3 +519,51 @@ async fn watchers_are_told_stale_when_counts_cannot_catch_up() {
         "no count the pipeline has not applied: {received:?}"
     );
 }
+
+/// Subscribes racing on one connection (a client that sends several at once) never pass the
+/// cap together, and every subscription row they write is listed on the connection, so
+/// `$disconnect` removes them all.
+#[tokio::test]
+async fn concurrent_subscribes_keep_the_cap_and_leave_nothing_behind() {
+    use likes_store::Watch;
+    let stack = TestStack::start().await;
+    let store = stack.live_store();
+    store
+        .connect("racer", "racer-user", likes_core::clock::now_ms())
+        .await
+        .unwrap();
+    // Four subscribes of 40 items each: any three would pass the cap of 100.
+    let mut racing = tokio::task::JoinSet::new();
+    for batch in 0..4 {
+        let (store, watching) = (store.clone(), stack.watching());
+        let items: Vec<likes_core::ItemId> = (0..40)
+            .map(|n| likes_core::ItemId::parse(&format!("game:race-{batch}-{n}")).unwrap())
+            .collect();
+        racing.spawn(async move { store.subscribe("racer", &items, &watching).await });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(outcome) = racing.join_next().await {
+        outcomes.push(outcome.unwrap().unwrap());
+    }
+    let subscribed = outcomes.iter().filter(|o| **o == Watch::Subscribed).count();
+    assert!(
+        (1..=2).contains(&subscribed),
+        "at most two of 40 fit in 100: {outcomes:?}"
+    );
+    let listed = store.connection("racer").await.unwrap().unwrap().items;
+    assert_eq!(listed.len(), 40 * subscribed, "{outcomes:?}");
+    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    assert_eq!(
+        rows.len(),
+        listed.len(),
+        "every subscription row is listed on its connection"
+    );
+
+    store.disconnect("racer").await.unwrap();
+    let left = stack.live_rows("LiveSubscriptionsTable").await;
+    assert!(
+        left.is_empty(),
+        "{} rows outlived the connection",
+        left.len()
+    );
+}

@@ -156,6 +156,12 @@ impl Message {
                         return refused(format!("a connection watches at most {MAX_WATCHED} items"))
                     }
                     Watch::NoConnection => return refused("the connection is not open".into()),
+                    Watch::Busy => {
+                        return refused(
+                            "the connection's subscriptions kept changing meanwhile: send it again"
+                                .into(),
+                        )
+                    }
                 }
                 let read = self.counts.read(&items).instrument(span.clone()).await?;
                 for (item, counts) in &read.counts {

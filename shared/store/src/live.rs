@@ -30,8 +30,8 @@ use likes_core::ItemId;
 use crate::batch;
 use crate::error::condition_held;
 use crate::rows::attr::{
-    self, CLAIMED_AT, CONNECTION_ID, EXPIRES_AT, FINISHED, FINISHED_AT, ITEMS, ITEM_ID,
-    PUSHED_AS_OF, PUSHED_DISLIKE_COUNT, PUSHED_LIKE_COUNT, WATCH,
+    self, CLAIMED_AT, CONNECTION_ID, EXPIRES_AT, FINISHED, FINISHED_AT, ITEMS, ITEMS_VERSION,
+    ITEM_ID, PUSHED_AS_OF, PUSHED_DISLIKE_COUNT, PUSHED_LIKE_COUNT, WATCH,
 };
 use crate::rows::{self, number, ConnectionRow, Item, PushRow, SubscriptionRow, WatchRow};
 use crate::StoreError;
@@ -57,6 +57,20 @@ pub enum Watch {
     TooMany,
     /// No such connection (it went, or its `$connect` never completed).
     NoConnection,
+    /// Other messages of the connection kept changing what it watches: nothing was written.
+    Busy,
+}
+
+/// Attempts of a subscribe or unsubscribe whose list another message of the connection
+/// changed between the read and the write.
+const LIST_ATTEMPTS: usize = 5;
+
+/// What writing a connection's list came to.
+enum Listed {
+    Written,
+    Gone,
+    /// Another message changed the list since it was read.
+    Changed,
 }
 
 /// One page of one bucket of an item's watchers.
@@ -102,6 +116,7 @@ impl LiveStore {
             connection_id: connection_id.to_owned(),
             user_id: user_id.to_owned(),
             items: Vec::new(),
+            items_version: 0,
             connected_at: now_ms,
             expires_at: now_ms / 1000 + CONNECTION_TTL_SECONDS,
         };
@@ -142,21 +157,30 @@ impl LiveStore {
         items: &[ItemId],
         watching: &Watching,
     ) -> Result<Watch, StoreError> {
-        let Some(row) = self.connection(connection_id).await? else {
-            return Ok(Watch::NoConnection);
-        };
-        let mut watched = row.items.clone();
-        for item in items {
-            if !watched.iter().any(|w| w == item.as_str()) {
-                watched.push(item.as_str().to_owned());
+        let mut attempts = 0;
+        let row = loop {
+            let Some(row) = self.connection(connection_id).await? else {
+                return Ok(Watch::NoConnection);
+            };
+            let mut watched = row.items.clone();
+            for item in items {
+                if !watched.iter().any(|w| w == item.as_str()) {
+                    watched.push(item.as_str().to_owned());
+                }
             }
-        }
-        if watched.len() > MAX_WATCHED {
-            return Ok(Watch::TooMany);
-        }
-        if !self.list(connection_id, &watched).await? {
-            return Ok(Watch::NoConnection);
-        }
+            if watched.len() > MAX_WATCHED {
+                return Ok(Watch::TooMany);
+            }
+            match self
+                .list(connection_id, &watched, row.items_version)
+                .await?
+            {
+                Listed::Written => break row,
+                Listed::Gone => return Ok(Watch::NoConnection),
+                Listed::Changed if attempts + 1 < LIST_ATTEMPTS => attempts += 1,
+                Listed::Changed => return Ok(Watch::Busy),
+            }
+        };
         let bucket = watch_bucket(connection_id, self.buckets);
         watching.cover(items, bucket, &row).await?;
         let requests = items
@@ -179,16 +203,28 @@ impl LiveStore {
         connection_id: &str,
         items: &[ItemId],
     ) -> Result<(), StoreError> {
-        let Some(row) = self.connection(connection_id).await? else {
-            return Ok(());
-        };
         self.remove_subscriptions(connection_id, items).await?;
-        let watched: Vec<String> = row
-            .items
-            .into_iter()
-            .filter(|w| !items.iter().any(|item| item.as_str() == w))
-            .collect();
-        self.list(connection_id, &watched).await.map(drop)
+        // The list shrinks only after the rows are gone, so every row stays listed; a
+        // subscribe racing with it is kept (the write is conditional on the list read).
+        for _ in 0..LIST_ATTEMPTS {
+            let Some(row) = self.connection(connection_id).await? else {
+                return Ok(());
+            };
+            let watched: Vec<String> = row
+                .items
+                .into_iter()
+                .filter(|w| !items.iter().any(|item| item.as_str() == w))
+                .collect();
+            match self
+                .list(connection_id, &watched, row.items_version)
+                .await?
+            {
+                Listed::Written | Listed::Gone => return Ok(()),
+                Listed::Changed => {}
+            }
+        }
+        // Still listed items whose rows are gone: harmless, `$disconnect` deletes nothing.
+        Ok(())
     }
 
     /// Removes the connection and every subscription it lists: on `$disconnect`, or when a
@@ -247,22 +283,47 @@ impl LiveStore {
         })
     }
 
-    /// Sets the items a connection watches; `false` when the connection is gone.
-    async fn list(&self, connection_id: &str, items: &[String]) -> Result<bool, StoreError> {
+    /// Sets the items a connection watches, on condition that its list is still the one
+    /// read at `version`.
+    async fn list(
+        &self,
+        connection_id: &str,
+        items: &[String],
+        version: u64,
+    ) -> Result<Listed, StoreError> {
         let items = AttributeValue::L(items.iter().cloned().map(AttributeValue::S).collect());
         let update = self
             .client
             .update_item()
             .table_name(&self.connections_table)
             .key(CONNECTION_ID, AttributeValue::S(connection_id.to_owned()))
-            .update_expression("SET #items = :items")
-            .condition_expression("attribute_exists(#id)")
+            .update_expression("SET #items = :items, #version = :next")
+            .condition_expression(
+                "attribute_exists(#id) AND \
+                 (attribute_not_exists(#version) OR #version = :version)",
+            )
             .expression_attribute_names("#items", ITEMS)
             .expression_attribute_names("#id", CONNECTION_ID)
+            .expression_attribute_names("#version", ITEMS_VERSION)
             .expression_attribute_values(":items", items)
+            .expression_attribute_values(":version", number(version as i64))
+            .expression_attribute_values(":next", number(version as i64 + 1))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        condition_held("UpdateItem", update)
+        match update {
+            Ok(_) => Ok(Listed::Written),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    Ok(if refused.item().is_some() {
+                        Listed::Changed
+                    } else {
+                        Listed::Gone
+                    })
+                }
+                _ => Err(StoreError::aws("UpdateItem", err)),
+            },
+        }
     }
 
     async fn remove_subscriptions(

@@ -95,6 +95,7 @@ pub mod attr {
     // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
     pub const CONNECTION_ID: &str = "connection_id";
     pub const ITEMS: &str = "items";
+    pub const ITEMS_VERSION: &str = "items_version";
     pub const CONNECTED_AT: &str = "connected_at";
     // LiveSubscriptions (PK watch = `<item_id>#<bucket>`, SK connection_id); TTL `expires_at`.
     pub const WATCH: &str = "watch";
@@ -441,6 +442,10 @@ pub struct ConnectionRow {
     pub user_id: String,
     #[serde(default)]
     pub items: Vec<String>,
+    /// Bumped by every change of `items`, which is conditional on it: two subscribes racing
+    /// on one connection cannot both write the list they read.
+    #[serde(default)]
+    pub items_version: u64,
     pub connected_at: i64,
     /// Epoch seconds, for the table's TTL: past API Gateway's 2 h connection limit.
     pub expires_at: i64,
@@ -629,6 +634,7 @@ mod tests {
             connection_id: "c".into(),
             user_id: "u".into(),
             items: vec!["game:1".into()],
+            items_version: 3,
             connected_at: 6,
             expires_at: 7,
         };
@@ -637,6 +643,7 @@ mod tests {
             attr::CONNECTION_ID,
             attr::EXPIRES_AT,
             attr::ITEMS,
+            attr::ITEMS_VERSION,
             attr::USER_ID,
         ];
         expected.sort_unstable();
