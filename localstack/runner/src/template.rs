@@ -576,4 +576,50 @@ Resources:
     fn a_template_without_resources_is_refused() {
         assert!(Template::parse("Parameters: {}").is_err());
     }
+
+    /// Every whole-number variable a function reads is set from a parameter whose range is
+    /// exactly the one the code accepts, or from a literal inside it; and every range the
+    /// code states is set somewhere.
+    #[test]
+    fn every_parameter_range_is_the_range_the_code_accepts() {
+        use likes_core::config::{max_of, WHOLE_VARIABLES};
+        let template = Template::load(&default_path()).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        let functions = template.resources_of("AWS::Serverless::Function");
+        assert!(!functions.is_empty());
+        for function in functions.keys() {
+            for (name, value) in template.environment(function) {
+                let Some(max) = max_of(&name) else { continue };
+                seen.insert(name.clone());
+                match ref_target(&value) {
+                    Some(parameter) => {
+                        let declared = &template.root["Parameters"][parameter];
+                        let bound = |key: &str| declared[key].as_u64();
+                        assert_eq!(
+                            (bound("MinValue"), bound("MaxValue")),
+                            (Some(1), Some(max as u64)),
+                            "{function} {name}: parameter {parameter}'s range is not 1..={max}"
+                        );
+                    }
+                    None => {
+                        let literal = match &value {
+                            Value::Number(n) => n.as_u64(),
+                            Value::String(s) => s.parse().ok(),
+                            _ => None,
+                        };
+                        assert!(
+                            literal.is_some_and(|n| (1..=max as u64).contains(&n)),
+                            "{function} {name}: {value:?} is outside 1..={max}"
+                        );
+                    }
+                }
+            }
+        }
+        let unset: Vec<_> = WHOLE_VARIABLES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !seen.contains(*name))
+            .collect();
+        assert!(unset.is_empty(), "no function sets {unset:?}");
+    }
 }

@@ -29,8 +29,6 @@ use tracing::Instrument;
 use crate::decode::{decode, probe_key, unreadable};
 use crate::ConfigError;
 
-/// A claim lists its chunk's eventIDs in one item: 10,000 of them stay far below 400 KB.
-const MAX_CHUNK_RECORDS: usize = 10_000;
 /// Items whose overflow marker this container already wrote; forgotten past this many (a
 /// forgotten one costs one more idempotent marker write).
 const MARKED_ITEMS_CAP: usize = 100_000;
@@ -56,19 +54,19 @@ impl AggregatorConfig {
     /// From any source of variables (the local stack resolves them from template.yaml).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let var = |name| ConfigError::var(&lookup, name);
-        let whole = |name, max| ConfigError::whole(&lookup, name, max);
+        let whole = |name| ConfigError::whole(&lookup, name);
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
             claims_table: var("CLAIMS_TABLE")?,
             layout: CountLayout {
-                rows: whole("COUNT_SHARDS", 1000)? as u32,
-                overflow_partitions: whole("OVERFLOW_PARTITIONS", 1000)? as u32,
+                rows: whole("COUNT_SHARDS")? as u32,
+                overflow_partitions: whole("OVERFLOW_PARTITIONS")? as u32,
             },
             period: Period {
-                length_ms: whole("RECONCILE_EPOCH_SECONDS", 24 * 3600)? as i64 * 1000,
-                uncertainty_ms: whole("EXPORT_UNCERTAINTY_SECONDS", 3600)? as i64 * 1000,
+                length_ms: whole("RECONCILE_EPOCH_SECONDS")? as i64 * 1000,
+                uncertainty_ms: whole("EXPORT_UNCERTAINTY_SECONDS")? as i64 * 1000,
             },
-            chunk_records: whole("CHUNK_RECORDS", MAX_CHUNK_RECORDS)?,
+            chunk_records: whole("CHUNK_RECORDS")?,
         })
     }
 }

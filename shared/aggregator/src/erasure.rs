@@ -38,8 +38,7 @@ impl EraserConfig {
     /// From any source of variables (the local stack resolves them from template.yaml).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let var = |name| ConfigError::var(&lookup, name);
-        let rows_per_second =
-            ConfigError::whole(&lookup, "ERASURE_ROWS_PER_SECOND", 10_000)? as u32;
+        let rows_per_second = ConfigError::whole(&lookup, "ERASURE_ROWS_PER_SECOND")? as u32;
         Ok(Self {
             erasures_table: var("ERASURES_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,

@@ -44,7 +44,7 @@ impl LeaderboardConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
-            board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS", 1024)? as u32,
+            board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS")? as u32,
         })
     }
 }
@@ -233,12 +233,12 @@ impl RefresherConfig {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let whole = |name, max| ConfigError::whole(&lookup, name, max).map(|n| n as u64);
+        let whole = |name| ConfigError::whole(&lookup, name).map(|n| n as u64);
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
-            board_shards: whole("LEADERBOARD_SHARDS", 1024)? as u32,
-            run_for: Duration::from_secs(whole("REFRESH_SECONDS", 900)?),
-            tick: Duration::from_millis(whole("REFRESH_TICK_MS", 60_000)?),
+            board_shards: whole("LEADERBOARD_SHARDS")? as u32,
+            run_for: Duration::from_secs(whole("REFRESH_SECONDS")?),
+            tick: Duration::from_millis(whole("REFRESH_TICK_MS")?),
         })
     }
 }

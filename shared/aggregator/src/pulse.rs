@@ -55,13 +55,13 @@ impl PulseConfig {
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let var = |name| ConfigError::var(&lookup, name);
-        let whole = |name, max| ConfigError::whole(&lookup, name, max).map(|n| n as u64);
+        let whole = |name| ConfigError::whole(&lookup, name).map(|n| n as u64);
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,
             reactions_stream: var("REACTIONS_STREAM")?,
-            run_for: Duration::from_secs(whole("PULSE_SECONDS", 900)?),
-            tick: Duration::from_millis(whole("PULSE_TICK_MS", 60_000)?),
+            run_for: Duration::from_secs(whole("PULSE_SECONDS")?),
+            tick: Duration::from_millis(whole("PULSE_TICK_MS")?),
             virtual_split: 1,
         })
     }

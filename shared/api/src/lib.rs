@@ -117,8 +117,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("environment variable CURSOR_SIGNING_KEY: {0}")]
     CursorKey(ValidationError),
-    #[error("environment variable {name}={value:?} is not a whole number")]
-    NotANumber { name: &'static str, value: String },
+    #[error(transparent)]
+    Variable(likes_core::config::ConfigError),
     #[error("WRITE_RATE_PER_SECOND and WRITE_BURST: {0}")]
     WriteLimit(ValidationError),
 }
@@ -162,9 +162,9 @@ impl Config {
         let whole = |name: &'static str| {
             var(name, limited)?
                 .map(|value| {
-                    value
-                        .parse::<u32>()
-                        .map_err(|_| ConfigError::NotANumber { name, value })
+                    likes_core::config::ConfigError::in_range(name, value)
+                        .map(|n| n as u32)
+                        .map_err(ConfigError::Variable)
                 })
                 .transpose()
         };
@@ -346,32 +346,30 @@ mod tests {
                 "environment variable WRITE_BURST is required"
             );
         }
-        let bad = config(
-            Endpoint::PutLike,
-            &[
-                ("REACTIONS_TABLE", "r"),
-                ("RATE_LIMITS_TABLE", "l"),
-                ("WRITE_RATE_PER_SECOND", "0"),
-                ("WRITE_BURST", "many"),
-            ],
-        );
-        assert!(matches!(
-            bad,
-            Err(ConfigError::NotANumber {
-                name: "WRITE_BURST",
-                ..
-            })
-        ));
-        let zero = config(
-            Endpoint::PutLike,
-            &[
-                ("REACTIONS_TABLE", "r"),
-                ("RATE_LIMITS_TABLE", "l"),
-                ("WRITE_RATE_PER_SECOND", "0"),
-                ("WRITE_BURST", "30"),
-            ],
-        );
-        assert!(matches!(zero, Err(ConfigError::WriteLimit(_))));
+        for (rate, burst, wrong) in [
+            ("5", "many", "WRITE_BURST"),
+            ("0", "30", "WRITE_RATE_PER_SECOND"),
+            ("1001", "30", "WRITE_RATE_PER_SECOND"),
+            ("5", "10001", "WRITE_BURST"),
+        ] {
+            let bad = config(
+                Endpoint::PutLike,
+                &[
+                    ("REACTIONS_TABLE", "r"),
+                    ("RATE_LIMITS_TABLE", "l"),
+                    ("WRITE_RATE_PER_SECOND", rate),
+                    ("WRITE_BURST", burst),
+                ],
+            );
+            assert!(
+                matches!(
+                    bad,
+                    Err(ConfigError::Variable(likes_core::config::ConfigError::Range { name, .. }))
+                        if name == wrong
+                ),
+                "{rate} {burst}: {bad:?}"
+            );
+        }
         let read = config(Endpoint::GetReaction, &[("REACTIONS_TABLE", "r")]).unwrap();
         assert!(read.write_limit.is_none());
     }

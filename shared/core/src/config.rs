@@ -22,17 +22,56 @@ impl ConfigError {
         lookup(name).ok_or(Self::Missing(name))
     }
 
-    /// Variable `name` of `lookup`: a whole number from 1 to `max`.
+    /// Variable `name` of `lookup`: a whole number from 1 to its maximum in
+    /// [`WHOLE_VARIABLES`].
     pub fn whole(
         lookup: impl Fn(&str) -> Option<String>,
         name: &'static str,
-        max: usize,
     ) -> Result<usize, Self> {
-        let value = Self::var(lookup, name)?;
+        Self::in_range(name, Self::var(lookup, name)?)
+    }
+
+    /// `value` of variable `name`, checked against its range in [`WHOLE_VARIABLES`].
+    pub fn in_range(name: &'static str, value: String) -> Result<usize, Self> {
+        let max = max_of(name).unwrap_or_else(|| panic!("{name} is not in WHOLE_VARIABLES"));
         value
             .parse()
             .ok()
             .filter(|n| (1..=max).contains(n))
             .ok_or(Self::Range { name, max, value })
     }
+}
+
+/// Every whole-number variable a function reads, with the largest value it accepts (the
+/// smallest is 1). This is the one place a range is said: a template.yaml parameter that sets
+/// one of them declares the same `MinValue` and `MaxValue` (a test reads both).
+pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
+    // Count rows per item, and overflow partitions of a hot item.
+    ("COUNT_SHARDS", 64),
+    ("OVERFLOW_PARTITIONS", 64),
+    // Records per committed chunk: a claim lists its eventIDs, well inside 400 KB.
+    ("CHUNK_RECORDS", 10_000),
+    ("RECONCILE_EPOCH_SECONDS", 24 * 3600),
+    ("EXPORT_UNCERTAINTY_SECONDS", 3600),
+    ("RECONCILE_LEASE_SECONDS", 3600),
+    ("ERASURE_ROWS_PER_SECOND", 10_000),
+    ("LEADERBOARD_SHARDS", 4096),
+    ("REFRESH_SECONDS", 900),
+    ("REFRESH_TICK_MS", 60_000),
+    ("PULSE_SECONDS", 900),
+    ("PULSE_TICK_MS", 60_000),
+    ("SUBSCRIPTION_BUCKETS", 64),
+    ("LIVE_PUSH_CONCURRENCY", 10_000),
+    ("LIVE_CATCH_UP_SECONDS", 60),
+    ("LIVE_MAX_EVENT_AGE_SECONDS", 3600),
+    ("WRITE_RATE_PER_SECOND", 1000),
+    ("WRITE_BURST", 10_000),
+];
+
+/// The largest value variable `name` accepts, if it is a whole-number variable.
+pub fn max_of(name: &str) -> Option<usize> {
+    WHOLE_VARIABLES
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, max)| *max)
 }

@@ -28,7 +28,7 @@ impl LiveTables {
         Ok(Self {
             connections_table: Variables::var(lookup, "CONNECTIONS_TABLE")?,
             subscriptions_table: Variables::var(lookup, "SUBSCRIPTIONS_TABLE")?,
-            buckets: Variables::whole(lookup, "SUBSCRIPTION_BUCKETS", 1024)? as u32,
+            buckets: Variables::whole(lookup, "SUBSCRIPTION_BUCKETS")? as u32,
         })
     }
 }
@@ -131,14 +131,13 @@ impl BroadcastConfig {
             pushes_table: Variables::var(&lookup, "PUSHES_TABLE")?,
             counts_table: Variables::var(&lookup, "COUNTS_TABLE")?,
             connections_endpoint: Variables::var(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
-            push_concurrency: Variables::whole(&lookup, "LIVE_PUSH_CONCURRENCY", 10_000)?,
+            push_concurrency: Variables::whole(&lookup, "LIVE_PUSH_CONCURRENCY")?,
             catch_up: Duration::from_secs(
-                Variables::whole(&lookup, "LIVE_CATCH_UP_SECONDS", 60)? as u64
+                Variables::whole(&lookup, "LIVE_CATCH_UP_SECONDS")? as u64
             ),
             max_event_age: Duration::from_secs(Variables::whole(
                 &lookup,
                 "LIVE_MAX_EVENT_AGE_SECONDS",
-                3600,
             )? as u64),
         })
     }

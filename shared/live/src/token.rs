@@ -107,7 +107,12 @@ impl TokenVerifier {
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
-        validation.required_spec_claims = HashSet::from(["exp".to_owned(), "sub".to_owned()]);
+        // `iss` and `aud` must be there, as API Gateway's JWT authorizer requires them: the
+        // checks above only compare a claim that is present.
+        validation.required_spec_claims = ["exp", "sub", "iss", "aud"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<HashSet<_>>();
         let claims = jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
             .map_err(|e| TokenError::Invalid(e.to_string()))?
             .claims;
@@ -159,7 +164,22 @@ mod tests {
         let mut wrong_audience = claims(60);
         wrong_audience["aud"] = "other".into();
         let wrong_audience = token(b"secret-key-for-tests", wrong_audience);
-        for bad in ["x.y.z", &other_key, &expired, &wrong_audience] {
+        // API Gateway's JWT authorizer requires both claims; a token without one is refused
+        // here too, not taken for one with the right value.
+        let without = |claim: &str| {
+            let mut claims = claims(60);
+            claims.as_object_mut().unwrap().remove(claim);
+            token(b"secret-key-for-tests", claims)
+        };
+        let (no_issuer, no_audience) = (without("iss"), without("aud"));
+        for bad in [
+            "x.y.z",
+            &other_key,
+            &expired,
+            &wrong_audience,
+            &no_issuer,
+            &no_audience,
+        ] {
             assert!(
                 matches!(verifier.verify(Some(bad)), Err(TokenError::Invalid(_))),
                 "{bad}"

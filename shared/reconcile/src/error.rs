@@ -4,12 +4,8 @@
 pub enum ReconcileError {
     #[error("environment variable {0} is required")]
     MissingVariable(&'static str),
-    #[error("{name} must be a whole number from 1 to {max}, not {value:?}")]
-    Range {
-        name: &'static str,
-        max: i64,
-        value: String,
-    },
+    #[error(transparent)]
+    Config(#[from] likes_core::config::ConfigError),
     #[error("RECOUNT_ENGINE must be function or athena, not {0:?}")]
     Engine(String),
     /// The Counts table (run state, count rows, corrections) failed.

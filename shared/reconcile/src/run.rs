@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
 use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoveryStatus};
 use likes_core::clock::{now_ms, rfc3339};
+use likes_core::config::ConfigError;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
 use likes_store::reconciliation::{reconciled_attributes, Phase, ReconciliationStore, RunState};
@@ -66,13 +67,8 @@ impl ReconcileConfig {
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ReconcileError> {
         let var = |name: &'static str| lookup(name).ok_or(ReconcileError::MissingVariable(name));
-        let seconds = |name: &'static str, max: i64| -> Result<i64, ReconcileError> {
-            let value = var(name)?;
-            value
-                .parse()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or(ReconcileError::Range { name, max, value })
+        let seconds = |name: &'static str| -> Result<i64, ReconcileError> {
+            Ok(ConfigError::in_range(name, var(name)?)? as i64)
         };
         Ok(Self {
             reactions_table_arn: var("REACTIONS_TABLE_ARN")?,
@@ -81,10 +77,10 @@ impl ReconcileConfig {
             export_prefix: var("EXPORT_PREFIX")?,
             report_prefix: var("REPORT_PREFIX")?,
             period: Period {
-                length_ms: seconds("RECONCILE_EPOCH_SECONDS", 24 * 3600)? * 1000,
-                uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS", 3600)? * 1000,
+                length_ms: seconds("RECONCILE_EPOCH_SECONDS")? * 1000,
+                uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS")? * 1000,
             },
-            lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS", 3600)? as u64),
+            lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS")? as u64),
             engine: match var("RECOUNT_ENGINE")?.as_str() {
                 "function" => RecountEngine::Function,
                 "athena" => RecountEngine::Athena(AthenaConfig {
