@@ -135,6 +135,19 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
         .await
         .unwrap();
     stack.settle().await;
+    // The edited item's correction row as an older layout wrote it: every run in a set.
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(stack.name("CountsTable"))
+        .item("item_id", AttributeValue::S(edited.into()))
+        .item("shard", AttributeValue::S("D#C".into()))
+        .item("like_count", AttributeValue::N("0".into()))
+        .item("dislike_count", AttributeValue::N("0".into()))
+        .item("runs", AttributeValue::Ss(vec!["cut-1000".into()]))
+        .send()
+        .await
+        .unwrap();
     let drifted = [edited, skipped, poisoned];
     let cut = next_cut(&stack, 0);
     until(clear_of(&stack, cut)).await;
@@ -166,6 +179,22 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     assert_eq!(
         recount[skipped].like_count, 4,
         "3 skipped + 1 after the cut"
+    );
+
+    let correction = stack
+        .dynamodb()
+        .get_item()
+        .table_name(stack.name("CountsTable"))
+        .key("item_id", AttributeValue::S(edited.into()))
+        .key("shard", AttributeValue::S("D#C".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    assert!(
+        correction.contains_key("last_cut") && !correction.contains_key("runs"),
+        "the older layout's row moved to one number: {correction:?}"
     );
 
     let rerun = reconcile(&stack, cut).await;
@@ -414,5 +443,84 @@ async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_pr
         (later.items_checked, later.items_drifted),
         (1, 0),
         "{later:?}"
+    );
+}
+
+/// While no run completes (every export fails), the count rows of a busy item still hold no
+/// subtotal older than the horizon: the scheduled invocations prune them on their own, and the
+/// next run that completes finds the counts exact.
+#[tokio::test]
+async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let period = stack.reconcile_period();
+    let horizon_ms = 4 * period.length_ms;
+    let horizon = (horizon_ms / 1000).to_string();
+    let stalled = stack.reconciler_with(&[
+        ("RECONCILE_HORIZON_SECONDS", &horizon),
+        ("EXPORT_BUCKET", "likes-no-such-bucket"),
+    ]);
+    let item = "game:busy";
+    let epochs = 10;
+    let started = now_ms();
+    let mut user = 0;
+    let mut prunes = 0;
+    while now_ms() < started + epochs * period.length_ms {
+        for _ in 0..3 {
+            stack.react(&format!("b{user}"), item, Like).await;
+            user += 1;
+        }
+        // A scheduled invocation: its run fails, its pruning goes on.
+        if stalled
+            .advance(now_ms() + 2_000, &mut |_| {})
+            .await
+            .is_err()
+        {
+            prunes += 1;
+        }
+    }
+    assert!(prunes > 0, "the stalled runs failed as arranged");
+    stack.settle().await;
+    let rows = stack
+        .dynamodb()
+        .query()
+        .table_name(stack.name("CountsTable"))
+        .key_condition_expression("item_id = :item")
+        .expression_attribute_values(":item", AttributeValue::S(item.into()))
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
+    let oldest_kept = period.epoch(now_ms() - horizon_ms - horizon_ms / 2) - 1;
+    let mut epochs_held = std::collections::BTreeSet::new();
+    for row in &rows {
+        for name in row.keys() {
+            if let Some(epoch) = name
+                .strip_prefix('e')
+                .and_then(|rest| rest.strip_suffix('l'))
+                .and_then(|e| e.parse::<i64>().ok())
+            {
+                epochs_held.insert(epoch);
+                assert!(
+                    epoch >= oldest_kept,
+                    "epoch {epoch} outlived the horizon (oldest kept {oldest_kept})"
+                );
+            }
+        }
+    }
+    assert!(
+        !epochs_held.is_empty(),
+        "the busy item's rows hold subtotals"
+    );
+    stack.assert_counts_match_recount(&[item]).await;
+
+    // The next run that can complete finds nothing to correct.
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(
+        (report.items_checked, report.items_drifted),
+        (1, 0),
+        "{report:?}"
     );
 }

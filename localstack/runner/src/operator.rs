@@ -137,6 +137,13 @@ pub async fn reconcile(
                 rows_total,
             } => format!("dropping reconciled subtotals: {rows_done}/{rows_total} count rows"),
             Progress::Reporting => "writing the drift report".to_owned(),
+            Progress::Pruning {
+                through_ms,
+                rows_done,
+            } => format!(
+                "pruning subtotals before {}: {rows_done} count rows",
+                rfc3339(through_ms)
+            ),
         })
     };
     let wait_for_cut = if wait { WAIT_FOR_CUT } else { Duration::ZERO };

@@ -115,12 +115,12 @@ impl Schedule {
                 RefresherConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
                 aws_sdk_dynamodb::Client::new(sdk),
             ))),
-            "reconcile" => Target::Reconcile(Reconciler::new(
+            "reconcile" => Target::Reconcile(Box::new(Reconciler::new(
                 ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
                 aws_sdk_dynamodb::Client::new(sdk),
                 crate::stack::s3_client(sdk),
                 aws_sdk_athena::Client::new(sdk),
-            )),
+            ))),
             other => {
                 return Err(failed(format!(
                     "no local handler for scheduled binary {other:?}"
@@ -168,7 +168,7 @@ enum Target {
     Pulse(Pulse),
     /// Shared by overlapping runs, as one container would be.
     BoardRefresher(Arc<BoardRefresher>),
-    Reconcile(Reconciler),
+    Reconcile(Box<Reconciler>),
 }
 
 /// `rate(<n> minute|minutes|hour|hours|day|days)`, as EventBridge Scheduler takes it.

@@ -54,6 +54,8 @@ pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
     ("RECONCILE_EPOCH_SECONDS", 24 * 3600),
     ("EXPORT_UNCERTAINTY_SECONDS", 3600),
     ("RECONCILE_LEASE_SECONDS", 3600),
+    // Subtotals older than this are pruned whether or not a run completes.
+    ("RECONCILE_HORIZON_SECONDS", 7 * 24 * 3600),
     ("ERASURE_ROWS_PER_SECOND", 10_000),
     ("LEADERBOARD_SHARDS", 4096),
     ("REFRESH_SECONDS", 900),

@@ -32,10 +32,27 @@ pub enum ReconcileError {
         likes_core::clock::rfc3339(*servable_at_ms)
     )]
     NotYetRestorable { cut_ms: i64, servable_at_ms: i64 },
-    /// The pipeline has not passed the cut for too long (a stalled shard): comparing now
-    /// would correct flips still in flight.
-    #[error("the pipeline's as_of ({as_of_ms:?}) has not passed cut {cut_ms} for a day")]
-    PipelineBehind { cut_ms: i64, as_of_ms: Option<i64> },
+    /// The run did not finish within half the subtotal horizon of its start (an export that
+    /// never completed, a pipeline stalled behind the cut): past the horizon its cut's
+    /// subtotals may be pruned, so it is given up before.
+    #[error(
+        "the run of cut {} did not finish within {} s of its start ({waiting})",
+        likes_core::clock::rfc3339(*cut_ms),
+        deadline_ms / 1000
+    )]
+    Overdue {
+        cut_ms: i64,
+        deadline_ms: i64,
+        waiting: String,
+    },
+    /// An operator asked for a cut older than the subtotal horizon: the subtotals that
+    /// comparing it needs are pruned.
+    #[error(
+        "cut {} is before the subtotal horizon: every count row holds nothing before {}",
+        likes_core::clock::rfc3339(*cut_ms),
+        likes_core::clock::rfc3339(*cleaned_ms)
+    )]
+    BeyondHorizon { cut_ms: i64, cleaned_ms: i64 },
     /// The cut was given up: reported with why, and the next cut proceeds.
     #[error(
         "cut {} was given up (reported; the next cut proceeds): {reason}",

@@ -15,7 +15,10 @@ use likes_core::clock::{now_ms, rfc3339};
 use likes_core::config::ConfigError;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
-use likes_store::reconciliation::{reconciled_attributes, Phase, ReconciliationStore, RunState};
+use likes_store::pruning::{PruningStore, SegmentCursor};
+use likes_store::reconciliation::{
+    reconciled_attributes, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
+};
 use likes_store::FreshnessStore;
 
 use crate::athena::{AthenaConfig, AthenaRecount};
@@ -33,9 +36,6 @@ const PROGRESS_EVERY: usize = 100;
 const DEADLINE_MARGIN_MS: i64 = 30_000;
 /// Attempts of one cut (a new export each), and compare leases, before the cut is given up.
 pub const MAX_ATTEMPTS: u32 = 3;
-/// How long a run waits for the pipeline to pass its cut before it gives the cut up: well
-/// inside the export bucket's lifecycle, so an export is never read after it expired.
-pub const PIPELINE_WAIT_MS: i64 = 24 * 3_600_000;
 
 #[derive(Debug, Clone)]
 pub struct ReconcileConfig {
@@ -49,6 +49,10 @@ pub struct ReconcileConfig {
     pub period: Period,
     /// How long the compare step's lease lasts: the function's timeout.
     pub lease: Duration,
+    /// Subtotals of epochs this far behind now are pruned whether or not a run completed;
+    /// a run not done within half of it is given up (well inside the export bucket's
+    /// lifecycle too, so an export is never read after it expired).
+    pub horizon: Duration,
     pub engine: RecountEngine,
 }
 
@@ -81,6 +85,7 @@ impl ReconcileConfig {
                 uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS")? * 1000,
             },
             lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS")? as u64),
+            horizon: Duration::from_secs(seconds("RECONCILE_HORIZON_SECONDS")? as u64),
             engine: match var("RECOUNT_ENGINE")?.as_str() {
                 "function" => RecountEngine::Function,
                 "athena" => RecountEngine::Athena(AthenaConfig {
@@ -143,6 +148,11 @@ pub enum Progress {
     },
     /// The drift report is written.
     Reporting,
+    /// Subtotals before the horizon are pruned (no run completed for half of it).
+    Pruning {
+        through_ms: i64,
+        rows_done: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +161,7 @@ pub struct Reconciler {
     dynamodb: aws_sdk_dynamodb::Client,
     s3: aws_sdk_s3::Client,
     store: ReconciliationStore,
+    pruning: PruningStore,
     freshness: FreshnessStore,
     reader: ExportReader,
     athena: Option<AthenaRecount>,
@@ -174,6 +185,7 @@ impl Reconciler {
                 )),
             },
             store: ReconciliationStore::new(dynamodb.clone(), config.counts_table.clone()),
+            pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
             reader: ExportReader::new(s3.clone()),
             config,
@@ -189,6 +201,9 @@ impl Reconciler {
         deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
+        // The horizon first, with half the time: it must hold whatever the run does.
+        let now = now_ms();
+        self.prune(now + (deadline_ms - now) / 2, progress).await?;
         let window = self.recovery_window().await?;
         let state = self.store.state().await?;
         let due = |latest: i64| {
@@ -228,7 +243,16 @@ impl Reconciler {
                 Some(at) => self.exportable(&window, self.config.period.cut_at(at)),
             };
             match servable {
-                Ok(cut) => break cut,
+                Ok(cut) => {
+                    let cleaned = self.pruning.state(0).await?.map_or(i64::MIN, |p| p.cleaned);
+                    if self.config.period.epoch(cut) < cleaned {
+                        return Err(ReconcileError::BeyondHorizon {
+                            cut_ms: cut,
+                            cleaned_ms: cleaned * self.config.period.length_ms,
+                        });
+                    }
+                    break cut;
+                }
                 Err(ReconcileError::NotYetRestorable {
                     cut_ms,
                     servable_at_ms,
@@ -255,7 +279,7 @@ impl Reconciler {
                     self.store.begin(cut, now_ms()).await?
                 }
                 Some(s) if s.phase == Phase::Done && s.cut_ms == cut => {
-                    self.store.reopen(cut).await?
+                    self.store.reopen(cut, now_ms()).await?
                 }
                 Some(s) if s.phase == Phase::Done => {
                     return Err(ReconcileError::LaterCutReconciled {
@@ -310,9 +334,10 @@ impl Reconciler {
                 Ok(Some(step)) => return Ok(step),
                 Ok(None) => {}
                 Err(err @ ReconcileError::GivenUp { .. }) => return Err(err),
-                Err(err @ ReconcileError::CutNotExportable { .. }) => {
-                    return Err(self.give_up(&state, err.to_string()).await)
-                }
+                Err(
+                    err
+                    @ (ReconcileError::CutNotExportable { .. } | ReconcileError::Overdue { .. }),
+                ) => return Err(self.give_up(&state, err.to_string()).await),
                 Err(err) => {
                     let reason = err.to_string();
                     return Err(match self.store.retry(state.cut_ms, &reason).await {
@@ -348,6 +373,7 @@ impl Reconciler {
                     export_arn: Some(arn),
                 } => {
                     if !self.export_complete(arn).await? {
+                        self.within_deadline(state, || format!("export {arn} not complete"))?;
                         if now_ms() + EXPORT_POLL.as_millis() as i64 >= deadline_ms {
                             return Ok(Some(Step::WaitingForExport {
                                 cut_ms: state.cut_ms,
@@ -362,12 +388,12 @@ impl Reconciler {
                     let needed = state.cut_ms + self.config.period.uncertainty_ms;
                     let as_of = self.freshness.as_of().await;
                     if as_of.is_none_or(|a| a < needed) {
-                        if now_ms() - state.started_at_ms > PIPELINE_WAIT_MS {
-                            return Err(ReconcileError::PipelineBehind {
-                                cut_ms: state.cut_ms,
-                                as_of_ms: as_of,
-                            });
-                        }
+                        self.within_deadline(state, || {
+                            format!(
+                                "as_of {} has not passed the cut",
+                                as_of.map_or("unknown".into(), rfc3339)
+                            )
+                        })?;
                         return Ok(Some(Step::WaitingForPipeline {
                             cut_ms: state.cut_ms,
                             as_of_ms: as_of,
@@ -419,6 +445,81 @@ impl Reconciler {
             }
         }
         Ok(None)
+    }
+
+    /// Prunes subtotals and near-cut counts older than the horizon from every count row,
+    /// when no completed run (or pass) has cleaned them for half the horizon: a pass over
+    /// the Counts table, a Scan page at a time in each segment, its cursors kept in the
+    /// table, so any invocation goes on where the last stopped, until `until_ms`.
+    async fn prune(
+        &self,
+        until_ms: i64,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<(), ReconcileError> {
+        let period = self.config.period;
+        let horizon_ms = self.config.horizon.as_millis() as i64;
+        let through = period.epoch(now_ms() - horizon_ms);
+        let segments = SCAN_SEGMENTS as usize;
+        let mut state = match self.pruning.state(segments).await? {
+            Some(state) if !state.done && state.through >= through - 1 => state,
+            Some(state) if state.cleaned >= period.epoch(now_ms() - horizon_ms / 2) - 1 => {
+                return Ok(())
+            }
+            _ => {
+                self.pruning.begin(through, segments).await?;
+                match self.pruning.state(segments).await? {
+                    Some(state) if !state.done => state,
+                    _ => return Ok(()),
+                }
+            }
+        };
+        let mut rows_done = 0;
+        for (segment, cursor) in state.segments.iter_mut().enumerate() {
+            while *cursor != SegmentCursor::Done {
+                if now_ms() >= until_ms {
+                    return Ok(());
+                }
+                let start = match cursor {
+                    SegmentCursor::At(key) => Some(key.clone()),
+                    _ => None,
+                };
+                let (rows, next) = self.store.scan_page(segment as i32, start).await?;
+                for (_, key, row) in &rows {
+                    self.store
+                        .drop_reconciled(key, &reconciled_attributes(row, state.through))
+                        .await?;
+                }
+                rows_done += rows.len() as u64;
+                progress(Progress::Pruning {
+                    through_ms: state.through * period.length_ms,
+                    rows_done,
+                });
+                *cursor = next.map_or(SegmentCursor::Done, SegmentCursor::At);
+                if !self.pruning.advance(state.through, segment, cursor).await? {
+                    // A newer pass began meanwhile: it goes on from its own cursors.
+                    return Ok(());
+                }
+            }
+        }
+        self.pruning.finish(state.through).await?;
+        Ok(())
+    }
+
+    /// An error when the run has gone on past its deadline (half the horizon).
+    fn within_deadline(
+        &self,
+        state: &RunState,
+        waiting: impl FnOnce() -> String,
+    ) -> Result<(), ReconcileError> {
+        let deadline_ms = self.config.horizon.as_millis() as i64 / 2;
+        if now_ms() - state.started_at_ms <= deadline_ms {
+            return Ok(());
+        }
+        Err(ReconcileError::Overdue {
+            cut_ms: state.cut_ms,
+            deadline_ms,
+            waiting: waiting(),
+        })
     }
 
     /// Gives the run's cut up: the run is done with why, a report of it goes where drift
@@ -705,6 +806,7 @@ impl Reconciler {
         report.duration_ms = now_ms() - started;
         let key = self.put_report(&report).await?;
         report.emit();
+        self.pruning.cleaned(cut).await?;
         self.store.done(state.cut_ms, &key).await?;
         Ok(report)
     }

@@ -23,7 +23,7 @@ const STATE_SORT_KEY: &str = "S";
 /// The correction row's sort key: under the `D#` prefix, so every count read adds it.
 pub const CORRECTION_ROW: &str = "D#C";
 /// Scan segments read in parallel.
-const SCAN_SEGMENTS: i32 = 4;
+pub const SCAN_SEGMENTS: i32 = 4;
 /// Attributes one cleanup update removes: `REMOVE #r0, …, #r99` is some 600 B of expression,
 /// far inside DynamoDB's 4 KB and 300 operators.
 pub const REMOVED_PER_UPDATE: usize = 100;
@@ -84,6 +84,18 @@ pub struct ReconciliationStore {
 fn s(value: &str) -> AttributeValue {
     AttributeValue::S(value.to_owned())
 }
+
+/// Why a run failed or was given up, as the run state keeps it: at most [`REASON_BYTES`], so
+/// the row stays small whatever an error says.
+fn reason(text: &str) -> AttributeValue {
+    let mut end = text.len().min(REASON_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    s(&text[..end])
+}
+
+const REASON_BYTES: usize = 1024;
 
 fn n(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
@@ -207,7 +219,7 @@ impl ReconciliationStore {
     /// Opens a finished run's compare step again (an operator's rerun): its corrections are
     /// conditional on the run id, so it adds nothing already added.
     /// A run given up has no export to compare: [`Self::begin`] starts it again instead.
-    pub async fn reopen(&self, cut_ms: i64) -> Result<bool, StoreError> {
+    pub async fn reopen(&self, cut_ms: i64, now_ms: i64) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
@@ -215,10 +227,13 @@ impl ReconciliationStore {
             .key(attr::ITEM_ID, s(STATE_KEY))
             .key(attr::SHARD, s(STATE_SORT_KEY))
             .update_expression(format!(
-                "SET {} = :next, {} = :zero",
+                "SET {} = :next, {} = :zero, {} = :now, {} = :zero",
                 attr::PHASE,
-                attr::LEASE_UNTIL
+                attr::LEASE_UNTIL,
+                attr::STARTED_AT,
+                attr::LEASES
             ))
+            .expression_attribute_values(":now", n(now_ms))
             .condition_expression(format!(
                 "{} = :cut AND {} = :from AND attribute_exists({}) AND attribute_exists({})",
                 attr::CUT,
@@ -235,10 +250,10 @@ impl ReconciliationStore {
         condition_held("UpdateItem", result)
     }
 
-    /// An attempt of the run failed (`reason`): it starts again from a new export, and the
+    /// An attempt of the run failed (`why`): it starts again from a new export, and the
     /// attempts so far are counted. The new attempt count, `None` when the run moved on
     /// meanwhile.
-    pub async fn retry(&self, cut_ms: i64, reason: &str) -> Result<Option<u32>, StoreError> {
+    pub async fn retry(&self, cut_ms: i64, why: &str) -> Result<Option<u32>, StoreError> {
         let result = self
             .client
             .update_item()
@@ -260,7 +275,7 @@ impl ReconciliationStore {
             .expression_attribute_values(":exporting", s(RunPhase::Exporting.as_str()))
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":reason", reason(why))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
             .send()
             .await;
@@ -279,7 +294,7 @@ impl ReconciliationStore {
 
     /// Gives a run up (the cut cannot be exported, or failed every attempt): the run is done,
     /// with why, and the next cut may start.
-    pub async fn abandon(&self, cut_ms: i64, reason: &str) -> Result<bool, StoreError> {
+    pub async fn abandon(&self, cut_ms: i64, why: &str) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
@@ -295,7 +310,7 @@ impl ReconciliationStore {
             .condition_expression(format!("{} = :cut AND {} <> :next", attr::CUT, attr::PHASE))
             .expression_attribute_values(":cut", n(cut_ms))
             .expression_attribute_values(":next", s(RunPhase::Done.as_str()))
-            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":reason", reason(why))
             .send()
             .await;
         condition_held("UpdateItem", result)
@@ -364,30 +379,46 @@ impl ReconciliationStore {
         let mut found = Vec::new();
         let mut start = None;
         loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.counts_table)
-                .segment(segment)
-                .total_segments(SCAN_SEGMENTS)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("Scan", err))?;
-            for row in page.items.unwrap_or_default() {
-                if let Some(parsed) = parse_count_row(row)? {
-                    found.push(parsed);
-                }
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(found),
+            let (rows, next) = self.scan_page(segment, start).await?;
+            found.extend(rows);
+            match next {
+                Some(key) => start = Some(key),
+                None => return Ok(found),
             }
         }
     }
 
+    /// One page of Scan segment `segment` of [`SCAN_SEGMENTS`] from `start`: its count rows,
+    /// and where the next page starts (`None` after the last).
+    pub async fn scan_page(
+        &self,
+        segment: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<(ItemId, RowKey, CountRowState)>, Option<Item>), StoreError> {
+        let page = self
+            .client
+            .scan()
+            .table_name(&self.counts_table)
+            .segment(segment)
+            .total_segments(SCAN_SEGMENTS)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("Scan", err))?;
+        let mut found = Vec::new();
+        for row in page.items.unwrap_or_default() {
+            if let Some(parsed) = parse_count_row(row)? {
+                found.push(parsed);
+            }
+        }
+        Ok((found, page.last_evaluated_key.filter(|key| !key.is_empty())))
+    }
+
     /// Adds `delta` to the item's correction row, attributed to the epoch before the cut, once
     /// per run: `false` when this run already corrected the item (a rerun writes nothing).
+    /// Runs go forward in cut order, so the row keeps only the last cut that corrected it
+    /// (`last_cut`), one number however many runs there are; a row of the older layout, which
+    /// named every run in a set `runs`, is still checked against it and moved to the number.
     pub async fn correct(
         &self,
         item: &ItemId,
@@ -403,20 +434,24 @@ impl ReconciliationStore {
             .key(attr::ITEM_ID, s(item.as_str()))
             .key(attr::SHARD, s(CORRECTION_ROW))
             .update_expression(format!(
-                "ADD {} :like, {} :dislike, #el :like, #ed :dislike, {} :run",
+                "SET {last} = :cut ADD {} :like, {} :dislike, #el :like, #ed :dislike \
+                 REMOVE {runs}",
                 attr::LIKE_COUNT,
                 attr::DISLIKE_COUNT,
-                attr::RUNS
+                last = attr::LAST_CUT,
+                runs = attr::RUNS
             ))
             .condition_expression(format!(
-                "attribute_not_exists({runs}) OR NOT contains({runs}, :id)",
+                "(attribute_not_exists({last}) OR {last} < :cut) AND \
+                 (attribute_not_exists({runs}) OR NOT contains({runs}, :id))",
+                last = attr::LAST_CUT,
                 runs = attr::RUNS
             ))
             .expression_attribute_names("#el", like)
             .expression_attribute_names("#ed", dislike)
             .expression_attribute_values(":like", n(delta.like))
             .expression_attribute_values(":dislike", n(delta.dislike))
-            .expression_attribute_values(":run", AttributeValue::Ss(vec![run_id.to_owned()]))
+            .expression_attribute_values(":cut", n(cut_epoch))
             .expression_attribute_values(":id", s(run_id))
             .send()
             .await;

@@ -52,7 +52,10 @@ pub mod attr {
     pub const LEASES: &str = "leases";
     pub const LAST_ERROR: &str = "last_error";
     pub const REPORT: &str = "report";
+    /// The correction row's runs of the older layout (a string set of run ids).
     pub const RUNS: &str = "runs";
+    /// The last cut (epoch index) that corrected the item.
+    pub const LAST_CUT: &str = "last_cut";
     // Claims (PK claim_id).
     pub const CLAIM_ID: &str = "claim_id";
     pub const EVENT_IDS: &str = "event_ids";

@@ -24,7 +24,8 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Reporting => Some(Mark::Reporting),
         Progress::WaitingForRestorable { .. }
         | Progress::Exporting { .. }
-        | Progress::Reading(_) => None,
+        | Progress::Reading(_)
+        | Progress::Pruning { .. } => None,
     }
 }
 

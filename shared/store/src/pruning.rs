@@ -1,0 +1,198 @@
+//! The horizon of epoch subtotals, kept whether or not a reconciliation run completes.
+//!
+//! A completed run drops the subtotals of epochs before its cut from every count row. When
+//! no run completes (exports failing, a stalled shard), nothing else would, and busy rows
+//! would grow by two attributes an epoch until they pass DynamoDB's 400 KB. So the reconcile
+//! function also prunes, on a schedule of its own, every subtotal and near-cut count older
+//! than a horizon no run can still need, in a pass over the Counts table that any invocation
+//! advances a page at a time:
+//!
+//! - `#reconcile` / `P`: `through` (the pass drops epochs before it), one cursor per Scan
+//!   segment (`seg<i>`: absent before the segment starts, the next page's key while it goes,
+//!   `done` after it), `done` once every segment is, and `cleaned` (the latest epoch before
+//!   which a completed run, or pass, dropped everything).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+
+use crate::error::condition_held;
+use crate::rows::{attr, Item};
+use crate::StoreError;
+
+const STATE_KEY: &str = "#reconcile";
+const PRUNE_SORT_KEY: &str = "P";
+const THROUGH: &str = "through";
+const DONE: &str = "done";
+const CLEANED: &str = "cleaned";
+const SEGMENT_DONE: &str = "done";
+
+/// Where one Scan segment of a pass is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SegmentCursor {
+    Start,
+    At(Item),
+    Done,
+}
+
+/// The pruning pass in progress, or the last one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneState {
+    /// Epochs before this are dropped by the pass.
+    pub through: i64,
+    pub segments: Vec<SegmentCursor>,
+    pub done: bool,
+    /// Every count row holds nothing before this epoch (a completed run's cut, or a
+    /// finished pass's `through`).
+    pub cleaned: i64,
+}
+
+/// The `P` row. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PruningStore {
+    client: Client,
+    counts_table: String,
+}
+
+fn segment_attribute(segment: usize) -> String {
+    format!("seg{segment}")
+}
+
+impl PruningStore {
+    pub fn new(client: Client, counts_table: impl Into<String>) -> Self {
+        Self {
+            client,
+            counts_table: counts_table.into(),
+        }
+    }
+
+    fn update(
+        &self,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, AttributeValue::S(STATE_KEY.into()))
+            .key(attr::SHARD, AttributeValue::S(PRUNE_SORT_KEY.into()))
+    }
+
+    /// The pass state (strongly consistent), with `segments` cursors; `None` before the first
+    /// pass or cleanup.
+    pub async fn state(&self, segments: usize) -> Result<Option<PruneState>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, AttributeValue::S(STATE_KEY.into()))
+            .key(attr::SHARD, AttributeValue::S(PRUNE_SORT_KEY.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem", err))?;
+        let Some(row) = output.item else {
+            return Ok(None);
+        };
+        let number = |name: &str| -> Result<i64, StoreError> {
+            match row.get(name) {
+                None => Ok(i64::MIN),
+                Some(AttributeValue::N(n)) => n
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("prune state {name} is {n:?}"))),
+                Some(other) => Err(StoreError::Corrupt(format!(
+                    "prune state {name} is {other:?}"
+                ))),
+            }
+        };
+        let segments = (0..segments)
+            .map(|segment| match row.get(&segment_attribute(segment)) {
+                None => Ok(SegmentCursor::Start),
+                Some(AttributeValue::S(s)) if s == SEGMENT_DONE => Ok(SegmentCursor::Done),
+                Some(AttributeValue::M(key)) => Ok(SegmentCursor::At(key.clone())),
+                Some(other) => Err(StoreError::Corrupt(format!(
+                    "prune cursor {segment} is {other:?}"
+                ))),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(PruneState {
+            through: number(THROUGH)?,
+            segments,
+            done: matches!(row.get(DONE), Some(AttributeValue::Bool(true))),
+            cleaned: number(CLEANED)?,
+        }))
+    }
+
+    /// Starts a pass dropping epochs before `through`, unless one for it or a later epoch
+    /// exists. `false` when another invocation started it first.
+    pub async fn begin(&self, through: i64, segments: usize) -> Result<bool, StoreError> {
+        let cursors: Vec<String> = (0..segments).map(segment_attribute).collect();
+        let result = self
+            .update()
+            .update_expression(format!(
+                "SET #through = :through, #done = :false REMOVE {}",
+                cursors.join(", ")
+            ))
+            .condition_expression("attribute_not_exists(#through) OR #through < :through")
+            .expression_attribute_names("#through", THROUGH)
+            .expression_attribute_names("#done", DONE)
+            .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// Records where segment `segment` of the pass for `through` goes on.
+    pub async fn advance(
+        &self,
+        through: i64,
+        segment: usize,
+        cursor: &SegmentCursor,
+    ) -> Result<bool, StoreError> {
+        let value = match cursor {
+            SegmentCursor::Start => return Ok(true),
+            SegmentCursor::At(key) => AttributeValue::M(key.clone()),
+            SegmentCursor::Done => AttributeValue::S(SEGMENT_DONE.into()),
+        };
+        let result = self
+            .update()
+            .update_expression("SET #cursor = :cursor")
+            .condition_expression("#through = :through")
+            .expression_attribute_names("#cursor", segment_attribute(segment))
+            .expression_attribute_names("#through", THROUGH)
+            .expression_attribute_values(":cursor", value)
+            .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// The pass for `through` read every segment: every row is clean before it.
+    pub async fn finish(&self, through: i64) -> Result<bool, StoreError> {
+        let result = self
+            .update()
+            .update_expression("SET #done = :true, #cleaned = :through")
+            .condition_expression(
+                "#through = :through AND (attribute_not_exists(#cleaned) OR #cleaned < :through)",
+            )
+            .expression_attribute_names("#done", DONE)
+            .expression_attribute_names("#cleaned", CLEANED)
+            .expression_attribute_names("#through", THROUGH)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// A completed run dropped every epoch before `epoch` from every row.
+    pub async fn cleaned(&self, epoch: i64) -> Result<(), StoreError> {
+        let result = self
+            .update()
+            .update_expression("SET #cleaned = :epoch")
+            .condition_expression("attribute_not_exists(#cleaned) OR #cleaned < :epoch")
+            .expression_attribute_names("#cleaned", CLEANED)
+            .expression_attribute_values(":epoch", AttributeValue::N(epoch.to_string()))
+            .send()
+            .await;
+        condition_held("UpdateItem", result).map(drop)
+    }
+}
