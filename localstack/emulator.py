@@ -21,6 +21,7 @@ test run that crashes never leaves an emulator behind.
 
 import argparse
 import copy
+import hashlib
 import io
 import json
 import logging
@@ -302,8 +303,7 @@ def read_kinesis_shards_by_position():
     several consumers poll each shard, so the emulator slowed down as the log grew (a test
     putting 2,000 likes on one item went from 20 to 12 writes a second). Its sequence
     numbers are 1, 2, 3... per shard, so the records after an iterator are found by
-    position; a shard whose numbers are not that run (moto moved records on a reshard) is
-    read moto's way.
+    position; a shard whose numbers are not that run is read moto's way.
     """
     from moto.kinesis.models import Shard
 
@@ -333,6 +333,66 @@ def read_kinesis_shards_by_position():
     Shard.get_max_sequence_number = last
 
 
+def reshard_kinesis_as_aws_does():
+    """SplitShard closes the parent and opens two children; the parent keeps its records, and
+    a reader of a closed shard gets no next iterator once it has read them all; new records
+    go to the open shard whose hash range holds their key.
+
+    moto moves a split shard's records into its children (so a consumer reads them twice,
+    under new sequence numbers, and loses its place in the parent) and answers a
+    NextShardIterator for ever, so a consumer never learns the parent is done and never
+    starts the children; and it may still put new records on the closed parent. On AWS the parent's records stay readable until they expire, and
+    GetRecords on a closed shard read to its end answers a null NextShardIterator.
+    """
+    from collections import OrderedDict
+
+    from moto.kinesis.models import KinesisBackend, Stream
+    from moto.kinesis.utils import decompose_shard_iterator
+
+    moto_split = Stream.split_shard
+    moto_get_records = KinesisBackend.get_records
+    moto_shard_for_key = Stream.get_shard_for_key
+
+    def get_shard_for_key(self, partition_key, explicit_hash_key):
+        # moto's own checks first; it may pick a closed shard, which takes no records.
+        shard = moto_shard_for_key(self, partition_key, explicit_hash_key)
+        if shard is None or shard.is_open:
+            return shard
+        key = (
+            int(explicit_hash_key)
+            if explicit_hash_key
+            else int(hashlib.md5(partition_key.encode("utf-8")).hexdigest(), 16)
+        )
+        return next(
+            (s for s in self.shards.values() if s.is_open and s.starting_hash <= key <= s.ending_hash),
+            None,
+        )
+
+    def split_shard(self, shard_to_split, new_starting_hash_key):
+        shard = self.shards.get(shard_to_split)
+        held = shard.records if shard is not None else None
+        if shard is not None:
+            shard.records = OrderedDict()  # nothing for moto to move
+        try:
+            moto_split(self, shard_to_split, new_starting_hash_key)
+        finally:
+            if shard is not None:
+                shard.records = held
+
+    def get_records(self, stream_arn, shard_iterator, limit):
+        next_iterator, records, behind = moto_get_records(self, stream_arn, shard_iterator, limit)
+        stream_name, shard_id, last_read = decompose_shard_iterator(shard_iterator)
+        shard = self.describe_stream(stream_arn=stream_arn, stream_name=stream_name).get_shard(shard_id)
+        read_to = records[-1].sequence_number if records else int(last_read)
+        if not shard.is_open and read_to >= shard.get_max_sequence_number():
+            next_iterator = None
+        return next_iterator, records, behind
+
+    Stream.split_shard = split_shard
+    Stream.get_shard_for_key = get_shard_for_key
+    KinesisBackend.get_records = get_records
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -352,6 +412,7 @@ def main(argv=None):
 
     roll_transactions_back_in_place()
     read_kinesis_shards_by_position()
+    reshard_kinesis_as_aws_does()
     app = SerializedApp(DomainDispatcherApplication(create_backend_app), args.pitr_lag_seconds)
     server = make_server(args.host, args.port, app, threaded=True, request_handler=QuietRequestHandler)
     host, port = server.server_address[:2]

@@ -131,3 +131,85 @@ async fn bad_windows_and_limits_are_400_problems() {
     assert_eq!(empty["items"], json!([]));
     assert_eq!(empty["as_of"], Value::Null);
 }
+
+/// A reshard of the event log (on demand, AWS splits shards as the load grows) closes the
+/// shards it splits: their last progress must not hold the boards' `as_of` at the split for
+/// ever, and the events after it, on the children, are scored once.
+#[tokio::test]
+async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
+    let stack = TestStack::start_with_leaderboard().await;
+    stack.like("u0", "game:before").await;
+    stack.settle_leaderboard().await;
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([{"item_id": "game:before", "like_count": 1}]),
+        )
+        .await;
+
+    let stream = stack
+        .stack
+        .function_environment(likes_tests::LEADERBOARD_REFRESH_FUNCTION)
+        .unwrap_or_else(|err| panic!("{err}"))["EVENTS_STREAM_ARN"]
+        .clone();
+    let kinesis = stack.kinesis();
+    let shards = kinesis
+        .list_shards()
+        .stream_arn(&stream)
+        .send()
+        .await
+        .unwrap()
+        .shards
+        .unwrap_or_default();
+    let mut split = 0;
+    for shard in shards.iter().filter(|s| {
+        s.sequence_number_range
+            .as_ref()
+            .is_some_and(|r| r.ending_sequence_number.is_none())
+    }) {
+        let range = shard.hash_key_range.as_ref().unwrap();
+        let low: u128 = range.starting_hash_key.parse().unwrap();
+        let high: u128 = range.ending_hash_key.parse().unwrap();
+        kinesis
+            .split_shard()
+            .stream_arn(&stream)
+            .shard_to_split(&shard.shard_id)
+            .new_starting_hash_key((low + (high - low) / 2 + 1).to_string())
+            .send()
+            .await
+            .unwrap();
+        split += 1;
+    }
+    assert!(split > 0, "the log has open shards to split: {shards:?}");
+    let split_at = likes_core::clock::now_ms();
+
+    // Events after the split go to the children, read once their parents are done.
+    for n in 0..8 {
+        stack.like(&format!("v{n}"), "game:after").await;
+    }
+    stack.settle_leaderboard().await;
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([
+                {"item_id": "game:after", "like_count": 8},
+                {"item_id": "game:before", "like_count": 1}
+            ]),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let as_of = board(&stack, "window=all").await["as_of"].clone();
+        let as_of_ms = as_of
+            .as_str()
+            .and_then(|t| likes_core::clock::parse_rfc3339(t).ok());
+        if as_of_ms.is_some_and(|t| t >= split_at) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "as_of {as_of} stayed before the split at {split_at}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}

@@ -114,6 +114,7 @@ impl Schedule {
             "refresh-leaderboard" => Target::BoardRefresher(Arc::new(BoardRefresher::new(
                 RefresherConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
                 aws_sdk_dynamodb::Client::new(sdk),
+                aws_sdk_kinesis::Client::new(sdk),
             ))),
             "reconcile" => Target::Reconcile(Box::new(Reconciler::new(
                 ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::{score_deltas, sequence_after, Window};
+use likes_core::leaderboard::{board_as_of, score_deltas, sequence_after, LogProgress, Window};
 use likes_core::pipeline::ReactionEvent;
 use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
 use likes_store::metrics::Report;
@@ -26,6 +26,7 @@ use likes_store::{LeaderboardStore, StoreError};
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::log_shards::{ListShardsError, LogShards};
 use crate::ticker::run_invocation;
 use crate::ConfigError;
 
@@ -221,6 +222,8 @@ fn shard_of(record: &KinesisEventRecord) -> &str {
 #[derive(Debug, Clone)]
 pub struct RefresherConfig {
     pub leaderboard_table: String,
+    /// The event log, whose shards `as_of` follows through reshards.
+    pub events_stream_arn: String,
     pub board_shards: u32,
     /// How long one invocation keeps ticking.
     pub run_for: Duration,
@@ -236,11 +239,21 @@ impl RefresherConfig {
         let whole = |name| ConfigError::whole(&lookup, name).map(|n| n as u64);
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
+            events_stream_arn: ConfigError::var(&lookup, "EVENTS_STREAM_ARN")?,
             board_shards: whole("LEADERBOARD_SHARDS")? as u32,
             run_for: Duration::from_secs(whole("REFRESH_SECONDS")?),
             tick: Duration::from_millis(whole("REFRESH_TICK_MS")?),
         })
     }
+}
+
+/// Why a refresh tick failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    ListShards(#[from] ListShardsError),
 }
 
 /// What one refresh tick did.
@@ -255,15 +268,21 @@ pub struct RefreshReport {
 pub struct BoardRefresher {
     config: RefresherConfig,
     store: LeaderboardStore,
+    log_shards: LogShards,
     /// Each shard's progress at the last refresh; `None` before this invocation's first.
     seen: Mutex<Option<BTreeMap<String, Option<String>>>>,
 }
 
 impl BoardRefresher {
-    pub fn new(config: RefresherConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
+    pub fn new(
+        config: RefresherConfig,
+        dynamodb: aws_sdk_dynamodb::Client,
+        kinesis: aws_sdk_kinesis::Client,
+    ) -> Self {
         Self {
             store: LeaderboardStore::new(dynamodb, config.leaderboard_table.clone())
                 .with_board_shards(config.board_shards),
+            log_shards: LogShards::new(kinesis, config.events_stream_arn.clone()),
             config,
             seen: Mutex::new(None),
         }
@@ -288,11 +307,23 @@ impl BoardRefresher {
 
     /// Reads every shard's progress; when some moved since the last tick (or this is the
     /// invocation's first), re-ranks `all`, today's board and the days the moved shards
-    /// scored on. `as_of` is the lowest progress, read before any score.
-    pub async fn tick(&self) -> Result<RefreshReport, StoreError> {
+    /// scored on. `as_of` is the lowest progress of the shards not done with
+    /// ([`board_as_of`]), read before any score.
+    pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
-        let as_of_ms = progress.iter().map(|p| p.applied_through_ms).min();
+        let shards = self.log_shards.list().await?;
+        let as_of_ms = board_as_of(
+            &shards,
+            &progress
+                .iter()
+                .map(|p| LogProgress {
+                    shard_id: p.shard.clone(),
+                    through_seq: p.through_seq.clone(),
+                    applied_through_ms: p.applied_through_ms,
+                })
+                .collect::<Vec<_>>(),
+        );
         let mut boards = BTreeSet::new();
         {
             let seen = self.seen.lock().expect("seen progress");

@@ -12,6 +12,7 @@ mod erasure;
 mod events;
 pub mod leaderboard;
 pub mod likers;
+mod log_shards;
 mod publisher;
 mod pulse;
 mod ticker;
@@ -23,8 +24,11 @@ pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishError, PublishFailure};
-pub use leaderboard::{BoardRefresher, Leaderboard, LeaderboardConfig, RefresherConfig};
+pub use leaderboard::{
+    BoardRefresher, Leaderboard, LeaderboardConfig, RefreshError, RefresherConfig,
+};
 pub use likers::{Likers, LikersConfig};
+pub use log_shards::{ListShardsError, LogShards};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 
@@ -87,7 +91,11 @@ pub async fn run_leaderboard_refresh() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config = RefresherConfig::from_env()?;
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let refresher = BoardRefresher::new(config, aws_sdk_dynamodb::Client::new(&sdk));
+    let refresher = BoardRefresher::new(
+        config,
+        aws_sdk_dynamodb::Client::new(&sdk),
+        aws_sdk_kinesis::Client::new(&sdk),
+    );
     let refresher = &refresher;
     lambda_runtime::run(service_fn(move |event| async move {
         refresher.handle(event).await

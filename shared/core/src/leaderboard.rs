@@ -124,6 +124,56 @@ pub fn sequence_after(seq: &str, through: &str) -> bool {
     (seq.len(), seq) > (through.len(), through)
 }
 
+/// A shard of the event log as Kinesis lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogShard {
+    pub shard_id: String,
+    pub parent_shard_id: Option<String>,
+    /// Set once the shard is closed (split or merged): no record comes after it.
+    pub ending_sequence_number: Option<String>,
+}
+
+/// Where the leaderboard's consumer is on one log shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogProgress {
+    pub shard_id: String,
+    /// The sequence number of the last record applied.
+    pub through_seq: Option<String>,
+    /// The arrival on the log of the last record applied.
+    pub applied_through_ms: i64,
+}
+
+/// The boards' `as_of`: the lowest arrival time applied over the log shards that have
+/// carried events, leaving out a closed shard that is done with: read to its ending sequence
+/// number, or continued by a child that has carried events (Lambda reads a parent to its end
+/// before its children). Without that, a shard closed by a reshard would hold `as_of` at the
+/// split for ever. A shard not listed (expired with its records) is left out too.
+pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64> {
+    let started = |id: &str| progress.iter().any(|p| p.shard_id == id);
+    let done = |p: &LogProgress| {
+        let Some(shard) = shards.iter().find(|s| s.shard_id == p.shard_id) else {
+            return true;
+        };
+        let Some(end) = &shard.ending_sequence_number else {
+            return false;
+        };
+        let read_to_end = p
+            .through_seq
+            .as_deref()
+            .is_some_and(|through| !sequence_after(end, through));
+        read_to_end
+            || shards.iter().any(|child| {
+                child.parent_shard_id.as_deref() == Some(shard.shard_id.as_str())
+                    && started(&child.shard_id)
+            })
+    };
+    progress
+        .iter()
+        .filter(|p| !done(p))
+        .map(|p| p.applied_through_ms)
+        .min()
+}
+
 /// One item's place on a board.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -258,5 +308,59 @@ mod tests {
         assert_eq!(Window::parse("all", DEC_1), Ok(Window::All));
         assert_eq!(Window::parse("day", DEC_1), Ok(Window::day_of(DEC_1)));
         assert!(Window::parse("week", DEC_1).is_err());
+    }
+
+    fn log_shard(id: &str, parent: Option<&str>, end: Option<&str>) -> LogShard {
+        LogShard {
+            shard_id: id.into(),
+            parent_shard_id: parent.map(str::to_owned),
+            ending_sequence_number: end.map(str::to_owned),
+        }
+    }
+
+    fn at(id: &str, through: &str, applied_ms: i64) -> LogProgress {
+        LogProgress {
+            shard_id: id.into(),
+            through_seq: Some(through.into()),
+            applied_through_ms: applied_ms,
+        }
+    }
+
+    #[test]
+    fn a_split_parent_stops_holding_the_boards_as_of_once_it_is_done_with() {
+        let shards = [
+            log_shard("p", None, Some("900")),
+            log_shard("c1", Some("p"), None),
+            log_shard("c2", Some("p"), None),
+            log_shard("q", None, None),
+        ];
+        // Closed but not read to its end, and no child started: it still holds as_of.
+        assert_eq!(
+            board_as_of(&shards, &[at("p", "850", 1_000), at("q", "5", 9_000)]),
+            Some(1_000)
+        );
+        // Read to its ending sequence number (compared as numbers, not text).
+        assert_eq!(
+            board_as_of(&shards, &[at("p", "900", 1_000), at("q", "5", 9_000)]),
+            Some(9_000)
+        );
+        // A child carried events: the parent was read to its end before it.
+        assert_eq!(
+            board_as_of(
+                &shards,
+                &[
+                    at("p", "850", 1_000),
+                    at("c2", "1000", 7_000),
+                    at("q", "5", 9_000)
+                ]
+            ),
+            Some(7_000)
+        );
+        // An open shard behind still holds it, and a shard the log no longer lists does not.
+        assert_eq!(
+            board_as_of(&shards, &[at("q", "5", 9_000), at("gone", "1", 10)]),
+            Some(9_000)
+        );
+        assert_eq!(board_as_of(&shards, &[]), None);
     }
 }

@@ -27,7 +27,7 @@ pub enum ReconcileError {
     /// PITR cannot serve the cut yet: its latest restorable time (some 5 minutes behind now
     /// on AWS) has not passed it. Nothing was started.
     #[error(
-        "no cut can be exported yet: cut {} is restorable from {}",
+        "no cut can be exported yet: cut {} is restorable from about {}",
         likes_core::clock::rfc3339(*cut_ms),
         likes_core::clock::rfc3339(*servable_at_ms)
     )]

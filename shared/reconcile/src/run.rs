@@ -32,6 +32,9 @@ const EXPORT_POLL: Duration = Duration::from_secs(10);
 const QUERY_POLL: Duration = Duration::from_secs(2);
 /// Items (and count rows) between two progress reports of the compare and cleanup steps.
 const PROGRESS_EVERY: usize = 100;
+/// How far AWS keeps the latest restorable time behind now, for an estimate while a young
+/// table's window does not show it yet.
+const ASSUMED_PITR_LAG_MS: i64 = 5 * 60_000;
 /// A scheduled invocation stops waiting this long before its deadline.
 const DEADLINE_MARGIN_MS: i64 = 30_000;
 /// Attempts of one cut (a new export each), and compare leases, before the cut is given up.
@@ -253,10 +256,11 @@ impl Reconciler {
                     }
                     break cut;
                 }
+                // The time is an estimate: the window itself is asked again until the deadline.
                 Err(ReconcileError::NotYetRestorable {
                     cut_ms,
                     servable_at_ms,
-                }) if wait_for_cut && servable_at_ms <= deadline_ms => {
+                }) if wait_for_cut && now_ms() < deadline_ms => {
                     progress(Progress::WaitingForRestorable {
                         cut_ms,
                         servable_at_ms,
@@ -593,11 +597,19 @@ impl Reconciler {
                 })
         };
         let now = now_ms();
-        let latest = millis(pitr.latest_restorable_date_time)?;
+        let (earliest, latest) = (
+            millis(pitr.earliest_restorable_date_time)?,
+            millis(pitr.latest_restorable_date_time)?,
+        );
         Ok(RecoveryWindow {
-            earliest_ms: millis(pitr.earliest_restorable_date_time)?,
+            earliest_ms: earliest,
             latest_ms: latest,
-            lag_ms: (now - latest).max(0),
+            // A window that has not opened yet (a young table) does not show its lag.
+            lag_ms: if latest > earliest {
+                (now - latest).max(0)
+            } else {
+                (now - latest).max(ASSUMED_PITR_LAG_MS)
+            },
         })
     }
 
