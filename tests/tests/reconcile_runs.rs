@@ -480,38 +480,18 @@ async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
     }
     assert!(prunes > 0, "the stalled runs failed as arranged");
     stack.settle().await;
-    let rows = stack
-        .dynamodb()
-        .query()
-        .table_name(stack.name("CountsTable"))
-        .key_condition_expression("item_id = :item")
-        .expression_attribute_values(":item", AttributeValue::S(item.into()))
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
     let oldest_kept = period.epoch(now_ms() - horizon_ms - horizon_ms / 2) - 1;
-    let mut epochs_held = std::collections::BTreeSet::new();
-    for row in &rows {
-        for name in row.keys() {
-            if let Some(epoch) = name
-                .strip_prefix('e')
-                .and_then(|rest| rest.strip_suffix('l'))
-                .and_then(|e| e.parse::<i64>().ok())
-            {
-                epochs_held.insert(epoch);
-                assert!(
-                    epoch >= oldest_kept,
-                    "epoch {epoch} outlived the horizon (oldest kept {oldest_kept})"
-                );
-            }
-        }
-    }
+    let epochs_held = subtotal_epochs(&stack, item).await;
     assert!(
         !epochs_held.is_empty(),
         "the busy item's rows hold subtotals"
     );
+    for epoch in &epochs_held {
+        assert!(
+            *epoch >= oldest_kept,
+            "epoch {epoch} outlived the horizon (oldest kept {oldest_kept})"
+        );
+    }
     stack.assert_counts_match_recount(&[item]).await;
 
     // The next run that can complete finds nothing to correct.
@@ -523,4 +503,35 @@ async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
         (1, 0),
         "{report:?}"
     );
+    // Its cleaning pass ran to the end with it: nothing before the cut is left.
+    let cut_epoch = period.epoch(cut);
+    for epoch in subtotal_epochs(&stack, item).await {
+        assert!(
+            epoch >= cut_epoch,
+            "epoch {epoch} is before the cut {cut_epoch}"
+        );
+    }
+}
+
+/// The epochs whose like subtotals `item`'s base partition holds.
+async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
+    let rows = stack
+        .dynamodb()
+        .query()
+        .table_name(stack.name("CountsTable"))
+        .key_condition_expression("item_id = :item")
+        .expression_attribute_values(":item", AttributeValue::S(item.into()))
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.keys())
+        .filter_map(|name| {
+            name.strip_prefix('e')
+                .and_then(|rest| rest.strip_suffix('l'))
+                .and_then(|e| e.parse::<i64>().ok())
+        })
+        .collect()
 }

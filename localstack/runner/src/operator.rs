@@ -133,17 +133,13 @@ pub async fn reconcile(
             } => format!("comparing: {items_done}/{items_total} items"),
             Progress::ReadingCounts => "scanning the Counts table".to_owned(),
             Progress::Cleaning {
-                rows_done,
-                rows_total,
-            } => format!("dropping reconciled subtotals: {rows_done}/{rows_total} count rows"),
-            Progress::Reporting => "writing the drift report".to_owned(),
-            Progress::Pruning {
                 through_ms,
                 rows_done,
             } => format!(
-                "pruning subtotals before {}: {rows_done} count rows",
+                "dropping subtotals before {}: {rows_done} count rows",
                 rfc3339(through_ms)
             ),
+            Progress::Reporting => "writing the drift report".to_owned(),
         })
     };
     let wait_for_cut = if wait { WAIT_FOR_CUT } else { Duration::ZERO };

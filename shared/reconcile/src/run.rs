@@ -144,18 +144,15 @@ pub enum Progress {
         items_done: u64,
         items_total: u64,
     },
-    /// Reconciled subtotals are dropped from the count rows read.
+    /// A cleaning pass drops subtotals before `through_ms` from the count rows: after a
+    /// run, those before its cut; when no run completed for half the horizon, those before
+    /// the horizon.
     Cleaning {
-        rows_done: u64,
-        rows_total: u64,
-    },
-    /// The drift report is written.
-    Reporting,
-    /// Subtotals before the horizon are pruned (no run completed for half of it).
-    Pruning {
         through_ms: i64,
         rows_done: u64,
     },
+    /// The drift report is written.
+    Reporting,
 }
 
 #[derive(Debug, Clone)]
@@ -204,9 +201,9 @@ impl Reconciler {
         deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
-        // The horizon first, with half the time: it must hold whatever the run does.
+        // Cleaning first, with half the time: the horizon must hold whatever the run does.
         let now = now_ms();
-        self.prune(now + (deadline_ms - now) / 2, progress).await?;
+        self.clean(now + (deadline_ms - now) / 2, progress).await?;
         let window = self.recovery_window().await?;
         let state = self.store.state().await?;
         let due = |latest: i64| {
@@ -224,7 +221,11 @@ impl Reconciler {
             }
             Ok(_) => {}
         }
-        self.drive(deadline_ms, progress).await
+        let step = self.drive(deadline_ms, progress).await?;
+        if matches!(step, Step::Reconciled(_)) {
+            self.clean(deadline_ms, progress).await?;
+        }
+        Ok(step)
     }
 
     /// An operator's run: reconciles the cut at or before `at_ms` (the latest cut PITR can
@@ -309,6 +310,11 @@ impl Reconciler {
             let finished_other = matches!(&step, Step::Reconciled(report) if report.cut_ms != cut);
             match step {
                 _ if finished_other => continue,
+                Step::Reconciled(report) => {
+                    // The operator's run leaves the rows clean, as far as the deadline allows.
+                    self.clean(deadline_ms, progress).await?;
+                    return Ok(Step::Reconciled(report));
+                }
                 Step::WaitingForPipeline { .. }
                 | Step::WaitingForExport { .. }
                 | Step::WaitingForRecount { .. }
@@ -451,11 +457,12 @@ impl Reconciler {
         Ok(None)
     }
 
-    /// Prunes subtotals and near-cut counts older than the horizon from every count row,
-    /// when no completed run (or pass) has cleaned them for half the horizon: a pass over
-    /// the Counts table, a Scan page at a time in each segment, its cursors kept in the
-    /// table, so any invocation goes on where the last stopped, until `until_ms`.
-    async fn prune(
+    /// Goes on with the cleaning pass in progress (a completed run starts one through its
+    /// cut), or, when no run or pass cleaned anything for half the horizon, starts one
+    /// through the horizon: a pass over the Counts table dropping subtotals and near-cut
+    /// counts before its epoch, a Scan page at a time in each segment, its cursors kept in
+    /// the table, so any invocation goes on where the last stopped, until `until_ms`.
+    async fn clean(
         &self,
         until_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
@@ -494,7 +501,7 @@ impl Reconciler {
                         .await?;
                 }
                 rows_done += rows.len() as u64;
-                progress(Progress::Pruning {
+                progress(Progress::Cleaning {
                     through_ms: state.through * period.length_ms,
                     rows_done,
                 });
@@ -736,7 +743,7 @@ impl Reconciler {
     }
 
     /// Compares every item of the recount with what was applied before the cut, corrects,
-    /// cleans reconciled subtotals, reports.
+    /// reports, and starts the pass that drops the subtotals before the cut.
     async fn compare(
         &self,
         state: &RunState,
@@ -798,28 +805,14 @@ impl Reconciler {
                 });
             }
         }
-        let rows_total = rows.values().map(|rows| rows.len() as u64).sum();
-        progress(Progress::Cleaning {
-            rows_done: 0,
-            rows_total,
-        });
-        for (done, (key, row)) in rows.values().flatten().enumerate() {
-            self.store
-                .drop_reconciled(key, &reconciled_attributes(row, cut))
-                .await?;
-            if (done + 1) % PROGRESS_EVERY == 0 || done as u64 + 1 == rows_total {
-                progress(Progress::Cleaning {
-                    rows_done: done as u64 + 1,
-                    rows_total,
-                });
-            }
-        }
         progress(Progress::Reporting);
         report.duration_ms = now_ms() - started;
         let key = self.put_report(&report).await?;
         report.emit();
-        self.pruning.cleaned(cut).await?;
         self.store.done(state.cut_ms, &key).await?;
+        // Subtotals before the cut are dropped by a cleaning pass that resumes across
+        // invocations, not here: the compare writes only corrections.
+        self.pruning.begin(cut, SCAN_SEGMENTS as usize).await?;
         Ok(report)
     }
 

@@ -1,16 +1,16 @@
-//! The horizon of epoch subtotals, kept whether or not a reconciliation run completes.
+//! The cleaning passes that drop epoch subtotals from the count rows.
 //!
-//! A completed run drops the subtotals of epochs before its cut from every count row. When
-//! no run completes (exports failing, a stalled shard), nothing else would, and busy rows
-//! would grow by two attributes an epoch until they pass DynamoDB's 400 KB. So the reconcile
-//! function also prunes, on a schedule of its own, every subtotal and near-cut count older
-//! than a horizon no run can still need, in a pass over the Counts table that any invocation
-//! advances a page at a time:
+//! A completed run starts a pass dropping the subtotals of epochs before its cut. When no
+//! run completes (exports failing, a stalled shard), busy rows would grow by two attributes
+//! an epoch until they pass DynamoDB's 400 KB, so the reconcile function also starts, on a
+//! schedule of its own, a pass dropping every subtotal and near-cut count older than a
+//! horizon no run can still need. A pass goes over the Counts table a page at a time, and
+//! any invocation advances it:
 //!
 //! - `#reconcile` / `P`: `through` (the pass drops epochs before it), one cursor per Scan
 //!   segment (`seg<i>`: absent before the segment starts, the next page's key while it goes,
 //!   `done` after it), `done` once every segment is, and `cleaned` (the latest epoch before
-//!   which a completed run, or pass, dropped everything).
+//!   which a finished pass dropped everything).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -41,8 +41,7 @@ pub struct PruneState {
     pub through: i64,
     pub segments: Vec<SegmentCursor>,
     pub done: bool,
-    /// Every count row holds nothing before this epoch (a completed run's cut, or a
-    /// finished pass's `through`).
+    /// Every count row holds nothing before this epoch (the last finished pass's `through`).
     pub cleaned: i64,
 }
 
@@ -181,18 +180,5 @@ impl PruningStore {
             .send()
             .await;
         condition_held("UpdateItem", result)
-    }
-
-    /// A completed run dropped every epoch before `epoch` from every row.
-    pub async fn cleaned(&self, epoch: i64) -> Result<(), StoreError> {
-        let result = self
-            .update()
-            .update_expression("SET #cleaned = :epoch")
-            .condition_expression("attribute_not_exists(#cleaned) OR #cleaned < :epoch")
-            .expression_attribute_names("#cleaned", CLEANED)
-            .expression_attribute_values(":epoch", AttributeValue::N(epoch.to_string()))
-            .send()
-            .await;
-        condition_held("UpdateItem", result).map(drop)
     }
 }

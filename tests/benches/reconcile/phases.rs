@@ -24,8 +24,7 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Reporting => Some(Mark::Reporting),
         Progress::WaitingForRestorable { .. }
         | Progress::Exporting { .. }
-        | Progress::Reading(_)
-        | Progress::Pruning { .. } => None,
+        | Progress::Reading(_) => None,
     }
 }
 
@@ -89,9 +88,9 @@ pub async fn run(reconciler: &Reconciler, at_ms: i64, deadline_ms: i64) -> (Drif
         export_wait: at(Mark::Recounting) - started,
         recount: at(Mark::ReadingCounts) - at(Mark::Recounting),
         counts_scan: at(Mark::Comparing) - at(Mark::ReadingCounts),
-        compare: at(Mark::Cleaning) - at(Mark::Comparing),
-        cleanup: at(Mark::Reporting) - at(Mark::Cleaning),
-        report: ended - at(Mark::Reporting),
+        compare: at(Mark::Reporting) - at(Mark::Comparing),
+        report: at(Mark::Cleaning) - at(Mark::Reporting),
+        cleanup: ended - at(Mark::Cleaning),
     };
     (report, phases)
 }
