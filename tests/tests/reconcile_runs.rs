@@ -17,6 +17,40 @@ fn run_state(stack: &TestStack) -> ReconciliationStore {
     ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"))
 }
 
+/// A count row edited by hand: `likes` added to `item`'s row `shard`.
+async fn edit_count_row(stack: &TestStack, item: &str, shard: &str, likes: i64) {
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("CountsTable"))
+        .key("item_id", AttributeValue::S(item.into()))
+        .key("shard", AttributeValue::S(shard.into()))
+        .update_expression("ADD like_count :likes")
+        .expression_attribute_values(":likes", AttributeValue::N(likes.to_string()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A reaction row put behind the API, with `attributes` beside its keys.
+async fn put_reaction_row(
+    stack: &TestStack,
+    user: &str,
+    item: &str,
+    attributes: &[(&str, AttributeValue)],
+) {
+    let mut request = stack
+        .dynamodb()
+        .put_item()
+        .table_name(stack.name("ReactionsTable"))
+        .item("user_id", AttributeValue::S(user.into()))
+        .item("item_id", AttributeValue::S(item.into()));
+    for (name, value) in attributes {
+        request = request.item(*name, value.clone());
+    }
+    request.send().await.unwrap();
+}
+
 /// Runs reconciliation at the cut `at_ms` to the end (at most a minute).
 async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
     let deadline = now_ms() + 60_000;
@@ -29,6 +63,13 @@ async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
         Step::Reconciled(report) => *report,
         other => panic!("the run stopped at {other:?}"),
     }
+}
+
+/// Reconciles the first cut clear of every write so far, once it is clear.
+async fn reconcile_next(stack: &TestStack) -> DriftReport {
+    let cut = next_cut(stack, 0);
+    until(clear_of(stack, cut)).await;
+    reconcile(stack, cut).await
 }
 
 /// Sleeps until `t_ms`.
@@ -98,17 +139,7 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     }
     stack.settle().await;
     // 1. A count row edited by hand: five likes nobody gave.
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(stack.name("CountsTable"))
-        .key("item_id", AttributeValue::S(edited.into()))
-        .key("shard", AttributeValue::S("D#0".into()))
-        .update_expression("ADD like_count :five")
-        .expression_attribute_values(":five", AttributeValue::N("5".into()))
-        .send()
-        .await
-        .unwrap();
+    edit_count_row(&stack, edited, "D#0", 5).await;
     // 2. A batch the mapping gives up on: its records are too old, so it goes to the DLQ.
     let faults = stack.pipeline().faults();
     faults.age_records_by(Duration::from_secs(2 * 86_400));
@@ -122,18 +153,17 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     );
     faults.clear();
     // 3. A row the aggregator cannot read (op_id is no number): counted as no change.
-    stack
-        .dynamodb()
-        .put_item()
-        .table_name(stack.name("ReactionsTable"))
-        .item("user_id", AttributeValue::S("p0".into()))
-        .item("item_id", AttributeValue::S(poisoned.into()))
-        .item("state", AttributeValue::S("LIKE".into()))
-        .item("op_id", AttributeValue::S("one".into()))
-        .item("updated_at", AttributeValue::N(now_ms().to_string()))
-        .send()
-        .await
-        .unwrap();
+    put_reaction_row(
+        &stack,
+        "p0",
+        poisoned,
+        &[
+            ("state", AttributeValue::S("LIKE".into())),
+            ("op_id", AttributeValue::S("one".into())),
+            ("updated_at", AttributeValue::N(now_ms().to_string())),
+        ],
+    )
+    .await;
     stack.settle().await;
     // The edited item's correction row as an older layout wrote it: every run in a set.
     stack
@@ -211,16 +241,13 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
     let stack = TestStack::start_for_reconciliation().await;
     let item = "game:near";
     // Drift: a row the aggregator cannot read.
-    stack
-        .dynamodb()
-        .put_item()
-        .table_name(stack.name("ReactionsTable"))
-        .item("user_id", AttributeValue::S("p0".into()))
-        .item("item_id", AttributeValue::S(item.into()))
-        .item("state", AttributeValue::S("DISLIKE".into()))
-        .send()
-        .await
-        .unwrap();
+    put_reaction_row(
+        &stack,
+        "p0",
+        item,
+        &[("state", AttributeValue::S("DISLIKE".into()))],
+    )
+    .await;
     let period = stack.reconcile_period();
     let cut = next_cut(&stack, 500);
     // A like inside the cut's uncertainty: the run cannot tell which side it fell on.
@@ -241,9 +268,7 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
         "{rerun:?}"
     );
 
-    let next = next_cut(&stack, 0);
-    until(clear_of(&stack, next)).await;
-    let second = reconcile(&stack, next).await;
+    let second = reconcile_next(&stack).await;
     assert_eq!(
         (second.items_deferred, second.items_corrected),
         (0, 1),
@@ -276,9 +301,7 @@ async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
         "{err}"
     );
     stack.react("after", "game:after", Like).await;
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
-    let report = reconcile(&stack, cut).await;
+    let report = reconcile_next(&stack).await;
     assert_eq!(
         (report.items_checked, report.items_drifted),
         (1, 0),
@@ -298,29 +321,18 @@ async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succe
     }
     stack.settle().await;
     // An under-count beside it: one like taken off by hand.
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(stack.name("CountsTable"))
-        .key("item_id", AttributeValue::S(item.into()))
-        .key("shard", AttributeValue::S("D#0".into()))
-        .update_expression("ADD like_count :minus")
-        .expression_attribute_values(":minus", AttributeValue::N("-1".into()))
-        .send()
-        .await
-        .unwrap();
-    stack
-        .dynamodb()
-        .put_item()
-        .table_name(stack.name("ReactionsTable"))
-        .item("user_id", AttributeValue::S("bot".into()))
-        .item("item_id", AttributeValue::S(item.into()))
-        .item("state", AttributeValue::S("LOVE".into()))
-        .item("op_id", AttributeValue::N("1".into()))
-        .item("updated_at", AttributeValue::N(now_ms().to_string()))
-        .send()
-        .await
-        .unwrap();
+    edit_count_row(&stack, item, "D#0", -1).await;
+    put_reaction_row(
+        &stack,
+        "bot",
+        item,
+        &[
+            ("state", AttributeValue::S("LOVE".into())),
+            ("op_id", AttributeValue::N("1".into())),
+            ("updated_at", AttributeValue::N(now_ms().to_string())),
+        ],
+    )
+    .await;
     stack.settle().await;
     let cut = next_cut(&stack, 0);
     until(clear_of(&stack, cut)).await;
@@ -343,9 +355,7 @@ async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succe
     let recount = stack.assert_counts_match_recount(&[item]).await;
     assert_eq!(recount[item].like_count, 3);
 
-    let next = next_cut(&stack, 0);
-    until(clear_of(&stack, next)).await;
-    let later = reconcile(&stack, next).await;
+    let later = reconcile_next(&stack).await;
     assert_eq!(
         (later.unknown_state_rows, later.items_drifted),
         (1, 0),
@@ -436,9 +446,7 @@ async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_pr
         (1, 0),
         "{again:?}"
     );
-    let next = next_cut(&stack, 0);
-    until(clear_of(&stack, next)).await;
-    let later = reconcile(&stack, next).await;
+    let later = reconcile_next(&stack).await;
     assert_eq!(
         (later.items_checked, later.items_drifted),
         (1, 0),

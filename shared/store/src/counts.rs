@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 
 use crate::error::{cancelled, condition_held};
 use crate::freshness::FreshnessStore;
+use crate::pages::query_all;
 use crate::rows::attr::{CLAIM_ID, DISLIKE_COUNT, ITEM_ID, LIKE_COUNT, PARTITIONS, UPDATED_AT};
 use crate::rows::{self, ClaimRow, CountKey, CountRow, Item};
 use crate::StoreError;
@@ -121,27 +122,17 @@ impl CountsStore {
     /// marker, read page by page (rows that carry many subtotals can pass 1 MB together, and
     /// `D#C` and the marker sort last).
     async fn rows(&self, partition: &str) -> Result<Vec<CountRow>, StoreError> {
-        let mut rows = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression(format!("{ITEM_ID} = :partition"))
-                .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("Query", err))?;
-            for item in output.items.unwrap_or_default() {
-                rows.push(rows::from_item(item)?);
-            }
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(rows),
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(format!("{ITEM_ID} = :partition"))
+            .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()));
+        query_all(query)
+            .await?
+            .into_iter()
+            .map(rows::from_item)
+            .collect()
     }
 
     /// Epoch millis before which every flip is counted, or `None` when unknown (see

@@ -24,6 +24,7 @@ use likes_core::leaderboard::{days, item_shard, rank, Entry, Window, TOP_SIZE};
 use likes_core::pipeline::{ReactionEvent, REPLAY_HORIZON_MS};
 
 use crate::error::{cancelled, condition_held};
+use crate::pages::query_all;
 use crate::rows::attr::{
     APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, REFRESHED_AT, SCORE,
     THROUGH_SEQ,
@@ -397,35 +398,27 @@ impl LeaderboardStore {
 
     /// Every shard's progress (Query of `#progress`, strongly consistent).
     pub async fn progress(&self) -> Result<Vec<ShardProgress>, StoreError> {
-        let mut shards = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#board = :board")
-                .expression_attribute_names("#board", BOARD)
-                .expression_attribute_values(":board", AttributeValue::S(PROGRESS_BOARD.into()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| StoreError::aws("Query", e))?;
-            for item in output.items.unwrap_or_default() {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#board = :board")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_values(":board", AttributeValue::S(PROGRESS_BOARD.into()))
+            .consistent_read(true);
+        query_all(query)
+            .await?
+            .into_iter()
+            .map(|item| {
                 let row: BoardProgressRow = rows::from_item(item)?;
-                shards.push(ShardProgress {
+                Ok(ShardProgress {
                     shard: row.item_id,
                     through_seq: row.through_seq,
                     applied_through_ms: row.applied_through,
                     windows: windows_of(&row.days),
-                });
-            }
-            match output.last_evaluated_key {
-                Some(key) => start = Some(key),
-                None => return Ok(shards),
-            }
-        }
+                })
+            })
+            .collect()
     }
 
     /// Refreshes each of `windows` at once ([`Self::refresh_board`]).

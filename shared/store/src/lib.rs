@@ -11,6 +11,7 @@ pub mod leaderboard;
 pub mod likers;
 pub mod live;
 pub mod metrics;
+mod pages;
 pub mod pruning;
 pub mod rate_limits;
 pub mod reactions;

@@ -109,6 +109,17 @@ impl ReconciliationStore {
         }
     }
 
+    /// An UpdateItem of the run state row.
+    fn state_update(
+        &self,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(STATE_KEY))
+            .key(attr::SHARD, s(STATE_SORT_KEY))
+    }
+
     /// The current run state (strongly consistent), `None` before the first run.
     pub async fn state(&self) -> Result<Option<RunState>, StoreError> {
         let output = self
@@ -129,11 +140,7 @@ impl ReconciliationStore {
     /// when another invocation got there first.
     pub async fn begin(&self, cut_ms: i64, now_ms: i64) -> Result<bool, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(format!(
                 "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero, \
                  {attempts} = :zero, {leases} = :zero REMOVE {arn}, {abandoned}, {report}, {error}",
@@ -190,11 +197,7 @@ impl ReconciliationStore {
     /// Takes the compare step's lease until `until_ms`, if no other invocation holds it.
     pub async fn lease(&self, cut_ms: i64, now_ms: i64, until_ms: i64) -> Result<bool, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(format!(
                 "SET {} = :until ADD {} :one",
                 attr::LEASE_UNTIL,
@@ -217,15 +220,11 @@ impl ReconciliationStore {
     }
 
     /// Opens a finished run's compare step again (an operator's rerun): its corrections are
-    /// conditional on the run id, so it adds nothing already added.
+    /// conditional on the item's last correcting cut, so it adds nothing already added.
     /// A run given up has no export to compare: [`Self::begin`] starts it again instead.
     pub async fn reopen(&self, cut_ms: i64, now_ms: i64) -> Result<bool, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(format!(
                 "SET {} = :next, {} = :zero, {} = :now, {} = :zero",
                 attr::PHASE,
@@ -255,11 +254,7 @@ impl ReconciliationStore {
     /// meanwhile.
     pub async fn retry(&self, cut_ms: i64, why: &str) -> Result<Option<u32>, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(format!(
                 "SET {phase} = :exporting, {lease} = :zero, {error} = :reason \
                  ADD {attempts} :one REMOVE {arn}",
@@ -296,11 +291,7 @@ impl ReconciliationStore {
     /// with why, and the next cut may start.
     pub async fn abandon(&self, cut_ms: i64, why: &str) -> Result<bool, StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(format!(
                 "SET {} = :next, {} = :reason REMOVE {}",
                 attr::PHASE,
@@ -338,11 +329,7 @@ impl ReconciliationStore {
         values: &[(&str, AttributeValue)],
     ) -> Result<bool, StoreError> {
         let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(STATE_KEY))
-            .key(attr::SHARD, s(STATE_SORT_KEY))
+            .state_update()
             .update_expression(update)
             .condition_expression(format!("{} = :cut AND {} = :from", attr::CUT, attr::PHASE))
             .expression_attribute_values(":cut", n(cut_ms))
