@@ -3,8 +3,9 @@
 //!
 //! Each tick lists the Reactions stream's shards (DescribeStream), reads their watermarks,
 //! computes [`counts_as_of`] and publishes it to the `as_of` replicas count reads use. Then it
-//! writes one probe row per shard whose probe key the aggregator has reported, and a few new
-//! probe keys while some shard has none yet: which shard a key lands on is DynamoDB's
+//! writes one probe row per shard whose probe key the aggregator has reported (a split
+//! parent's too, until its children report their own: [`probe_plan`]), and a few new probe
+//! keys while some shard has none yet: which shard a key lands on is DynamoDB's
 //! business, so the pulse learns it from what the aggregator saw. EventBridge Scheduler runs
 //! it every minute; one invocation ticks for most of that minute.
 
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use lambda_runtime::LambdaEvent;
 use likes_core::clock::now_ms;
-use likes_core::pipeline::{counts_as_of, StreamShard};
+use likes_core::pipeline::{counts_as_of, probe_plan, StreamShard};
 use likes_store::freshness::PROBE_USER_PREFIX;
 use likes_store::metrics::Report;
 use likes_store::{FreshnessStore, StoreError};
@@ -136,14 +137,11 @@ impl Pulse {
         if let Some(as_of) = as_of {
             self.freshness.publish_as_of(as_of, now).await?;
         }
-        let open: Vec<&StreamShard> = shards.iter().filter(|s| !s.closed).collect();
-        let mut probes: Vec<String> = open
+        let keys: BTreeMap<String, String> = watermarks
             .iter()
-            .filter_map(|s| watermarks.get(&s.shard_id)?.probe_key.clone())
+            .filter_map(|(id, w)| Some((id.clone(), w.probe_key.clone()?)))
             .collect();
-        probes.sort();
-        probes.dedup();
-        let uncovered = open.len().saturating_sub(probes.len());
+        let (mut probes, uncovered) = probe_plan(&shards, &keys);
         if uncovered > 0 {
             let fresh = (uncovered * NEW_PROBES_PER_UNCOVERED).min(NEW_PROBES_MAX);
             probes.extend((0..fresh).map(|_| new_probe_key()));

@@ -46,6 +46,46 @@ pub fn counts_as_of(shards: &[StreamShard], watermarks: &BTreeMap<String, i64>) 
     as_of
 }
 
+/// The probe keys a tick writes: each open shard's own (the aggregator reported it), and the
+/// key of each closed shard that has an open child without a watermark yet. A key stays on
+/// its partition key's side of a split, so the parent's key lands in one of its children at
+/// once and starts that child's watermark; `uncovered` counts the open shards that neither
+/// reaches, for which the pulse tries new keys.
+pub fn probe_plan(
+    shards: &[StreamShard],
+    probe_keys: &BTreeMap<String, String>,
+) -> (Vec<String>, usize) {
+    let waiting_child = |parent: &str| {
+        shards.iter().any(|s| {
+            !s.closed
+                && s.parent_shard_id.as_deref() == Some(parent)
+                && !probe_keys.contains_key(&s.shard_id)
+        })
+    };
+    let mut keys = Vec::new();
+    let mut lent = 0;
+    for shard in shards {
+        let Some(key) = probe_keys.get(&shard.shard_id) else {
+            continue;
+        };
+        if !shard.closed {
+            keys.push(key.clone());
+        } else if waiting_child(&shard.shard_id) {
+            keys.push(key.clone());
+            lent += 1;
+        }
+    }
+    let keyless = shards
+        .iter()
+        .filter(|s| !s.closed && !probe_keys.contains_key(&s.shard_id))
+        .count();
+    // A parent's key covers one child of its split, not both.
+    let uncovered = keyless.saturating_sub(lent);
+    keys.sort();
+    keys.dedup();
+    (keys, uncovered)
+}
+
 /// The shard's own watermark, or its nearest ancestor's (every record of a child comes after
 /// all of its parent's).
 fn bound(
@@ -127,5 +167,37 @@ mod tests {
             counts_as_of(&shards, &marks(&[("p", 3_000), ("q", 9_000)])),
             Some(3_000)
         );
+    }
+
+    #[test]
+    fn a_closed_parents_probe_key_is_written_until_its_children_have_watermarks() {
+        let shards = [
+            shard("p", None, true),
+            shard("c1", Some("p"), false),
+            shard("c2", Some("p"), false),
+            shard("q", None, false),
+        ];
+        let keys = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        // Right after the split: the parent's key reaches one child at once; the other child
+        // needs new keys.
+        assert_eq!(
+            probe_plan(&shards, &keys(&[("p", "kp"), ("q", "kq")])),
+            (vec!["kp".to_owned(), "kq".to_owned()], 1)
+        );
+        // Once both children report keys, the parent's is dropped.
+        assert_eq!(
+            probe_plan(
+                &shards,
+                &keys(&[("p", "kp"), ("c1", "k1"), ("c2", "k2"), ("q", "kq")])
+            ),
+            (vec!["k1".to_owned(), "k2".to_owned(), "kq".to_owned()], 0)
+        );
+        // A shard with no key and no parent to lend one is uncovered.
+        assert_eq!(probe_plan(&shards[3..], &keys(&[])), (vec![], 1));
     }
 }

@@ -13,7 +13,7 @@ pub mod routing;
 
 use crate::{Delta, ItemId, Transition};
 
-pub use freshness::{counts_as_of, StreamShard};
+pub use freshness::{counts_as_of, probe_plan, StreamShard};
 pub use routing::{
     event_partition_key, hot_items, overflow_partition, route_chunk, user_hash, CountLayout,
     CountTarget, Lane, RowDelta, HOT_ITEM_CHANGES,
