@@ -457,9 +457,9 @@ impl Reconciler {
         Ok(None)
     }
 
-    /// Goes on with the cleaning pass in progress (a completed run starts one through its
-    /// cut), or, when no run or pass cleaned anything for half the horizon, starts one
-    /// through the horizon: a pass over the Counts table dropping subtotals and near-cut
+    /// Goes on with the cleaning pass in progress, then starts the one a completed run asked
+    /// for (through its cut) or, when no pass finished for half the horizon, one through the
+    /// horizon: a pass over the Counts table dropping subtotals and near-cut
     /// counts before its epoch, a Scan page at a time in each segment, its cursors kept in
     /// the table, so any invocation goes on where the last stopped, until `until_ms`.
     async fn clean(
@@ -469,50 +469,59 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let period = self.config.period;
         let horizon_ms = self.config.horizon.as_millis() as i64;
-        let through = period.epoch(now_ms() - horizon_ms);
         let segments = SCAN_SEGMENTS as usize;
-        let mut state = match self.pruning.state(segments).await? {
-            Some(state) if !state.done && state.through >= through - 1 => state,
-            Some(state) if state.cleaned >= period.epoch(now_ms() - horizon_ms / 2) - 1 => {
-                return Ok(())
-            }
-            _ => {
-                self.pruning.begin(through, segments).await?;
-                match self.pruning.state(segments).await? {
-                    Some(state) if !state.done => state,
-                    _ => return Ok(()),
+        // A pass, then perhaps the one a run asked for meanwhile: a few rounds at most.
+        for _ in 0..3 {
+            let mut state = match self.pruning.state(segments).await? {
+                // A pass still going goes on to its end: restarting it would never finish one.
+                Some(state) if !state.done => state,
+                last => {
+                    let (cleaned, wanted) =
+                        last.map_or((i64::MIN, i64::MIN), |s| (s.cleaned, s.wanted));
+                    // Rows keep at most one and a half horizons of epochs: a pass through
+                    // the horizon starts once the last one is half a horizon old.
+                    let horizon = period.epoch(now_ms() - horizon_ms);
+                    let horizon_due = cleaned < period.epoch(now_ms() - horizon_ms * 3 / 2);
+                    let through = match (wanted > cleaned, horizon_due) {
+                        (true, true) => wanted.max(horizon),
+                        (true, false) => wanted,
+                        (false, true) => horizon,
+                        (false, false) => return Ok(()),
+                    };
+                    self.pruning.begin(through, segments).await?;
+                    continue;
+                }
+            };
+            let mut rows_done = 0;
+            for (segment, cursor) in state.segments.iter_mut().enumerate() {
+                while *cursor != SegmentCursor::Done {
+                    if now_ms() >= until_ms {
+                        return Ok(());
+                    }
+                    let start = match cursor {
+                        SegmentCursor::At(key) => Some(key.clone()),
+                        _ => None,
+                    };
+                    let (rows, next) = self.store.scan_page(segment as i32, start).await?;
+                    for (_, key, row) in &rows {
+                        self.store
+                            .drop_reconciled(key, &reconciled_attributes(row, state.through))
+                            .await?;
+                    }
+                    rows_done += rows.len() as u64;
+                    progress(Progress::Cleaning {
+                        through_ms: state.through * period.length_ms,
+                        rows_done,
+                    });
+                    *cursor = next.map_or(SegmentCursor::Done, SegmentCursor::At);
+                    if !self.pruning.advance(state.through, segment, cursor).await? {
+                        // Another invocation moved the pass on: it goes on from there.
+                        return Ok(());
+                    }
                 }
             }
-        };
-        let mut rows_done = 0;
-        for (segment, cursor) in state.segments.iter_mut().enumerate() {
-            while *cursor != SegmentCursor::Done {
-                if now_ms() >= until_ms {
-                    return Ok(());
-                }
-                let start = match cursor {
-                    SegmentCursor::At(key) => Some(key.clone()),
-                    _ => None,
-                };
-                let (rows, next) = self.store.scan_page(segment as i32, start).await?;
-                for (_, key, row) in &rows {
-                    self.store
-                        .drop_reconciled(key, &reconciled_attributes(row, state.through))
-                        .await?;
-                }
-                rows_done += rows.len() as u64;
-                progress(Progress::Cleaning {
-                    through_ms: state.through * period.length_ms,
-                    rows_done,
-                });
-                *cursor = next.map_or(SegmentCursor::Done, SegmentCursor::At);
-                if !self.pruning.advance(state.through, segment, cursor).await? {
-                    // A newer pass began meanwhile: it goes on from its own cursors.
-                    return Ok(());
-                }
-            }
+            self.pruning.finish(state.through).await?;
         }
-        self.pruning.finish(state.through).await?;
         Ok(())
     }
 
@@ -812,7 +821,7 @@ impl Reconciler {
         self.store.done(state.cut_ms, &key).await?;
         // Subtotals before the cut are dropped by a cleaning pass that resumes across
         // invocations, not here: the compare writes only corrections.
-        self.pruning.begin(cut, SCAN_SEGMENTS as usize).await?;
+        self.pruning.want(cut).await?;
         Ok(report)
     }
 

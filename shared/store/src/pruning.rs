@@ -9,8 +9,9 @@
 //!
 //! - `#reconcile` / `P`: `through` (the pass drops epochs before it), one cursor per Scan
 //!   segment (`seg<i>`: absent before the segment starts, the next page's key while it goes,
-//!   `done` after it), `done` once every segment is, and `cleaned` (the latest epoch before
-//!   which a finished pass dropped everything).
+//!   `done` after it), `done` once every segment is, `cleaned` (the latest epoch before
+//!   which a finished pass dropped everything) and `wanted` (the latest cut a completed run
+//!   asked a pass through).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -24,6 +25,7 @@ const PRUNE_SORT_KEY: &str = "P";
 const THROUGH: &str = "through";
 const DONE: &str = "done";
 const CLEANED: &str = "cleaned";
+const WANTED: &str = "wanted";
 const SEGMENT_DONE: &str = "done";
 
 /// Where one Scan segment of a pass is.
@@ -43,6 +45,8 @@ pub struct PruneState {
     pub done: bool,
     /// Every count row holds nothing before this epoch (the last finished pass's `through`).
     pub cleaned: i64,
+    /// The latest cut a completed run asked a pass through.
+    pub wanted: i64,
 }
 
 /// The `P` row. Cheap to clone.
@@ -114,13 +118,17 @@ impl PruningStore {
         Ok(Some(PruneState {
             through: number(THROUGH)?,
             segments,
-            done: matches!(row.get(DONE), Some(AttributeValue::Bool(true))),
+            // A row with no pass yet (a run's `wanted` alone) has none going.
+            done: !row.contains_key(THROUGH)
+                || matches!(row.get(DONE), Some(AttributeValue::Bool(true))),
             cleaned: number(CLEANED)?,
+            wanted: number(WANTED)?,
         }))
     }
 
-    /// Starts a pass dropping epochs before `through`, unless one for it or a later epoch
-    /// exists. `false` when another invocation started it first.
+    /// Starts a pass dropping epochs before `through`, unless a pass is still going (it goes
+    /// on to its end, however long the table takes: a pass is never restarted) or the last
+    /// one reached `through` already. `false` when nothing was started.
     pub async fn begin(&self, through: i64, segments: usize) -> Result<bool, StoreError> {
         let cursors: Vec<String> = (0..segments).map(segment_attribute).collect();
         let result = self
@@ -129,11 +137,14 @@ impl PruningStore {
                 "SET #through = :through, #done = :false REMOVE {}",
                 cursors.join(", ")
             ))
-            .condition_expression("attribute_not_exists(#through) OR #through < :through")
+            .condition_expression(
+                "attribute_not_exists(#through) OR (#done = :true AND #through < :through)",
+            )
             .expression_attribute_names("#through", THROUGH)
             .expression_attribute_names("#done", DONE)
             .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
             .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
             .send()
             .await;
         condition_held("UpdateItem", result)
@@ -180,5 +191,19 @@ impl PruningStore {
             .send()
             .await;
         condition_held("UpdateItem", result)
+    }
+
+    /// A completed run asks for a pass through its cut `through` (one starts once the pass
+    /// going, if any, ends).
+    pub async fn want(&self, through: i64) -> Result<(), StoreError> {
+        let result = self
+            .update()
+            .update_expression("SET #wanted = :through")
+            .condition_expression("attribute_not_exists(#wanted) OR #wanted < :through")
+            .expression_attribute_names("#wanted", WANTED)
+            .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
+            .send()
+            .await;
+        condition_held("UpdateItem", result).map(drop)
     }
 }
