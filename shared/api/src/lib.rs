@@ -349,8 +349,8 @@ mod tests {
         for (rate, burst, wrong) in [
             ("5", "many", "WRITE_BURST"),
             ("0", "30", "WRITE_RATE_PER_SECOND"),
-            ("1001", "30", "WRITE_RATE_PER_SECOND"),
-            ("5", "10001", "WRITE_BURST"),
+            ("1000001", "30", "WRITE_RATE_PER_SECOND"),
+            ("5", "1000001", "WRITE_BURST"),
         ] {
             let bad = config(
                 Endpoint::PutLike,

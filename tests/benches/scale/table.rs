@@ -181,8 +181,9 @@ const SEQUENCE_NUMBER: &str = "4959033827149025660855969254092570275932420852313
 
 /// The first millisecond of the last day there is, 9999-12-31: its board keys are the widest.
 const LAST_DAY_MS: i64 = 253_402_214_400_000;
-/// The highest board shard: the template's `LeaderboardShards` is at most 1024.
-const LAST_BOARD_SHARD: u32 = 1023;
+/// The highest board shard: `LeaderboardShards` is at most 4096 (likes_core's range of
+/// `LEADERBOARD_SHARDS`, which the template declares).
+const LAST_BOARD_SHARD: u32 = 4095;
 /// The intent number a score row's `n#<shard>` holds: a shard's count of intents after a year
 /// at about one a second (8 significant digits, 5 bytes), as a long-lived table's rows carry
 /// it, not the few a fresh run reaches.
