@@ -153,7 +153,7 @@ pub async fn reconcile(
                 "{err}; `make reconcile WAIT=1` waits for it"
             )))
         }
-        Err(err) => return Err(Failed(err.to_string())),
+        Err(err) => return Err(Failed(format!("{err}; {}", what_to_do(&err)))),
     };
     match step {
         Step::Reconciled(report) => Ok(*report),
@@ -175,5 +175,29 @@ pub async fn reconcile(
              again to go on",
             rfc3339(cut_ms)
         ))),
+    }
+}
+
+/// What an operator does about a run that stopped with `err`.
+fn what_to_do(err: &likes_reconcile::ReconcileError) -> &'static str {
+    use likes_reconcile::ReconcileError as E;
+    match err {
+        E::MissingVariable(_) | E::Config(_) | E::Engine(_) => {
+            "fix the reconcile function's environment"
+        }
+        E::LaterCutReconciled { .. } | E::BeyondHorizon { .. } => {
+            "ask for a later cut with --at, or leave it out for the latest"
+        }
+        E::CutNotExportable { .. } => {
+            "ask for a cut inside the table's point-in-time recovery window"
+        }
+        E::GivenUp { .. } | E::Overdue { .. } => {
+            "its report is under reports/ in the export bucket; the next cut proceeds"
+        }
+        E::NotYetRestorable { .. } => "`make reconcile WAIT=1` waits for it",
+        _ => {
+            "run it again once the cause is fixed (a failed attempt starts the cut over from a \
+             new export; the third gives the cut up)"
+        }
     }
 }
