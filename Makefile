@@ -102,28 +102,28 @@ test: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
-# build against a fresh emulator (README, Performance).
+# build against a fresh emulator (docs/performance.md).
 bench-write: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench write
 
 # Figures, not a timed test: count writes per stream record, write and read units per like and
-# per count read, staleness to visible, for the design and a naive counter side by side (README,
-# Performance).
+# per count read, staleness to visible, for the design and a naive counter side by side 
+# (docs/performance.md).
 bench-counts: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench counts
 
 # Figures, not a timed test: DynamoDB requests and read units per public count read of one
 # viral item at 1, 100 and 10,000 reads/s, and per 40-item page, through the real handlers with
-# the container's count cache, beside the naive read (a Query per item, no cache) (README,
-# Performance). They are counts, not times, so a debug build serves (no release build of the
+# the container's count cache, beside the naive read (a Query per item, no cache) 
+# (docs/performance.md). They are counts, not times, so a debug build serves (no release build of the
 # SDK first); it only caps the rate one container reaches.
 bench-reads: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench reads
 
 # Figures, not a timed test: one reconciliation over LIKES_BENCH_RECONCILE_ROWS reaction rows
 # (100,000) with 1% of items drifted, timed by phase, its S3 requests and read and write units
-# per 100K rows, and the run projected to 10^11 rows in the function and with Athena (README,
-# Performance).
+# per 100K rows, and the run projected to 10^11 rows in the function and with Athena 
+# (docs/performance.md).
 bench-reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench reconcile
 
@@ -145,7 +145,7 @@ bench-scale:
 # Figures, not a timed test: live counts with LIKES_BENCH_LIVE_WATCHERS (1,000) WebSocket
 # watchers on one item while distinct users like it as fast as the emulator takes writes
 # (LIKES_BENCH_LIVE_LIKES, 600): messages per watcher per second, push latency from event time
-# p50/p99, the broadcaster's count reads and posts per second (README, Live counts). Counts and
+# p50/p99, the broadcaster's count reads and posts per second (docs/live-counts.md). Counts and
 # latencies through the local fronts, so a debug build serves.
 bench-live: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench live
