@@ -204,22 +204,21 @@ impl Reconciler {
         // Cleaning first, with half the time: the horizon must hold whatever the run does.
         let now = now_ms();
         self.clean(now + (deadline_ms - now) / 2, progress).await?;
-        let window = self.recovery_window().await?;
+        // Only a finished run (or none) makes way for a new cut: the recovery window is asked
+        // then, not on every invocation of a run that is still going.
         let state = self.store.state().await?;
-        let due = |latest: i64| {
-            state
-                .as_ref()
-                .is_none_or(|s| s.phase == Phase::Done && s.cut_ms < latest)
-        };
-        match self.servable_cut(&window) {
-            // A table younger than PITR's lag: nothing to start yet, nothing written.
-            Err(_) => {}
-            Ok(latest) if due(latest) => {
-                if !self.store.begin(latest, now_ms()).await? {
-                    return Ok(Step::Idle);
+        if state.as_ref().is_none_or(|s| s.phase == Phase::Done) {
+            let window = self.recovery_window().await?;
+            match self.servable_cut(&window) {
+                // A table younger than PITR's lag: nothing to start yet, nothing written.
+                Err(_) => {}
+                Ok(latest) if state.as_ref().is_none_or(|s| s.cut_ms < latest) => {
+                    if !self.store.begin(latest, now_ms()).await? {
+                        return Ok(Step::Idle);
+                    }
                 }
+                Ok(_) => {}
             }
-            Ok(_) => {}
         }
         let step = self.drive(deadline_ms, progress).await?;
         if matches!(step, Step::Reconciled(_)) {
