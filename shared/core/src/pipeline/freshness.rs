@@ -62,6 +62,13 @@ pub fn probe_plan(
                 && !probe_keys.contains_key(&s.shard_id)
         })
     };
+    // Once a child reports the parent's key as its own, the key has landed: it covers that
+    // child, and the child still waiting needs keys of its own.
+    let landed = |parent: &str, key: &String| {
+        shards.iter().any(|s| {
+            s.parent_shard_id.as_deref() == Some(parent) && probe_keys.get(&s.shard_id) == Some(key)
+        })
+    };
     let mut keys = Vec::new();
     let mut lent = 0;
     for shard in shards {
@@ -70,7 +77,7 @@ pub fn probe_plan(
         };
         if !shard.closed {
             keys.push(key.clone());
-        } else if waiting_child(&shard.shard_id) {
+        } else if waiting_child(&shard.shard_id) && !landed(&shard.shard_id, key) {
             keys.push(key.clone());
             lent += 1;
         }
@@ -187,6 +194,11 @@ mod tests {
         // needs new keys.
         assert_eq!(
             probe_plan(&shards, &keys(&[("p", "kp"), ("q", "kq")])),
+            (vec!["kp".to_owned(), "kq".to_owned()], 1)
+        );
+        // The parent's key landed in c1, which reports it: c2 still needs keys of its own.
+        assert_eq!(
+            probe_plan(&shards, &keys(&[("p", "kp"), ("c1", "kp"), ("q", "kq")])),
             (vec!["kp".to_owned(), "kq".to_owned()], 1)
         );
         // Once both children report keys, the parent's is dropped.
