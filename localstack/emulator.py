@@ -12,7 +12,9 @@ which export a table as of the requested time in DynamoDB's layout (table_export
 from the write log of pitr_history.py), DescribeContinuousBackups, which reports that
 log's window (its end `--pitr-lag-seconds` behind now, as AWS keeps it), and Athena's
 query operations, which run each query in DuckDB over the S3 objects of its tables
-(local_athena.py).
+(local_athena.py). A few behaviours are AWS's instead of moto's (each patch says how they
+differ), and `LikesEmulator.SplitStreamShards` splits a DynamoDB stream's shards, which
+AWS does on its own and has no API for.
 
 Errors go to stderr, tersely; there is no per-request access log. SIGTERM and SIGINT
 stop it cleanly, and with --parent-pid it also stops when that process is gone, so a
@@ -47,6 +49,7 @@ READY = "LIKES_EMULATOR_READY"
 PARENT_POLL_SECONDS = 0.5
 DYNAMODB_TARGET = "DynamoDB_20120810."
 DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+EMULATOR_TARGET = "LikesEmulator."
 # moto's own rules for whose backend a request reaches (moto.core.responses.BaseResponse).
 ACCESS_KEY = re.compile(r"AWS.*(?P<access_key>(?<![A-Z0-9])[A-Z0-9]{20}(?![A-Z0-9]))[:/]")
 DEFAULT_REGION = "us-east-1"
@@ -142,6 +145,9 @@ class SerializedApp:
             athena = JsonRequest.parse(environ, ATHENA_TARGET)
             if athena is not None and athena.operation in ATHENA_OPERATIONS:
                 return self._answer_athena(athena, start_response)
+            local = JsonRequest.parse(environ, EMULATOR_TARGET)
+            if local is not None:
+                return self._answer_local(local, start_response)
             body = self._app(environ, start_response)
             try:
                 return [b"".join(body)]
@@ -171,6 +177,16 @@ class SerializedApp:
             })
         return json_answer(start_response, "200 OK", answer)
 
+
+    def _answer_local(self, request, start_response):
+        """The emulator's own operations, for what AWS does on its own and has no API for."""
+        try:
+            if request.operation != "SplitStreamShards":
+                raise ValueError(f"no operation {request.operation}")
+            answer = split_stream_shards(request.body)
+        except (ValueError, KeyError) as err:
+            return json_answer(start_response, "400 Bad Request", {"__type": "ValidationException", "message": str(err)})
+        return json_answer(start_response, "200 OK", answer)
 
     def _answer_athena(self, request, start_response):
         """Queries run for real (local_athena), not moto's empty successes."""
@@ -276,7 +292,7 @@ def roll_transactions_back_in_place():
             for table, hash_key, range_key in named_items(self, transact_items)
         ]
         tables = {id(table): table for table, *_ in before}.values()
-        shards = [(t.stream_shard, len(t.stream_shard.items)) for t in tables if t.stream_shard is not None]
+        shards = [(shard, len(shard.items)) for t in tables for shard in open_stream_shards(t)]
         models.copy = KeepTables
         try:
             return moto_transaction(self, transact_items)
@@ -291,6 +307,150 @@ def roll_transactions_back_in_place():
             models.copy = copy
 
     models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+KEY_SPACE = 2**128
+# Children of a split number their records from here on, one band of this many each, so no
+# two shards of a stream ever share a sequence number.
+SEQUENCE_BAND = 10**15
+
+
+class StreamShards:
+    """Every shard of one table's stream, open and closed: what stands for moto's one
+    `table.stream_shard` once the stream has split. Each shard holds a range of the md5 of
+    the partition key, as a DynamoDB partition holds a range of keys; a record goes to the
+    open shard whose range holds its key."""
+
+    def __init__(self, first):
+        first.key_range = (0, KEY_SPACE)
+        self.table = first.table
+        self.created_on = first.created_on
+        self.shards = [first]
+
+    def open(self):
+        return [s for s in self.shards if getattr(s, "ending_sequence_number", None) is None]
+
+    def find(self, shard_id):
+        return next((s for s in self.shards if s.id == shard_id), None)
+
+    def add(self, old, new):
+        record = old if old is not None else new
+        key = int(hashlib.md5(str(record.hash_key.value).encode("utf-8")).hexdigest(), 16)
+        next(s for s in self.open() if s.key_range[0] <= key < s.key_range[1]).add(old, new)
+
+    def split(self):
+        """Closes every open shard and opens two children for it, each taking half of its
+        range: the children's ids, by parent."""
+        from moto.dynamodb.models.table import StreamShard
+
+        base = max(s.starting_sequence_number + len(s.items) for s in self.shards)
+        opened = {}
+        for parent in self.open():
+            parent.ending_sequence_number = parent.starting_sequence_number + len(parent.items) - 1
+            low, high = parent.key_range
+            middle = low + (high - low) // 2
+            for key_range in ((low, middle), (middle, high)):
+                child = StreamShard(self.table.account_id, self.table)
+                child.id = f"shardId-{int(time.time() * 1000):020d}-{os.urandom(4).hex()}"
+                child.parent_id = parent.id
+                child.key_range = key_range
+                child.starting_sequence_number = base
+                base += SEQUENCE_BAND
+                self.shards.append(child)
+                opened.setdefault(parent.id, []).append(child.id)
+        return opened
+
+
+def open_stream_shards(table):
+    """The shards of `table`'s stream that take new records."""
+    shards = table.stream_shard
+    if shards is None:
+        return []
+    return shards.open() if isinstance(shards, StreamShards) else [shards]
+
+
+def split_dynamodb_streams_as_aws_does():
+    """A DynamoDB stream's shards split and close over a table's life (AWS closes each after
+    about four hours, and splits them as partitions split); a reader must finish a parent
+    before its children. moto keeps one shard per table for ever, so nothing could see it.
+
+    The emulator's own operation `LikesEmulator.SplitStreamShards` (`{"StreamArn": ...}`;
+    AWS has no API for it) closes every open shard of the stream and opens two children for
+    each. As on AWS, DescribeStream lists the closed parent with its EndingSequenceNumber and
+    each child with its ParentShardId, the parent keeps its records, GetRecords on a closed
+    shard read to its end answers no NextShardIterator, and new records go to the children.
+    """
+    from moto.dynamodb.exceptions import ResourceNotFoundException
+    from moto.dynamodb.models.table import StreamShard
+    from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
+
+    moto_shard_json = StreamShard.to_json
+    moto_describe = DynamoDBStreamsBackend.describe_stream
+    moto_iterator = DynamoDBStreamsBackend.get_shard_iterator
+    moto_get = ShardIterator.get
+
+    def shard_json(self):
+        answer = moto_shard_json(self)
+        if getattr(self, "parent_id", None):
+            answer["ParentShardId"] = self.parent_id
+        if getattr(self, "ending_sequence_number", None) is not None:
+            answer["SequenceNumberRange"]["EndingSequenceNumber"] = str(self.ending_sequence_number)
+        return answer
+
+    def describe_stream(self, arn):
+        table = self._get_table_from_arn(arn)
+        shards = table.stream_shard
+        if not isinstance(shards, StreamShards):
+            return moto_describe(self, arn)
+        table.stream_shard = shards.shards[0]  # what moto's answer is built from
+        try:
+            answer = moto_describe(self, arn)
+        finally:
+            table.stream_shard = shards
+        answer["Shards"] = [s.to_json() for s in shards.shards]
+        return answer
+
+    def get_shard_iterator(self, arn, shard_id, shard_iterator_type, sequence_number=None):
+        shards = self._get_table_from_arn(arn).stream_shard
+        if not isinstance(shards, StreamShards):
+            return moto_iterator(self, arn, shard_id, shard_iterator_type, sequence_number)
+        shard = shards.find(shard_id)
+        if shard is None:
+            raise ResourceNotFoundException(f"shard {shard_id} is not in {arn}")
+        iterator = ShardIterator(self, shard, shard_iterator_type, sequence_number)
+        self.shard_iterators[iterator.arn] = iterator
+        return iterator
+
+    def get(self, limit=1000):
+        answer = moto_get(self, limit)
+        end = getattr(self.stream_shard, "ending_sequence_number", None)
+        records = answer["Records"]
+        read_to = int(records[-1]["dynamodb"]["SequenceNumber"]) if records else self.sequence_number - 1
+        if end is not None and read_to >= end:
+            del answer["NextShardIterator"]
+        return answer
+
+    StreamShard.to_json = shard_json
+    DynamoDBStreamsBackend.describe_stream = describe_stream
+    DynamoDBStreamsBackend.get_shard_iterator = get_shard_iterator
+    ShardIterator.get = get
+
+
+def split_stream_shards(body):
+    """`LikesEmulator.SplitStreamShards`: see split_dynamodb_streams_as_aws_does."""
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    arn = body.get("StreamArn", "")
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        raise ValueError(f"not a stream ARN: {arn!r}")
+    backend = dynamodbstreams_backends[parts[4]][parts[3]]
+    table = backend._get_table_from_arn(arn)
+    if table.stream_shard is None:
+        raise ValueError(f"{arn} has no stream")
+    if not isinstance(table.stream_shard, StreamShards):
+        table.stream_shard = StreamShards(table.stream_shard)
+    return {"Children": table.stream_shard.split()}
 
 
 def read_kinesis_shards_by_position():
@@ -413,6 +573,7 @@ def main(argv=None):
     roll_transactions_back_in_place()
     read_kinesis_shards_by_position()
     reshard_kinesis_as_aws_does()
+    split_dynamodb_streams_as_aws_does()
     app = SerializedApp(DomainDispatcherApplication(create_backend_app), args.pitr_lag_seconds)
     server = make_server(args.host, args.port, app, threaded=True, request_handler=QuietRequestHandler)
     host, port = server.server_address[:2]

@@ -834,8 +834,48 @@ impl TestStack {
             .count()
     }
 
+    /// Splits every open shard of the Reactions stream in two, as DynamoDB does over a
+    /// table's life (the emulator's own operation: AWS has no API for it). Each child's id,
+    /// by parent.
+    pub async fn split_reactions_stream(&self) -> BTreeMap<String, Vec<String>> {
+        let endpoint = &self.stack.aws.endpoint_url;
+        let addr = endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap_or_else(|err| panic!("the emulator listens on {endpoint}: {err}"));
+        let arn = self.pipeline().config().stream_arn.clone();
+        let answer = TestRequest {
+            addr,
+            method: "POST".into(),
+            path: "/".into(),
+            headers: vec![
+                (
+                    "x-amz-target".into(),
+                    "LikesEmulator.SplitStreamShards".into(),
+                ),
+                ("content-type".into(), "application/x-amz-json-1.0".into()),
+            ],
+            body: serde_json::json!({ "StreamArn": arn })
+                .to_string()
+                .into_bytes(),
+        }
+        .send()
+        .await;
+        answer.assert_status(200);
+        serde_json::from_value(answer.json()["Children"].clone()).expect("children by parent")
+    }
+
     /// The `user_id` of every record in the Reactions stream, in each shard's order.
     async fn stream_partition_keys(&self) -> Vec<String> {
+        self.stream_partition_keys_by_shard()
+            .await
+            .into_values()
+            .flatten()
+            .collect()
+    }
+
+    /// The `user_id` of every record in the Reactions stream, by shard, in its order.
+    pub async fn stream_partition_keys_by_shard(&self) -> BTreeMap<String, Vec<String>> {
         use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
         let streams = aws_sdk_dynamodbstreams::Client::new(&self.stack.aws.sdk);
         let arn = self.pipeline().config().stream_arn.clone();
@@ -847,8 +887,11 @@ impl TestStack {
             .expect("DescribeStream")
             .stream_description
             .expect("a stream description");
-        let mut keys = Vec::new();
+        let mut by_shard = BTreeMap::new();
         for shard in description.shards() {
+            let keys: &mut Vec<String> = by_shard
+                .entry(shard.shard_id().unwrap_or_default().to_owned())
+                .or_default();
             let mut iterator = streams
                 .get_shard_iterator()
                 .stream_arn(&arn)
@@ -880,7 +923,7 @@ impl TestStack {
                 iterator = page.next_shard_iterator;
             }
         }
-        keys
+        by_shard
     }
 
     /// Waits, if need be, for the aggregator's next tumbling window, so that at least `room`

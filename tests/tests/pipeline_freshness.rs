@@ -157,3 +157,60 @@ async fn a_quiet_stream_keeps_as_of_moving() {
         "probe rows are no reactions"
     );
 }
+
+/// DynamoDB splits and closes a stream's shards over a table's life. A closed parent's last
+/// watermark must not hold `as_of` at the split for ever: once its children carry on, the
+/// likes after the split are counted, once each, and `as_of` passes them.
+#[tokio::test]
+async fn a_split_of_the_reactions_stream_keeps_as_of_moving() {
+    let stack = TestStack::start_with_schedules().await;
+    let item = "game:split";
+    let before: Vec<String> = (0..6).map(|n| format!("before-{n}")).collect();
+    for user in &before {
+        stack.react(user, item, Like).await;
+    }
+    assert_eq!(read_as_of(&stack, item, now_ms()).await, 6);
+
+    // Lambda finishes a parent's open tumbling window before its children start: split
+    // near the window's end, so the test does not wait most of a window for it.
+    if let Some(window) = stack.pipeline().config().tumbling_window {
+        let into = Duration::from_millis((now_ms() as u128 % window.as_millis()) as u64);
+        tokio::time::sleep((window - into).saturating_sub(Duration::from_millis(1_500))).await;
+    }
+    let children = stack.split_reactions_stream().await;
+    let opened: Vec<&String> = children.values().flatten().collect();
+    assert!(
+        !children.is_empty() && opened.len() == 2 * children.len(),
+        "every open shard split in two: {children:?}"
+    );
+    let after: Vec<String> = (0..16).map(|n| format!("after-{n}")).collect();
+    for user in &after {
+        stack.react(user, item, Like).await;
+    }
+    let written = now_ms();
+    // The likes before the split stay on the parent; those after it went to the children,
+    // both of them.
+    let by_shard = stack.stream_partition_keys_by_shard().await;
+    for (parent, children) in &children {
+        assert!(by_shard[parent].iter().all(|user| !after.contains(user)));
+        for child in children {
+            let users = &by_shard[child];
+            assert!(
+                users.iter().any(|user| after.contains(user))
+                    && users.iter().all(|user| !before.contains(user)),
+                "child {child} holds {users:?}"
+            );
+        }
+    }
+
+    assert_eq!(
+        read_as_of(&stack, item, written).await,
+        22,
+        "counted once each, before and after the split"
+    );
+    let later = stack
+        .wait_for_as_of(written + 2_000, Duration::from_secs(30))
+        .await;
+    assert!(later > written, "as_of moved on past the split to {later}");
+    stack.assert_counts_match_recount(&[item]).await;
+}

@@ -186,11 +186,18 @@ impl Shared {
         self.with_progress(|p| update(p.shards.entry(shard.to_owned()).or_default()));
     }
 
+    /// The time up to which every record of `stream_shard` has been read. A shard read to
+    /// its closed end will never hold another, so it is read through every instant and its
+    /// open windows end on time, which lets its children start.
     fn read_through_secs(&self, stream_shard: &str) -> f64 {
         self.with_progress(|p| {
-            p.streams
-                .get(stream_shard)
-                .map_or(0.0, |s| s.read_through_secs)
+            p.streams.get(stream_shard).map_or(0.0, |s| {
+                if s.finished {
+                    epoch_now()
+                } else {
+                    s.read_through_secs
+                }
+            })
         })
     }
 

@@ -47,6 +47,8 @@ async fn supervise(shared: Arc<Shared>, function: StreamFunction, sdk: SdkConfig
             Ok(shards) => {
                 let listed: BTreeSet<&String> = shards.iter().map(|(id, _)| id).collect();
                 for (shard, parent) in &shards {
+                    // Known from now on, so `settle` waits for a child not started yet.
+                    shared.stream_progress(shard, |_| {});
                     // AWS starts a child shard once its parent is processed to its end.
                     let parent_done = parent
                         .as_ref()
@@ -72,7 +74,6 @@ fn start_stream_shard(
     streams: &Arc<StreamClient>,
     sqs: &aws_sdk_sqs::Client,
 ) {
-    shared.stream_progress(shard, |_| {});
     let mut outlets = Vec::with_capacity(shared.virtual_shards);
     for n in 0..shared.virtual_shards {
         let (outlet, inbox) = mpsc::unbounded_channel();
