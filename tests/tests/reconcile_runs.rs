@@ -236,6 +236,73 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     stack.assert_counts_match_recount(&drifted).await;
 }
 
+/// A compare too big for one invocation pauses at its deadline and the next invocation goes
+/// on after the last item judged: every item is judged once over the invocations, each
+/// drift corrected once, and the report adds up all of them.
+#[tokio::test]
+async fn a_compare_out_of_time_pauses_and_the_next_invocation_goes_on_from_there() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let items: Vec<String> = (0..6).map(|n| format!("game:paused-{n}")).collect();
+    for item in &items {
+        stack.react("u", item, Like).await;
+    }
+    stack.settle().await;
+    for (n, item) in items.iter().enumerate() {
+        edit_count_row(&stack, item, "D#0", n as i64 + 1).await;
+    }
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+
+    // Invocations whose deadline has passed: each takes the run one step, and a compare
+    // judges one item (every invocation makes progress) before it pauses.
+    let reconciler = stack.reconciler();
+    let mut paused_at = Vec::new();
+    let give_up_at = now_ms() + 120_000;
+    let report = loop {
+        assert!(now_ms() < give_up_at, "paused at {paused_at:?}");
+        match reconciler
+            .run_at(Some(cut), true, now_ms(), &mut |_| {})
+            .await
+        {
+            Ok(Step::Reconciled(report)) => break *report,
+            Ok(Step::Comparing {
+                items_done,
+                items_total,
+                ..
+            }) => {
+                assert_eq!(items_total, items.len() as u64);
+                paused_at.push(items_done);
+            }
+            Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(err) => panic!("an invocation failed: {err}"),
+        }
+    };
+    let judged: Vec<u64> = (1..items.len() as u64).collect();
+    assert_eq!(paused_at, judged, "one more item judged by each invocation");
+    assert_eq!(
+        (
+            report.items_checked,
+            report.items_drifted,
+            report.items_corrected,
+            report.items_already_corrected
+        ),
+        (6, 6, 6, 0),
+        "{report:?}"
+    );
+    assert_eq!(report.correction_abs_sum, (1..=6).sum::<u64>());
+    let state = run_state(&stack).state().await.unwrap().unwrap();
+    assert_eq!(
+        (state.phase, state.paused, state.leases),
+        (Phase::Done, None, 1),
+        "the finished run keeps no checkpoint"
+    );
+    stack
+        .assert_counts_match_recount(&items.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+}
+
 #[tokio::test]
 async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run() {
     let stack = TestStack::start_for_reconciliation().await;

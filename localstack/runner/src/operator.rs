@@ -175,6 +175,15 @@ pub async fn reconcile(
              again to go on",
             rfc3339(cut_ms)
         ))),
+        Step::Comparing {
+            cut_ms,
+            items_done,
+            items_total,
+        } => Err(Failed(format!(
+            "the compare of the cut {} paused at {RUN_TIMEOUT:?} after {items_done} of \
+             {items_total} items; run again to go on from there",
+            rfc3339(cut_ms)
+        ))),
     }
 }
 

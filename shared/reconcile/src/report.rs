@@ -4,19 +4,20 @@
 use likes_core::reconcile::Verdict;
 use likes_core::{Delta, ItemId};
 use likes_store::metrics::Report;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How many of the largest drifts a report lists.
 const LARGEST: usize = 10;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Drift {
     pub item_id: String,
     pub like_drift: i64,
     pub dislike_drift: i64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+/// Also the tally a paused compare keeps in the run state, so it deserializes too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DriftReport {
     pub run_id: String,
     /// The cut, epoch millis and RFC 3339.
@@ -24,7 +25,7 @@ pub struct DriftReport {
     pub cut: String,
     pub export_arn: String,
     /// Where the export was recounted: `function` or `athena`.
-    pub recounted_by: &'static str,
+    pub recounted_by: String,
     pub rows_read: u64,
     pub probe_rows: u64,
     pub foreign_rows: u64,

@@ -19,7 +19,7 @@ use likes_store::pruning::{PruningStore, SegmentCursor};
 use likes_store::reconciliation::{
     reconciled_attributes, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
 };
-use likes_store::FreshnessStore;
+use likes_store::{FreshnessStore, StoreError};
 
 use crate::athena::{AthenaConfig, AthenaRecount};
 use crate::export::{Export, ExportReader, ReadProgress, Recount};
@@ -31,7 +31,7 @@ const EXPORT_POLL: Duration = Duration::from_secs(10);
 /// How often a waiting invocation asks again whether Athena's recount is done.
 const QUERY_POLL: Duration = Duration::from_secs(2);
 /// Items (and count rows) between two progress reports of the compare and cleanup steps.
-const PROGRESS_EVERY: usize = 100;
+const PROGRESS_EVERY: u64 = 100;
 /// How far AWS keeps the latest restorable time behind now, for an estimate while a young
 /// table's window does not show it yet.
 const ASSUMED_PITR_LAG_MS: i64 = 5 * 60_000;
@@ -118,6 +118,12 @@ pub enum Step {
     /// Athena is still recounting the export.
     WaitingForRecount {
         cut_ms: i64,
+    },
+    /// The compare ran out of the invocation's time: the next goes on from where it stopped.
+    Comparing {
+        cut_ms: i64,
+        items_done: u64,
+        items_total: u64,
     },
     Reconciled(Box<DriftReport>),
 }
@@ -425,12 +431,19 @@ impl Reconciler {
                             }
                         },
                     };
-                    // A compare that never returns (its invocation ran out of time) is
-                    // counted by its lease, so it cannot hold the cut for ever either.
+                    // A compare that never returns (its invocation died before it could
+                    // pause) is counted by its lease, so it cannot hold the cut for ever
+                    // either; one that pauses gives its lease back and goes on next time,
+                    // as long as the run is within its deadline.
                     if state.leases >= MAX_ATTEMPTS {
-                        let reason =
-                            format!("the compare did not finish in {} invocations", state.leases);
+                        let reason = format!(
+                            "the compare died in {} invocations without pausing",
+                            state.leases
+                        );
                         return Err(self.give_up(state, reason).await);
+                    }
+                    if state.paused.is_some() {
+                        self.within_deadline(state, || "a paused compare".to_owned())?;
                     }
                     let now = now_ms();
                     let lease_until = now + self.config.lease.as_millis() as i64;
@@ -445,11 +458,26 @@ impl Reconciler {
                                 .await?
                         }
                     };
-                    let report = self.compare(state, export_arn, recount, progress).await?;
+                    let report = match self
+                        .compare(state, export_arn, recount, deadline_ms, progress)
+                        .await?
+                    {
+                        Compared::Done(report) => report,
+                        Compared::Paused {
+                            items_done,
+                            items_total,
+                        } => {
+                            return Ok(Some(Step::Comparing {
+                                cut_ms: state.cut_ms,
+                                items_done,
+                                items_total,
+                            }))
+                        }
+                    };
                     if let Some(athena) = &self.athena {
                         athena.drop_table(&state.run_id(), &export).await?;
                     }
-                    return Ok(Some(Step::Reconciled(Box::new(report))));
+                    return Ok(Some(Step::Reconciled(report)));
                 }
             }
         }
@@ -560,7 +588,7 @@ impl Reconciler {
             run_id: state.run_id(),
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
-            recounted_by: self.recounted_by(),
+            recounted_by: self.recounted_by().to_owned(),
             given_up: Some(reason.clone()),
             ..DriftReport::default()
         };
@@ -750,26 +778,30 @@ impl Reconciler {
             .await
     }
 
-    /// Compares every item of the recount with what was applied before the cut, corrects,
-    /// reports, and starts the pass that drops the subtotals before the cut.
+    /// Compares every item of the recount with what was applied before the cut, in item
+    /// order, and corrects; then reports and starts the pass that drops the subtotals
+    /// before the cut. A compare paused by an earlier invocation goes on after the item it
+    /// stopped at, with its tally. Past `deadline_ms` (after at least one item, so every
+    /// invocation makes progress) it pauses again.
     async fn compare(
         &self,
         state: &RunState,
         export_arn: &str,
         recount: Recount,
+        deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
-    ) -> Result<DriftReport, ReconcileError> {
+    ) -> Result<Compared, ReconcileError> {
         let started = now_ms();
         progress(Progress::ReadingCounts);
         let rows = self.store.count_rows().await?;
         let cut = self.config.period.epoch(state.cut_ms);
         let run_id = state.run_id();
-        let mut report = DriftReport {
+        let fresh = DriftReport {
             run_id: run_id.clone(),
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
-            recounted_by: self.recounted_by(),
+            recounted_by: self.recounted_by().to_owned(),
             rows_read: recount.rows_read,
             probe_rows: recount.probes,
             foreign_rows: recount.foreign_rows,
@@ -777,18 +809,44 @@ impl Reconciler {
             unknown_states: recount.unknown_states.clone(),
             ..DriftReport::default()
         };
+        let (mut report, after) = match &state.paused {
+            None => (fresh, None),
+            Some(pause) => {
+                let tally: DriftReport = serde_json::from_str(&pause.tally).map_err(|err| {
+                    ReconcileError::Store(StoreError::Corrupt(format!(
+                        "a paused compare's tally: {err}"
+                    )))
+                })?;
+                (tally, Some(&pause.through))
+            }
+        };
         let items: BTreeSet<_> = recount
             .per_item
             .keys()
             .chain(rows.keys())
+            .filter(|item| after.is_none_or(|after| *item > after))
             .cloned()
             .collect();
-        let total = items.len() as u64;
+        let total = report.items_checked + items.len() as u64;
         progress(Progress::Comparing {
-            items_done: 0,
+            items_done: report.items_checked,
             items_total: total,
         });
-        for (done, item) in items.iter().enumerate() {
+        for (judged_here, item) in items.iter().enumerate() {
+            if judged_here > 0 && now_ms() >= deadline_ms {
+                let done = report.items_checked;
+                report.duration_ms += now_ms() - started;
+                let tally = serde_json::to_string(&report).expect("reports serialize");
+                let last = items
+                    .range(..item)
+                    .next_back()
+                    .expect("this invocation judged the item before this one");
+                self.store.pause(state.cut_ms, last, &tally).await?;
+                return Ok(Compared::Paused {
+                    items_done: done,
+                    items_total: total,
+                });
+            }
             let states: Vec<_> = rows
                 .get(item)
                 .map(|rows| rows.iter().map(|(_, row)| row.clone()).collect())
@@ -806,22 +864,23 @@ impl Reconciler {
                 Verdict::InSync | Verdict::Deferred => false,
             };
             report.record(item, verdict, written);
-            if (done + 1) % PROGRESS_EVERY == 0 || done as u64 + 1 == total {
+            let done = report.items_checked;
+            if done % PROGRESS_EVERY == 0 || done == total {
                 progress(Progress::Comparing {
-                    items_done: done as u64 + 1,
+                    items_done: done,
                     items_total: total,
                 });
             }
         }
         progress(Progress::Reporting);
-        report.duration_ms = now_ms() - started;
+        report.duration_ms += now_ms() - started;
         let key = self.put_report(&report).await?;
         report.emit();
         self.store.done(state.cut_ms, &key).await?;
         // Subtotals before the cut are dropped by a cleaning pass that resumes across
         // invocations, not here: the compare writes only corrections.
         self.pruning.want(cut).await?;
-        Ok(report)
+        Ok(Compared::Done(Box::new(report)))
     }
 
     /// Writes a run's report to `<report prefix><cut>.json`; its key.
@@ -842,6 +901,12 @@ impl Reconciler {
             .map_err(|err| aws_error("PutObject", err))?;
         Ok(key)
     }
+}
+
+/// How a compare ended: the whole run compared and reported, or paused at the deadline.
+enum Compared {
+    Done(Box<DriftReport>),
+    Paused { items_done: u64, items_total: u64 },
 }
 
 /// The table's point-in-time recovery window, and how far its end is behind now.
@@ -925,6 +990,14 @@ impl Reconciler {
             Step::WaitingForRecount { cut_ms } => {
                 serde_json::json!({"step": "waiting_for_recount", "cut_ms": cut_ms})
             }
+            Step::Comparing {
+                cut_ms,
+                items_done,
+                items_total,
+            } => serde_json::json!({
+                "step": "comparing", "cut_ms": cut_ms,
+                "items_done": items_done, "items_total": items_total
+            }),
             Step::Reconciled(report) => serde_json::json!({"step": "reconciled", "report": report}),
         })
     }

@@ -2,8 +2,8 @@
 //! per item, and the corrections it writes.
 //!
 //! - `#reconcile` / `S`: the one run in progress or last finished (cut, phase, export ARN,
-//!   a lease). Every step is a conditional write on it, so two overlapping invocations
-//!   never both start, or both compare, the same cut.
+//!   a lease, and a paused compare's checkpoint). Every step is a conditional write on it,
+//!   so two overlapping invocations never both start, or both compare, the same cut.
 //! - `<item>` / `D#C`: the item's correction row, a count row like the others (readers sum
 //!   it), whose `runs` set names every run that corrected it, so a correction is added once.
 
@@ -55,6 +55,16 @@ pub struct RunState {
     pub leases: u32,
     /// Why a done run was given up (it has no drift report).
     pub abandoned: Option<String>,
+    /// Where a compare that ran out of time stopped, for the next invocation to go on from.
+    pub paused: Option<ComparePause>,
+}
+
+/// A compare stopped at its invocation's deadline: the last item it judged (items are judged
+/// in order) and its report so far, as the caller serialized it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComparePause {
+    pub through: ItemId,
+    pub tally: String,
 }
 
 impl RunState {
@@ -143,7 +153,10 @@ impl ReconciliationStore {
             .state_update()
             .update_expression(format!(
                 "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero, \
-                 {attempts} = :zero, {leases} = :zero REMOVE {arn}, {abandoned}, {report}, {error}",
+                 {attempts} = :zero, {leases} = :zero \
+                 REMOVE {arn}, {abandoned}, {report}, {error}, {through}, {tally}",
+                through = attr::COMPARED_THROUGH,
+                tally = attr::COMPARE_TALLY,
                 cut = attr::CUT,
                 phase = attr::PHASE,
                 started = attr::STARTED_AT,
@@ -219,6 +232,34 @@ impl ReconciliationStore {
         condition_held("UpdateItem", result)
     }
 
+    /// The compare ran out of its invocation's time after judging `through`: records where it
+    /// stopped and its tally, and returns the lease. The lease count starts over, since this
+    /// invocation made progress: only invocations that die without pausing use the run up.
+    pub async fn pause(
+        &self,
+        cut_ms: i64,
+        through: &ItemId,
+        tally: &str,
+    ) -> Result<bool, StoreError> {
+        self.step(
+            cut_ms,
+            RunPhase::Comparing,
+            &format!(
+                "SET {} = :through, {} = :tally, {} = :zero, {} = :zero",
+                attr::COMPARED_THROUGH,
+                attr::COMPARE_TALLY,
+                attr::LEASE_UNTIL,
+                attr::LEASES
+            ),
+            &[
+                (":through", s(through.as_str())),
+                (":tally", s(tally)),
+                (":zero", n(0)),
+            ],
+        )
+        .await
+    }
+
     /// Opens a finished run's compare step again (an operator's rerun): its corrections are
     /// conditional on the item's last correcting cut, so it adds nothing already added.
     /// A run given up has no export to compare: [`Self::begin`] starts it again instead.
@@ -226,11 +267,13 @@ impl ReconciliationStore {
         let result = self
             .state_update()
             .update_expression(format!(
-                "SET {} = :next, {} = :zero, {} = :now, {} = :zero",
+                "SET {} = :next, {} = :zero, {} = :now, {} = :zero REMOVE {}, {}",
                 attr::PHASE,
                 attr::LEASE_UNTIL,
                 attr::STARTED_AT,
-                attr::LEASES
+                attr::LEASES,
+                attr::COMPARED_THROUGH,
+                attr::COMPARE_TALLY
             ))
             .expression_attribute_values(":now", n(now_ms))
             .condition_expression(format!(
@@ -257,7 +300,9 @@ impl ReconciliationStore {
             .state_update()
             .update_expression(format!(
                 "SET {phase} = :exporting, {lease} = :zero, {error} = :reason \
-                 ADD {attempts} :one REMOVE {arn}",
+                 ADD {attempts} :one REMOVE {arn}, {through}, {tally}",
+                through = attr::COMPARED_THROUGH,
+                tally = attr::COMPARE_TALLY,
                 phase = attr::PHASE,
                 lease = attr::LEASE_UNTIL,
                 error = attr::LAST_ERROR,
@@ -312,7 +357,13 @@ impl ReconciliationStore {
         self.step(
             cut_ms,
             RunPhase::Comparing,
-            &format!("SET {} = :next, {} = :report", attr::PHASE, attr::REPORT),
+            &format!(
+                "SET {} = :next, {} = :report REMOVE {}, {}",
+                attr::PHASE,
+                attr::REPORT,
+                attr::COMPARED_THROUGH,
+                attr::COMPARE_TALLY
+            ),
             &[
                 (":next", s(RunPhase::Done.as_str())),
                 (":report", s(report_key)),
@@ -511,6 +562,15 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
         attempts: row.attempts,
         leases: row.leases,
         abandoned: row.abandoned,
+        paused: match (row.compared_through, row.compare_tally) {
+            (Some(through), Some(tally)) => Some(ComparePause {
+                through: ItemId::parse(&through).map_err(|err| {
+                    StoreError::Corrupt(format!("a compare paused at {through:?}: {err}"))
+                })?,
+                tally,
+            }),
+            _ => None,
+        },
     })
 }
 

@@ -52,6 +52,9 @@ pub mod attr {
     pub const LEASES: &str = "leases";
     pub const LAST_ERROR: &str = "last_error";
     pub const REPORT: &str = "report";
+    /// A paused compare: the last item it judged, and its report so far (JSON).
+    pub const COMPARED_THROUGH: &str = "compared_through";
+    pub const COMPARE_TALLY: &str = "compare_tally";
     /// The correction row's runs of the older layout (a string set of run ids).
     pub const RUNS: &str = "runs";
     /// The last cut (epoch index) that corrected the item.
@@ -344,6 +347,10 @@ pub struct RunStateRow {
     /// Why the run was given up, when it was.
     #[serde(default)]
     pub abandoned: Option<String>,
+    #[serde(default)]
+    pub compared_through: Option<String>,
+    #[serde(default)]
+    pub compare_tally: Option<String>,
 }
 
 /// The `phase` of a run.

@@ -59,7 +59,7 @@ pub struct Recount {
 
 /// Reaction rows in a state that is not LIKE, DISLIKE or NONE: one row with its keys, as the
 /// export reader finds it, or an item's number of them, as Athena's recount gives it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, Deserialize)]
 pub struct UnknownStateRow {
     pub item_id: String,
     /// `None` from Athena, which groups by item.
