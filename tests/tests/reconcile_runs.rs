@@ -610,3 +610,75 @@ async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
         })
         .collect()
 }
+
+/// The likers of `item`, newest first (one page: the test's items have a few).
+async fn likers_of(stack: &TestStack, item: &str) -> Vec<String> {
+    let response = stack
+        .request(
+            "GET",
+            &format!("/v1/items/{item}/likers?limit=100"),
+            Some("reader"),
+        )
+        .send()
+        .await;
+    response.assert_status(200);
+    let page = response.json();
+    assert_eq!(page["next_cursor"], serde_json::Value::Null, "{page}");
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|liker| liker["user_id"].as_str().expect("user_id").to_owned())
+        .collect()
+}
+
+/// The run repairs the likers lists from its export: a like whose event was lost is
+/// listed, the likes an unlike and an erasure took back (their events lost) are not, and a
+/// like given after the cut stays listed.
+#[tokio::test]
+async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let item = "game:listed";
+    for user in ["kept", "unliked", "erased"] {
+        stack.react(user, item, Like).await;
+    }
+    stack.settle_likers().await;
+    // The likers mapping fails on every shard (each of the log's shards is its own virtual
+    // shard 0) until it gives the next events up to its dead-letter queue: the lists miss
+    // them.
+    let faults = stack.likers().faults();
+    faults.fail_shard(0);
+    stack.react("lost", item, Like).await;
+    stack.react("unliked", item, Neutral).await;
+    stack.erase_row("erased", item).await;
+    let counters = stack.settle_likers().await;
+    assert!(
+        counters.dlq_batches >= 1,
+        "the events were lost: {counters:?}"
+    );
+    faults.clear();
+    assert_eq!(likers_of(&stack, item).await, ["erased", "unliked", "kept"]);
+
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    stack.react("late", item, Like).await;
+    stack.settle_likers().await;
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(
+        (
+            report.likers_added,
+            report.likers_removed,
+            report.likers_unreadable
+        ),
+        (1, 2, 0),
+        "{report:?}"
+    );
+    assert_eq!(likers_of(&stack, item).await, ["late", "lost", "kept"]);
+
+    let rerun = reconcile(&stack, cut).await;
+    assert_eq!(
+        (rerun.likers_added, rerun.likers_removed),
+        (0, 0),
+        "a rerun finds the lists repaired: {rerun:?}"
+    );
+}

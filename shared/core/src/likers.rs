@@ -103,6 +103,66 @@ pub fn liker_update(event: &ReactionEvent, now_ms: i64) -> Option<LikerUpdate> {
     })
 }
 
+/// One (item, user) like at a flip's order: a liked entry as the Likers table holds it, or a
+/// reaction row in LIKE as an export of the Reactions table holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LikeAt {
+    pub row_created_ms: i64,
+    pub op_id: u64,
+    pub liked_at_ms: i64,
+}
+
+impl LikeAt {
+    fn order(&self) -> (i64, u64) {
+        (self.row_created_ms, self.op_id)
+    }
+}
+
+/// The write that repairs `user_id`'s entry for `item` from an export at a cut, if any:
+/// `listed` is the entry when it is liked, `exported` the row when the export has it in LIKE.
+///
+/// - Exported but not listed, or listed at an older flip: the exported like is applied at
+///   its own order, so a newer entry (a flip after the cut, a tombstone) refuses it.
+/// - Listed but not exported: the like was undone before the cut (an unlike or an erasure
+///   whose event was lost), unless it was given too near the cut for the export to be sure
+///   of it (`liked_at` at or after `settled_before_ms`). It is undone at the order of the
+///   flip right after it, as the lost event would have been.
+/// - Listed at the exported flip or a newer one: in sync, or live work after the cut.
+pub fn repair(
+    item: &ItemId,
+    user_id: &str,
+    listed: Option<LikeAt>,
+    exported: Option<LikeAt>,
+    settled_before_ms: i64,
+    now_ms: i64,
+) -> Option<LikerUpdate> {
+    let update = |at: (i64, u64), change| LikerUpdate {
+        item_id: item.clone(),
+        bucket: bucket_of(user_id),
+        user_id: user_id.to_owned(),
+        row_created_ms: at.0,
+        op_id: at.1,
+        change,
+    };
+    match (listed, exported) {
+        (listed, Some(exported)) if listed.is_none_or(|l| l.order() < exported.order()) => {
+            Some(update(
+                exported.order(),
+                LikerChange::Liked {
+                    liked_at_ms: exported.liked_at_ms,
+                },
+            ))
+        }
+        (Some(listed), None) if listed.liked_at_ms < settled_before_ms => Some(update(
+            (listed.row_created_ms, listed.op_id + 1),
+            LikerChange::Unliked {
+                keep_until_ms: now_ms + REPLAY_HORIZON_MS,
+            },
+        )),
+        _ => None,
+    }
+}
+
 impl LikerUpdate {
     /// The entry's bucket key.
     pub fn bucket_key(&self) -> String {
@@ -138,6 +198,46 @@ pub fn newest_first(runs: Vec<Vec<Liker>>, limit: usize) -> (Vec<Liker>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repair_adds_what_the_export_likes_and_undoes_what_it_does_not() {
+        let item = ItemId::parse("game:r").unwrap();
+        let at = |row_created_ms, op_id, liked_at_ms| LikeAt {
+            row_created_ms,
+            op_id,
+            liked_at_ms,
+        };
+        let repair = |listed, exported| repair(&item, "u", listed, exported, 1_000, 5_000);
+        // A lost like: added at its flip.
+        let added = repair(None, Some(at(10, 3, 500))).unwrap();
+        assert_eq!(
+            (added.row_created_ms, added.op_id, added.change.clone()),
+            (10, 3, LikerChange::Liked { liked_at_ms: 500 })
+        );
+        // A like listed at an older flip moves to the exported one.
+        assert_eq!(
+            repair(Some(at(10, 1, 100)), Some(at(10, 3, 500))),
+            Some(added)
+        );
+        // In sync, or live work after the cut: nothing.
+        assert_eq!(repair(Some(at(10, 3, 500)), Some(at(10, 3, 500))), None);
+        assert_eq!(repair(Some(at(20, 1, 1_500)), Some(at(10, 3, 500))), None);
+        // A lost unlike or erasure: undone at the next flip's order.
+        let undone = repair(Some(at(10, 3, 500)), None).unwrap();
+        assert_eq!(
+            (undone.row_created_ms, undone.op_id, undone.change),
+            (
+                10,
+                4,
+                LikerChange::Unliked {
+                    keep_until_ms: 5_000 + REPLAY_HORIZON_MS
+                }
+            )
+        );
+        // Liked too near the cut for the export to know: left alone.
+        assert_eq!(repair(Some(at(10, 3, 1_000)), None), None);
+        assert_eq!(repair(None, None), None);
+    }
     use crate::ReactionState::{Dislike, Like, None as Neutral};
     use proptest::prelude::*;
 

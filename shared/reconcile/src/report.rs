@@ -44,6 +44,14 @@ pub struct DriftReport {
     /// Σ |like drift| + |dislike drift| over the corrections written.
     pub correction_abs_sum: u64,
     pub largest_drifts: Vec<Drift>,
+    /// Likers entries the export's likes added (lost like events) and removed (lost unlike
+    /// or erasure events), and likes whose order could not be read, so repaired nothing.
+    #[serde(default)]
+    pub likers_added: u64,
+    #[serde(default)]
+    pub likers_removed: u64,
+    #[serde(default)]
+    pub likers_unreadable: u64,
     pub duration_ms: i64,
     /// Why the cut was given up, when it was: nothing was compared.
     #[serde(skip_serializing_if = "Option::is_none")]

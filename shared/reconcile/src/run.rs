@@ -13,16 +13,17 @@ use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPoi
 use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoveryStatus};
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::config::ConfigError;
+use likes_core::likers::{repair, LikerChange};
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
 use likes_store::pruning::{PruningStore, SegmentCursor};
 use likes_store::reconciliation::{
     reconciled_attributes, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
 };
-use likes_store::{FreshnessStore, StoreError};
+use likes_store::{FreshnessStore, LikersStore, StoreError};
 
 use crate::athena::{AthenaConfig, AthenaRecount};
-use crate::export::{Export, ExportReader, ReadProgress, Recount};
+use crate::export::{Export, ExportReader, ExportedLikes, ReadProgress, Recount};
 use crate::report::DriftReport;
 use crate::ReconcileError;
 
@@ -44,6 +45,8 @@ pub const MAX_ATTEMPTS: u32 = 3;
 pub struct ReconcileConfig {
     pub reactions_table_arn: String,
     pub counts_table: String,
+    /// The likers lists, repaired from the same export.
+    pub likers_table: String,
     pub export_bucket: String,
     /// Exports go under `<prefix>AWSDynamoDB/<export id>/`.
     pub export_prefix: String,
@@ -80,6 +83,7 @@ impl ReconcileConfig {
         Ok(Self {
             reactions_table_arn: var("REACTIONS_TABLE_ARN")?,
             counts_table: var("COUNTS_TABLE")?,
+            likers_table: var("LIKERS_TABLE")?,
             export_bucket: var("EXPORT_BUCKET")?,
             export_prefix: var("EXPORT_PREFIX")?,
             report_prefix: var("REPORT_PREFIX")?,
@@ -157,6 +161,8 @@ pub enum Progress {
         through_ms: i64,
         rows_done: u64,
     },
+    /// The likers lists are checked against the export and repaired.
+    RepairingLikers,
     /// The drift report is written.
     Reporting,
 }
@@ -169,6 +175,7 @@ pub struct Reconciler {
     store: ReconciliationStore,
     pruning: PruningStore,
     freshness: FreshnessStore,
+    likers: LikersStore,
     reader: ExportReader,
     athena: Option<AthenaRecount>,
 }
@@ -193,6 +200,7 @@ impl Reconciler {
             store: ReconciliationStore::new(dynamodb.clone(), config.counts_table.clone()),
             pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
+            likers: LikersStore::new(dynamodb.clone(), config.likers_table.clone()),
             reader: ExportReader::new(s3.clone()),
             config,
             dynamodb,
@@ -454,12 +462,14 @@ impl Reconciler {
                         Some(recount) => recount,
                         None => {
                             self.reader
-                                .recount(&export, |read| progress(Progress::Reading(read)))
+                                .recount_with_likes(&export, |read| {
+                                    progress(Progress::Reading(read))
+                                })
                                 .await?
                         }
                     };
                     let report = match self
-                        .compare(state, export_arn, recount, deadline_ms, progress)
+                        .compare(state, &export, export_arn, recount, deadline_ms, progress)
                         .await?
                     {
                         Compared::Done(report) => report,
@@ -786,6 +796,7 @@ impl Reconciler {
     async fn compare(
         &self,
         state: &RunState,
+        export: &Export,
         export_arn: &str,
         recount: Recount,
         deadline_ms: i64,
@@ -872,6 +883,19 @@ impl Reconciler {
                 });
             }
         }
+        let likes = match recount.likes {
+            Some(likes) => (likes, recount.unreadable_likes),
+            // Athena recounted the items; the likes are read here.
+            None => {
+                let read = self
+                    .reader
+                    .recount_with_likes(export, |read| progress(Progress::Reading(read)))
+                    .await?;
+                (read.likes.unwrap_or_default(), read.unreadable_likes)
+            }
+        };
+        self.repair_likers(state, likes, &mut report, progress)
+            .await?;
         progress(Progress::Reporting);
         report.duration_ms += now_ms() - started;
         let key = self.put_report(&report).await?;
@@ -881,6 +905,57 @@ impl Reconciler {
         // invocations, not here: the compare writes only corrections.
         self.pruning.want(cut).await?;
         Ok(Compared::Done(Box::new(report)))
+    }
+
+    /// Repairs the likers lists from the export's `likes`: every liked entry is read (a Scan,
+    /// a page at a time) and judged against the export by [`repair`], then every exported
+    /// like no entry lists is added. Each write is the pipeline's own conditional one, at a
+    /// flip's order, so it never overwrites a flip applied after the cut.
+    async fn repair_likers(
+        &self,
+        state: &RunState,
+        (mut likes, unreadable): (ExportedLikes, u64),
+        report: &mut DriftReport,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<(), ReconcileError> {
+        progress(Progress::RepairingLikers);
+        report.likers_unreadable = unreadable;
+        let settled_before = state.cut_ms - self.config.period.uncertainty_ms;
+        let now = now_ms();
+        let mut updates = Vec::new();
+        let mut start = None;
+        loop {
+            let (entries, next) = self.likers.liked_page(start).await?;
+            for (item, user, listed) in entries {
+                let exported = likes.remove(&(item.clone(), user.clone()));
+                updates.extend(repair(
+                    &item,
+                    &user,
+                    Some(listed),
+                    exported,
+                    settled_before,
+                    now,
+                ));
+            }
+            match next {
+                Some(next) => start = Some(next),
+                None => break,
+            }
+        }
+        updates.extend(
+            likes
+                .into_iter()
+                .filter_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
+        );
+        for update in &updates {
+            if self.likers.apply(update).await? {
+                match update.change {
+                    LikerChange::Liked { .. } => report.likers_added += 1,
+                    LikerChange::Unliked { .. } => report.likers_removed += 1,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes a run's report to `<report prefix><cut>.json`; its key.

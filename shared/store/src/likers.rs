@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::likers::{
-    bucket_key, newest_first, occupancy_key, position, Liker, LikerChange, LikerUpdate,
+    bucket_key, newest_first, occupancy_key, position, LikeAt, Liker, LikerChange, LikerUpdate,
 };
 use likes_core::{ItemId, LikersCursor};
 
@@ -20,7 +20,7 @@ use crate::error::condition_held;
 use crate::rows::attr::{
     BUCKET, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
 };
-use crate::rows::{self, number, LikerRow, OccupancyRow};
+use crate::rows::{self, number, Item, LikedEntryRow, LikerRow, OccupancyRow};
 use crate::StoreError;
 
 /// The index of liked entries per bucket, by position.
@@ -166,6 +166,46 @@ impl LikersStore {
                 .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
         };
         condition_held("UpdateItem", request.send().await)
+    }
+
+    /// One page of a Scan of every liked entry (those with a position), from `start`: each as
+    /// (item, user, its like), and where the next page starts (`None` after the last).
+    pub async fn liked_page(
+        &self,
+        start: Option<Item>,
+    ) -> Result<(Vec<(ItemId, String, LikeAt)>, Option<Item>), StoreError> {
+        let output = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("attribute_exists(#position)")
+            .expression_attribute_names("#position", POSITION)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("Scan", err))?;
+        let entries = output
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let row: LikedEntryRow = rows::from_item(item)?;
+                let item_id = row
+                    .bucket
+                    .rsplit_once('#')
+                    .and_then(|(item, _)| ItemId::parse(item).ok())
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("{:?} is no likers bucket", row.bucket))
+                    })?;
+                let like = LikeAt {
+                    row_created_ms: row.row_created,
+                    op_id: row.op_id,
+                    liked_at_ms: row.liked_at,
+                };
+                Ok((item_id, row.user_id, like))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok((entries, output.last_evaluated_key))
     }
 
     /// The newest `limit` likers of `item` after `after`: the occupancy row, then one Query of

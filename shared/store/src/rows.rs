@@ -284,6 +284,18 @@ pub struct LikerRow {
     pub liked_at: i64,
 }
 
+/// A liked entry of the Likers table as a repair reads it: its keys and its flip's order.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LikedEntryRow {
+    pub bucket: String,
+    pub user_id: String,
+    /// 0 on entries written before entries kept it.
+    #[serde(default)]
+    pub row_created: i64,
+    pub op_id: u64,
+    pub liked_at: i64,
+}
+
 /// An item's occupancy row on the Likers table: the buckets that ever held a liked entry (a
 /// number set).
 #[derive(Debug, Clone, Deserialize)]

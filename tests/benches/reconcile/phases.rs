@@ -11,6 +11,7 @@ enum Mark {
     Recounting,
     ReadingCounts,
     Comparing,
+    RepairingLikers,
     Cleaning,
     Reporting,
 }
@@ -20,6 +21,7 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Recounting => Some(Mark::Recounting),
         Progress::ReadingCounts => Some(Mark::ReadingCounts),
         Progress::Comparing { .. } => Some(Mark::Comparing),
+        Progress::RepairingLikers => Some(Mark::RepairingLikers),
         Progress::Cleaning { .. } => Some(Mark::Cleaning),
         Progress::Reporting => Some(Mark::Reporting),
         Progress::WaitingForRestorable { .. }
@@ -39,6 +41,8 @@ pub struct Phases {
     pub counts_scan: Duration,
     /// Every item judged, corrections written.
     pub compare: Duration,
+    /// Every liked entry scanned and judged against the export, repairs written.
+    pub likers: Duration,
     /// Reconciled subtotals dropped (one REMOVE update per count row that has some).
     pub cleanup: Duration,
     /// The drift report put to S3, the run marked done.
@@ -52,7 +56,7 @@ impl Phases {
 
     /// Everything the reconciler does itself once the export is there.
     pub fn after_export(&self) -> Duration {
-        self.recount + self.counts_scan + self.compare + self.cleanup + self.report
+        self.recount + self.counts_scan + self.compare + self.likers + self.cleanup + self.report
     }
 }
 
@@ -88,7 +92,8 @@ pub async fn run(reconciler: &Reconciler, at_ms: i64, deadline_ms: i64) -> (Drif
         export_wait: at(Mark::Recounting) - started,
         recount: at(Mark::ReadingCounts) - at(Mark::Recounting),
         counts_scan: at(Mark::Comparing) - at(Mark::ReadingCounts),
-        compare: at(Mark::Reporting) - at(Mark::Comparing),
+        compare: at(Mark::RepairingLikers) - at(Mark::Comparing),
+        likers: at(Mark::Reporting) - at(Mark::RepairingLikers),
         report: at(Mark::Cleaning) - at(Mark::Reporting),
         cleanup: ended - at(Mark::Cleaning),
     };

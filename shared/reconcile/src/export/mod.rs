@@ -11,7 +11,7 @@ use aws_sdk_s3::Client;
 use crate::ReconcileError;
 use data::DataFileStream;
 pub use manifest::{DataFile, ManifestSummary};
-pub use row::{Recount, RowKey, UnknownStateRow, FOREIGN_REPORTED};
+pub use row::{ExportedLikes, Recount, RowKey, UnknownStateRow, FOREIGN_REPORTED};
 
 /// An export whose manifests have been read and checked; its data files are not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,9 +66,27 @@ impl ExportReader {
     pub async fn recount(
         &self,
         export: &Export,
+        progress: impl FnMut(ReadProgress),
+    ) -> Result<Recount, ReconcileError> {
+        self.read_into(export, Recount::default(), progress).await
+    }
+
+    /// [`Self::recount`], keeping every like as well ([`Recount::likes`]).
+    pub async fn recount_with_likes(
+        &self,
+        export: &Export,
+        progress: impl FnMut(ReadProgress),
+    ) -> Result<Recount, ReconcileError> {
+        self.read_into(export, Recount::with_likes(), progress)
+            .await
+    }
+
+    async fn read_into(
+        &self,
+        export: &Export,
+        mut recount: Recount,
         mut progress: impl FnMut(ReadProgress),
     ) -> Result<Recount, ReconcileError> {
-        let mut recount = Recount::default();
         for (done, file) in export.files.iter().enumerate() {
             let key = &file.data_file_s3_key;
             let mut body = self.get(&export.bucket, key).await?;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+use likes_core::likers::LikeAt;
 use likes_core::pipeline::Counts;
 use likes_core::{ItemId, ReactionState};
 use likes_store::freshness::PROBE_ITEM;
@@ -21,13 +22,36 @@ struct Line {
     item: serde_dynamo::Item,
 }
 
-/// The attributes of a Reactions row the recount reads; the others are ignored.
+/// The attributes of a Reactions row the recount reads; the others are ignored. The order
+/// and time of its last flip are read as whatever they hold: a row whose are not numbers
+/// still counts, it only cannot repair a likers entry.
 #[derive(Deserialize)]
 struct Row {
     user_id: String,
     item_id: String,
     state: Option<String>,
+    op_id: Option<serde_json::Value>,
+    created_at: Option<serde_json::Value>,
+    updated_at: Option<serde_json::Value>,
 }
+
+impl Row {
+    /// The like this row holds, at its flip's order, when its order and time are numbers.
+    fn like_at(&self) -> Option<LikeAt> {
+        Some(LikeAt {
+            // 0 for a row from before rows kept their creation time, as the pipeline reads it.
+            row_created_ms: match &self.created_at {
+                None => 0,
+                Some(created) => created.as_i64()?,
+            },
+            op_id: self.op_id.as_ref()?.as_u64()?,
+            liked_at_ms: self.updated_at.as_ref()?.as_i64()?,
+        })
+    }
+}
+
+/// Every like an export holds, by item and user, at its flip's order.
+pub type ExportedLikes = BTreeMap<(ItemId, String), LikeAt>;
 
 /// The keys of a row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,6 +79,10 @@ pub struct Recount {
     pub unknown_state_rows: u64,
     /// The first [`FOREIGN_REPORTED`] of them, with the state they hold.
     pub unknown_states: Vec<UnknownStateRow>,
+    /// Every like, kept only when asked for ([`Recount::with_likes`]): what the likers
+    /// lists are repaired from. Likes whose order is unreadable are counted apart.
+    pub likes: Option<ExportedLikes>,
+    pub unreadable_likes: u64,
 }
 
 /// Reaction rows in a state that is not LIKE, DISLIKE or NONE: one row with its keys, as the
@@ -70,6 +98,14 @@ pub struct UnknownStateRow {
 }
 
 impl Recount {
+    /// A recount that also keeps every like.
+    pub fn with_likes() -> Self {
+        Self {
+            likes: Some(ExportedLikes::new()),
+            ..Self::default()
+        }
+    }
+
     /// Parses line `line` of data file `key` and adds it.
     pub(crate) fn add_line(
         &mut self,
@@ -102,13 +138,23 @@ impl Recount {
             return Ok(());
         };
         self.reactions += 1;
-        let counts = self.per_item.entry(item_id).or_default();
+        let counts = self.per_item.entry(item_id.clone()).or_default();
         match row
             .state
             .as_deref()
             .and_then(|s| ReactionState::from_str(s).ok())
         {
-            Some(ReactionState::Like) => counts.like_count += 1,
+            Some(ReactionState::Like) => {
+                counts.like_count += 1;
+                if let Some(likes) = &mut self.likes {
+                    match row.like_at() {
+                        Some(at) => {
+                            likes.insert((item_id, row.user_id), at);
+                        }
+                        None => self.unreadable_likes += 1,
+                    }
+                }
+            }
             Some(ReactionState::Dislike) => counts.dislike_count += 1,
             Some(ReactionState::None) => {}
             None => {
