@@ -52,11 +52,20 @@ async fn history_in_one_batch(stack: &TestStack, tag: &str, records: usize) -> S
     // since writing a few hundred records takes over 25 s on a loaded machine.
     stack.wait_for_window_room(Duration::from_secs(55)).await;
     pipeline.pause();
+    // Reading the stream back costs its whole length, so it is read after each round only:
+    // the records per user so far size the next round to what is still missing.
     let mut users = Vec::new();
-    while stack.stream_records_of(&users).await < records {
-        let round = stack.users_on_shard(tag, 0, users.len() + ROUND);
+    let mut wanted = ROUND;
+    loop {
+        let round = stack.users_on_shard(tag, 0, wanted);
         history_of(stack, &round[users.len()..]).await;
         users = round;
+        let written = stack.stream_records_of(&users).await;
+        if written >= records {
+            break;
+        }
+        let per_user = (written / users.len()).max(1);
+        wanted = users.len() + (records - written).div_ceil(per_user);
     }
     pipeline.resume();
     pipeline

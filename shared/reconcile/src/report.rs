@@ -109,6 +109,8 @@ impl DriftReport {
             .value("ItemsDeferred", "Count", self.items_deferred as f64)
             .value("ItemsClamped", "Count", self.items_clamped as f64)
             .value("CorrectionAbsSum", "Count", self.correction_abs_sum as f64)
+            .value("LikersAdded", "Count", self.likers_added as f64)
+            .value("LikersRemoved", "Count", self.likers_removed as f64)
             .value(
                 "CutsGivenUp",
                 "Count",
@@ -128,7 +130,7 @@ impl DriftReport {
         let mut text = format!(
             "run {} (cut {}): {} rows read, {} items checked: {} in sync, {} drifted \
              ({} corrected now, {} already corrected, {} clamped), {} deferred; \
-             correction |sum| {}; {} ms",
+             correction |sum| {}; likers lists: {} added, {} removed; {} ms",
             self.run_id,
             self.cut,
             self.rows_read,
@@ -140,6 +142,8 @@ impl DriftReport {
             self.items_clamped,
             self.items_deferred,
             self.correction_abs_sum,
+            self.likers_added,
+            self.likers_removed,
             self.duration_ms,
         );
         for drift in &self.largest_drifts {
