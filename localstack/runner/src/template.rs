@@ -577,6 +577,96 @@ Resources:
         assert!(Template::parse("Parameters: {}").is_err());
     }
 
+    /// Every default the README and `docs/` quote as `` `NAME` (value) ``, `` `NAME` (default
+    /// value) `` or `` `NAME` defaults to value `` is the template's: a parameter's `Default`,
+    /// or the value a function's environment sets (through a parameter or literally). Values
+    /// in seconds may be quoted in minutes or hours.
+    #[test]
+    fn every_default_the_docs_quote_is_the_templates() {
+        let template = Template::load(&default_path()).unwrap();
+        let mut defaults: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let number = |value: &Value| match value {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        };
+        if let Some(parameters) = template.root["Parameters"].as_mapping() {
+            for (name, declared) in parameters {
+                if let (Some(name), Some(value)) = (name.as_str(), number(&declared["Default"])) {
+                    defaults.entry(name.to_owned()).or_default().push(value);
+                }
+            }
+        }
+        for function in template.resources_of("AWS::Serverless::Function").keys() {
+            for (name, value) in template.environment(function) {
+                let value = match ref_target(&value) {
+                    Some(parameter) => number(&template.root["Parameters"][parameter]["Default"]),
+                    None => number(&value),
+                };
+                if let Some(value) = value {
+                    defaults.entry(name).or_default().push(value);
+                }
+            }
+        }
+        let root = default_path().parent().expect("the repository").to_owned();
+        let mut pages = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+        let mut checked = 0;
+        let mut wrong = Vec::new();
+        for page in &pages {
+            let text = std::fs::read_to_string(page).unwrap();
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for (name, values) in &defaults {
+                let quoted = format!("`{name}`");
+                for (at, _) in text.match_indices(&quoted) {
+                    let rest = &text[at + quoted.len()..];
+                    let Some(said) = quoted_default(name, rest) else {
+                        continue;
+                    };
+                    checked += 1;
+                    if !values.contains(&said) {
+                        wrong.push(format!(
+                            "{}: `{name}` quoted as {said}, the template says {values:?}",
+                            page.display()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        assert!(checked >= 8, "only {checked} quoted defaults found");
+    }
+
+    /// The default quoted right after `` `name` `` (`rest`), in the name's own unit.
+    fn quoted_default(name: &str, rest: &str) -> Option<f64> {
+        let said = rest
+            .strip_prefix(" (default ")
+            .or_else(|| rest.strip_prefix(" ("))
+            .or_else(|| rest.strip_prefix(" defaults to "))?;
+        let digits: String = said
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
+            .filter(|c| *c != ',')
+            .collect();
+        let value: f64 = digits.trim_end_matches('.').parse().ok()?;
+        let unit = said[said.find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))?..]
+            .trim_start()
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("");
+        let in_seconds = name.to_ascii_lowercase().ends_with("seconds");
+        Some(match unit {
+            "min" | "minutes" if in_seconds => value * 60.0,
+            "h" | "hours" if in_seconds => value * 3600.0,
+            _ => value,
+        })
+    }
+
     /// Every whole-number variable a function reads is set from a parameter whose range is
     /// exactly the one the code accepts, or from a literal inside it; and every range the
     /// code states is set somewhere.
