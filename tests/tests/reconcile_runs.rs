@@ -632,17 +632,53 @@ async fn likers_of(stack: &TestStack, item: &str) -> Vec<String> {
         .collect()
 }
 
+/// Takes `row_created` off `user`'s likers entry for `item`, as entries were written before
+/// they kept it.
+async fn as_older_layout(stack: &TestStack, item: &str, user: &str) {
+    let item = likes_core::ItemId::parse(item).unwrap();
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("LikersTable"))
+        .key(
+            "bucket",
+            AttributeValue::S(likes_core::likers::bucket(&item, user)),
+        )
+        .key("user_id", AttributeValue::S(user.into()))
+        .update_expression("REMOVE row_created")
+        .condition_expression("attribute_exists(op_id)")
+        .send()
+        .await
+        .unwrap();
+}
+
 /// The run repairs the likers lists from its export: a like whose event was lost is
-/// listed, the likes an unlike and an erasure took back (their events lost) are not, and a
-/// like given after the cut stays listed.
+/// listed, the likes an unlike and an erasure took back (their events lost) are not, an
+/// entry of the older layout is brought to the export's flip or taken off, and a like given
+/// after the cut stays listed.
 #[tokio::test]
 async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes() {
     let stack = TestStack::start_for_reconciliation().await;
     let item = "game:listed";
-    for user in ["kept", "unliked", "erased"] {
+    for user in ["kept", "veteran", "unliked", "erased"] {
         stack.react(user, item, Like).await;
     }
     stack.settle_likers().await;
+    // Older-layout entries: one whose like the export holds, one whose row is long gone.
+    as_older_layout(&stack, item, "veteran").await;
+    let likers = likes_store::LikersStore::new(stack.dynamodb(), stack.name("LikersTable"));
+    let ghost = likes_core::likers::LikerUpdate {
+        item_id: likes_core::ItemId::parse(item).unwrap(),
+        bucket: likes_core::likers::bucket_of("ghost"),
+        user_id: "ghost".into(),
+        row_created_ms: 0,
+        op_id: 1,
+        change: likes_core::likers::LikerChange::Liked {
+            liked_at_ms: now_ms() - 86_400_000,
+        },
+    };
+    assert!(likers.apply(&ghost).await.unwrap());
+    as_older_layout(&stack, item, "ghost").await;
     // The likers mapping fails on every shard (each of the log's shards is its own virtual
     // shard 0) until it gives the next events up to its dead-letter queue: the lists miss
     // them.
@@ -657,7 +693,10 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
         "the events were lost: {counters:?}"
     );
     faults.clear();
-    assert_eq!(likers_of(&stack, item).await, ["erased", "unliked", "kept"]);
+    assert_eq!(
+        likers_of(&stack, item).await,
+        ["erased", "unliked", "veteran", "kept", "ghost"]
+    );
 
     let cut = next_cut(&stack, 0);
     until(clear_of(&stack, cut)).await;
@@ -670,10 +709,13 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
             report.likers_removed,
             report.likers_unreadable
         ),
-        (1, 2, 0),
+        (2, 3, 0),
         "{report:?}"
     );
-    assert_eq!(likers_of(&stack, item).await, ["late", "lost", "kept"]);
+    assert_eq!(
+        likers_of(&stack, item).await,
+        ["late", "lost", "veteran", "kept"]
+    );
 
     let rerun = reconcile(&stack, cut).await;
     assert_eq!(

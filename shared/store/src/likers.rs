@@ -126,20 +126,26 @@ impl LikersStore {
     /// a lower `op_id` in the same life): `Ok(false)` when the entry already holds this flip
     /// or a later one (a duplicate, or a delivery out of order),
     /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
-    /// applied concurrently and in any order.
+    /// applied concurrently and in any order. An entry written before entries kept
+    /// `row_created` is of a row's first life (0), so it is updatable too.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
         // A no-op when the caller marked the batch first, as the consumer does.
         self.mark_occupied([update]).await?;
+        let older_layout = if update.row_created_ms > 0 {
+            "attribute_not_exists(#row_created)"
+        } else {
+            "(attribute_not_exists(#row_created) AND #op_id < :op_id)"
+        };
         let request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(BUCKET, AttributeValue::S(update.bucket_key()))
             .key(USER_ID, AttributeValue::S(update.user_id.clone()))
-            .condition_expression(
+            .condition_expression(format!(
                 "attribute_not_exists(#op_id) OR #row_created < :row_created \
-                 OR (#row_created = :row_created AND #op_id < :op_id)",
-            )
+                 OR (#row_created = :row_created AND #op_id < :op_id) OR {older_layout}"
+            ))
             .expression_attribute_names("#op_id", OP_ID)
             .expression_attribute_names("#row_created", ROW_CREATED)
             .expression_attribute_values(":row_created", number(update.row_created_ms))

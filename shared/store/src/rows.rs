@@ -292,6 +292,7 @@ pub struct LikedEntryRow {
     /// 0 on entries written before entries kept it.
     #[serde(default)]
     pub row_created: i64,
+    #[serde(default)]
     pub op_id: u64,
     pub liked_at: i64,
 }
