@@ -702,7 +702,32 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
     until(clear_of(&stack, cut)).await;
     stack.react("late", item, Like).await;
     stack.settle_likers().await;
+
+    // A run whose invocation is out of time by the repair stops it, reports so, and still
+    // finishes; the lists are as they were.
+    let reconciler = stack.reconciler();
+    let hurried = loop {
+        match reconciler
+            .run_at(Some(cut), true, now_ms() - 60_000, &mut |_| {})
+            .await
+        {
+            Ok(Step::Reconciled(report)) => break *report,
+            Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(err) => panic!("an invocation failed: {err}"),
+        }
+    };
+    assert!(hurried.likers_incomplete, "{hurried:?}");
+    assert_eq!(
+        (hurried.likers_added, hurried.likers_removed),
+        (0, 0),
+        "{hurried:?}"
+    );
+
+    // Run again, with time: the cut's compare is opened again and the repair done.
     let report = reconcile(&stack, cut).await;
+    assert!(!report.likers_incomplete, "{report:?}");
     assert_eq!(
         (
             report.likers_added,

@@ -52,6 +52,9 @@ pub struct DriftReport {
     pub likers_removed: u64,
     #[serde(default)]
     pub likers_unreadable: u64,
+    /// The repair ran out of the invocation's time before it read or wrote everything.
+    #[serde(default)]
+    pub likers_incomplete: bool,
     pub duration_ms: i64,
     /// Why the cut was given up, when it was: nothing was compared.
     #[serde(skip_serializing_if = "Option::is_none")]

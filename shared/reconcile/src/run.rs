@@ -894,7 +894,7 @@ impl Reconciler {
                 (read.likes.unwrap_or_default(), read.unreadable_likes)
             }
         };
-        self.repair_likers(state, likes, &mut report, progress)
+        self.repair_likers(state, likes, deadline_ms, &mut report, progress)
             .await?;
         progress(Progress::Reporting);
         report.duration_ms += now_ms() - started;
@@ -910,16 +910,21 @@ impl Reconciler {
     /// Repairs the likers lists from the export's `likes`: every liked entry is read (a Scan,
     /// a page at a time) and judged against the export by [`repair`], then every exported
     /// like no entry lists is added. Each write is the pipeline's own conditional one, at a
-    /// flip's order, so it never overwrites a flip applied after the cut.
+    /// flip's order, so it never overwrites a flip applied after the cut. It is not
+    /// checkpointed: past `deadline_ms` it stops where it is (`likers_incomplete` in the
+    /// report), so the counts' run still finishes, and the next run repairs again.
     async fn repair_likers(
         &self,
         state: &RunState,
         (mut likes, unreadable): (ExportedLikes, u64),
+        deadline_ms: i64,
         report: &mut DriftReport,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<(), ReconcileError> {
         progress(Progress::RepairingLikers);
         report.likers_unreadable = unreadable;
+        // The compare may pause at the deadline; the repair is given the time after it.
+        let out_of_time = || now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2;
         let settled_before = state.cut_ms - self.config.period.uncertainty_ms;
         let now = now_ms();
         let mut updates = Vec::new();
@@ -938,16 +943,27 @@ impl Reconciler {
                 ));
             }
             match next {
+                Some(_) if out_of_time() => {
+                    report.likers_incomplete = true;
+                    break;
+                }
                 Some(next) => start = Some(next),
                 None => break,
             }
         }
-        updates.extend(
-            likes
-                .into_iter()
-                .filter_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
-        );
+        // Likes no entry listed are known only once every entry was read.
+        if !report.likers_incomplete {
+            updates.extend(
+                likes
+                    .into_iter()
+                    .filter_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
+            );
+        }
         for update in &updates {
+            if out_of_time() {
+                report.likers_incomplete = true;
+                break;
+            }
             if self.likers.apply(update).await? {
                 match update.change {
                     LikerChange::Liked { .. } => report.likers_added += 1,
