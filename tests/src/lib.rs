@@ -483,6 +483,16 @@ pub const LEADERBOARD_REFRESH_FUNCTION: &str = "LeaderboardRefreshFunction";
 /// The mapping that feeds the likers lists from the Kinesis event log.
 pub const LIKERS_FUNCTION: &str = "LikersFunction";
 
+/// The user ids of a likers page, in its order.
+pub fn liker_ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|liker| liker["user_id"].as_str().expect("user_id").to_owned())
+        .collect()
+}
+
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;
 

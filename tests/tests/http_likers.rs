@@ -177,14 +177,7 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
         }
     }
     stack.settle_likers().await;
-    let users = |page: &Value| -> Vec<String> {
-        page["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .map(|liker| liker["user_id"].as_str().expect("user_id").to_owned())
-            .collect()
-    };
+    let users = likes_tests::liker_ids;
     for item in items {
         assert_eq!(
             users(&likers_page(&stack, item, "").await),

@@ -624,12 +624,7 @@ async fn likers_of(stack: &TestStack, item: &str) -> Vec<String> {
     response.assert_status(200);
     let page = response.json();
     assert_eq!(page["next_cursor"], serde_json::Value::Null, "{page}");
-    page["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|liker| liker["user_id"].as_str().expect("user_id").to_owned())
-        .collect()
+    likes_tests::liker_ids(&page)
 }
 
 /// Takes `row_created` off `user`'s likers entry for `item`, as entries were written before
