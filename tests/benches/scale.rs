@@ -269,7 +269,8 @@ fn main() {
             // The naive design's ADDs as the events reach the log, beside the design's.
             let mut naive = NaiveBoards::new();
             let puts = leaderboard_puts.into_iter().inspect(|put| naive.put(put));
-            let mut leaderboard = Leaderboard::new(event_shards, board_shards, refresher, seed + 7);
+            let mut leaderboard =
+                Leaderboard::new(event_shards, (board_shards, period), refresher, seed + 7);
             let run = mapping::run(leaderboard_mapping, puts, &mut leaderboard);
             (run, leaderboard.finish(run.end), naive)
         });

@@ -133,7 +133,9 @@ impl TestStack {
     }
 
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
-    /// the pulse is fired, the scheduled reconciliation is not, and epochs are
+    /// the pulse and the leaderboard's refresher are fired (the run repairs the all-time
+    /// board once its `as_of` passes the cut), the scheduled reconciliation is not, and
+    /// epochs are
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
     /// reaches a cut in seconds.
     pub async fn start_for_reconciliation() -> Self {
@@ -151,7 +153,10 @@ impl TestStack {
         overrides.insert("EXPORT_UNCERTAINTY_SECONDS".into(), "1".into());
         Self::start_with(
             overrides,
-            Schedules::Only(vec!["PulseFunction".into()]),
+            Schedules::Only(vec![
+                "PulseFunction".into(),
+                LEADERBOARD_REFRESH_FUNCTION.into(),
+            ]),
             BTreeMap::new(),
             stream_shards(),
             BTreeMap::from([("RecountEngine".to_owned(), engine.to_owned())]),

@@ -524,6 +524,7 @@ async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_pr
 /// While no run completes (every export fails), the count rows of a busy item still hold no
 /// subtotal older than the horizon: the scheduled invocations prune them on their own, and the
 /// next run that completes finds the counts exact.
+/// Count rows and all-time score rows alike.
 #[tokio::test]
 async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
     let stack = TestStack::start_for_reconciliation().await;
@@ -557,6 +558,7 @@ async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
     }
     assert!(prunes > 0, "the stalled runs failed as arranged");
     stack.settle().await;
+    stack.settle_leaderboard().await;
     // The bound holds as of the last invocation: rows age between two of them.
     let oldest_kept = period.epoch(last_invocation - horizon_ms - horizon_ms / 2) - 1;
     let epochs_held = subtotal_epochs(&stack, item).await;
@@ -591,9 +593,9 @@ async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
     }
 }
 
-/// The epochs whose like subtotals `item`'s base partition holds.
+/// The epochs whose like subtotals `item`'s base partition and all-time score row hold.
 async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
-    let rows = stack
+    let mut rows = stack
         .dynamodb()
         .query()
         .table_name(stack.name("CountsTable"))
@@ -604,6 +606,18 @@ async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
         .unwrap()
         .items
         .unwrap_or_default();
+    let score_row = stack
+        .dynamodb()
+        .get_item()
+        .table_name(stack.name("LeaderboardTable"))
+        .key("board", AttributeValue::S(all_time_board(stack, item)))
+        .key("item_id", AttributeValue::S(item.into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the item has an all-time score row");
+    rows.push(score_row);
     rows.iter()
         .flat_map(|row| row.keys())
         .filter_map(|name| {
@@ -745,5 +759,120 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
         (rerun.likers_added, rerun.likers_removed),
         (0, 0),
         "a rerun finds the lists repaired: {rerun:?}"
+    );
+}
+
+/// The partition of `item`'s all-time score row.
+fn all_time_board(stack: &TestStack, item: &str) -> String {
+    let shards: u32 = stack
+        .stack
+        .function_environment("LeaderboardFunction")
+        .unwrap()["LEADERBOARD_SHARDS"]
+        .parse()
+        .unwrap();
+    likes_core::leaderboard::Window::All
+        .board_key(likes_core::leaderboard::item_shard(item, shards))
+}
+
+/// `delta` added to `item`'s all-time score row by hand.
+async fn edit_all_time_score(stack: &TestStack, item: &str, delta: i64) {
+    let board = all_time_board(stack, item);
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("LeaderboardTable"))
+        .key("board", AttributeValue::S(board))
+        .key("item_id", AttributeValue::S(item.into()))
+        .update_expression("ADD score :delta")
+        .expression_attribute_values(":delta", AttributeValue::N(delta.to_string()))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_later_likes() {
+    let stack = TestStack::start_for_reconciliation().await;
+    let (steady, lost) = ("game:steady", "game:lost");
+    for user in ["s1", "s2", "s3"] {
+        stack.react(user, steady, Like).await;
+    }
+    stack.react("l1", lost, Like).await;
+    stack.react("l2", lost, Like).await;
+    stack.react("s3", steady, Neutral).await;
+    stack.settle_leaderboard().await;
+    // Events the board never applied (a log shard's batch failing until its records
+    // expired): two likes of one item, an unlike of another, taken off their score rows as
+    // if never added; the counts took them all.
+    edit_all_time_score(&stack, lost, -2).await;
+    edit_all_time_score(&stack, steady, 1).await;
+    let board = || async {
+        likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"))
+            .board(&likes_core::leaderboard::Window::All, 10)
+            .await
+            .unwrap()
+    };
+    let scores = |board: &likes_store::leaderboard::Board| -> Vec<(String, i64)> {
+        board
+            .entries
+            .iter()
+            .map(|e| (e.item_id.clone(), e.like_count))
+            .collect()
+    };
+
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    // After the cut: a like the repair must not undo, and likes from many users of another
+    // item, which move every log shard's progress (and so the board's `as_of`) past it.
+    stack.react("late", lost, Like).await;
+    for n in 0..40 {
+        stack.react(&format!("crowd{n}"), "game:crowd", Like).await;
+    }
+    stack.settle_leaderboard().await;
+    let passed = cut + stack.reconcile_period().uncertainty_ms;
+    let deadline = now_ms() + 30_000;
+    // The board missed the lost events.
+    let missed = [
+        ("game:crowd".to_owned(), 40),
+        ("game:steady".to_owned(), 3),
+        ("game:lost".to_owned(), 1),
+    ];
+    loop {
+        let before = board().await;
+        if before.as_of_ms.is_some_and(|a| a >= passed) && scores(&before) == missed {
+            break;
+        }
+        assert!(
+            now_ms() < deadline,
+            "the board is not as expected: {before:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let report = reconcile(&stack, cut).await;
+    assert!(
+        !report.leaderboard_behind && !report.leaderboard_incomplete,
+        "{report:?}"
+    );
+    assert_eq!(
+        (report.leaderboard_corrected, report.leaderboard_deferred),
+        (2, 0),
+        "{report:?}"
+    );
+    assert!(report.leaderboard_checked >= 3, "{report:?}");
+    assert_eq!(
+        scores(&board().await),
+        [
+            ("game:crowd".to_owned(), 40),
+            ("game:lost".to_owned(), 3),
+            ("game:steady".to_owned(), 2)
+        ],
+        "the board equals the recount, with the like after the cut"
+    );
+
+    let rerun = reconcile(&stack, cut).await;
+    assert_eq!(
+        rerun.leaderboard_corrected, 0,
+        "a rerun finds the board repaired: {rerun:?}"
     );
 }

@@ -139,6 +139,9 @@ pub async fn reconcile(
                 "dropping subtotals before {}: {rows_done} count rows",
                 rfc3339(through_ms)
             ),
+            Progress::RepairingLeaderboard => {
+                "checking the all-time leaderboard against the export".to_owned()
+            }
             Progress::RepairingLikers => "checking the likers lists against the export".to_owned(),
             Progress::Reporting => "writing the drift report".to_owned(),
         })

@@ -18,8 +18,11 @@ use std::time::Duration;
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::{board_as_of, score_deltas, sequence_after, LogProgress, Window};
+use likes_core::leaderboard::{
+    board_as_of, score_deltas, sequence_after, LogProgress, Window, MAX_RUN_EPOCHS,
+};
 use likes_core::pipeline::ReactionEvent;
+use likes_core::reconcile::Period;
 use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
 use likes_store::metrics::Report;
 use likes_store::{LeaderboardStore, StoreError};
@@ -35,6 +38,8 @@ pub struct LeaderboardConfig {
     pub leaderboard_table: String,
     /// The shards each board's score rows spread over.
     pub board_shards: u32,
+    /// Reconciliation's epochs, which all-time score rows keep subtotals by.
+    pub period: Period,
 }
 
 impl LeaderboardConfig {
@@ -43,9 +48,14 @@ impl LeaderboardConfig {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let seconds = |name| ConfigError::whole(&lookup, name).map(|n| n as i64 * 1000);
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
             board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS")? as u32,
+            period: Period {
+                length_ms: seconds("RECONCILE_EPOCH_SECONDS")?,
+                uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS")?,
+            },
         })
     }
 }
@@ -53,6 +63,7 @@ impl LeaderboardConfig {
 #[derive(Debug, Clone)]
 pub struct Leaderboard {
     store: LeaderboardStore,
+    period: Period,
 }
 
 /// What one invocation did.
@@ -69,6 +80,7 @@ impl Leaderboard {
         Self {
             store: LeaderboardStore::new(dynamodb, config.leaderboard_table)
                 .with_board_shards(config.board_shards),
+            period: config.period,
         }
     }
 
@@ -143,7 +155,7 @@ impl Leaderboard {
             }
         }
         let mut scored = 0;
-        for run in runs(&events) {
+        for run in runs(&events, self.period) {
             let (last, _) = run.last().expect("runs are never empty");
             let last_seq = last.kinesis.sequence_number.clone();
             let arrival = last
@@ -171,8 +183,8 @@ impl Leaderboard {
                 .map(|(owned, _)| owned.event)
                 .collect();
             scored += owned.len();
-            let deltas = score_deltas(owned);
-            if deltas.values().all(|delta| *delta == 0) {
+            let deltas = score_deltas(owned, self.period);
+            if deltas.is_empty() {
                 self.store
                     .advance(shard, through.as_deref(), &last_seq, arrival, intents)
                     .await?;
@@ -192,17 +204,25 @@ impl Leaderboard {
     }
 }
 
-/// `events` cut into runs whose intents fit one item ([`MAX_INTENT_BYTES`]).
-fn runs<R>(events: &[(R, ReactionEvent)]) -> Vec<&[(R, ReactionEvent)]> {
+/// `events` cut into runs whose intents fit one item ([`MAX_INTENT_BYTES`]) and span at most
+/// [`MAX_RUN_EPOCHS`] epochs.
+fn runs<R>(events: &[(R, ReactionEvent)], period: Period) -> Vec<&[(R, ReactionEvent)]> {
     let mut runs = Vec::new();
     let (mut start, mut bytes) = (0, 0);
+    let mut epochs = BTreeSet::new();
     for (at, (_, event)) in events.iter().enumerate() {
         let more = intent_bytes(event);
-        if at > start && bytes + more > MAX_INTENT_BYTES {
+        let epoch = period.epoch(event.event_time_ms);
+        let new_epoch = !epochs.contains(&epoch);
+        if at > start
+            && (bytes + more > MAX_INTENT_BYTES || (new_epoch && epochs.len() == MAX_RUN_EPOCHS))
+        {
             runs.push(&events[start..at]);
             (start, bytes) = (at, 0);
+            epochs.clear();
         }
         bytes += more;
+        epochs.insert(epoch);
     }
     if start < events.len() {
         runs.push(&events[start..]);
@@ -361,6 +381,11 @@ mod tests {
     use super::*;
     use likes_core::ReactionState::{Like, None as Neutral};
 
+    const PERIOD: Period = Period {
+        length_ms: 300_000,
+        uncertainty_ms: 60_000,
+    };
+
     fn event(user: usize, item: &str) -> ReactionEvent {
         ReactionEvent {
             event_id: format!("u{user}#{item}#1"),
@@ -381,7 +406,7 @@ mod tests {
     fn runs_cut_where_an_intent_would_outgrow_its_row_and_keep_every_event_in_order() {
         let long = "i".repeat(128);
         let events: Vec<((), ReactionEvent)> = (0..5_000).map(|u| ((), event(u, &long))).collect();
-        let cut = runs(&events);
+        let cut = runs(&events, PERIOD);
         let per_run = MAX_INTENT_BYTES / intent_bytes(&events[0].1);
         assert_eq!(cut[0].len(), per_run);
         assert!(cut.iter().all(|run| {
@@ -393,8 +418,25 @@ mod tests {
             .collect();
         let all: Vec<&str> = events.iter().map(|(_, e)| e.user_id.as_str()).collect();
         assert_eq!(rejoined, all);
-        assert!(runs::<()>(&[]).is_empty());
+        assert!(runs::<()>(&[], PERIOD).is_empty());
         // A short batch is one run.
-        assert_eq!(runs(&events[..10]).len(), 1);
+        assert_eq!(runs(&events[..10], PERIOD).len(), 1);
+    }
+
+    #[test]
+    fn runs_cut_before_they_span_more_epochs_than_a_score_row_update_may_name() {
+        // A replay of old events: one event per epoch.
+        let events: Vec<((), ReactionEvent)> = (0..40)
+            .map(|n| {
+                let mut event = event(n, "game:1");
+                event.event_time_ms = n as i64 * PERIOD.length_ms;
+                ((), event)
+            })
+            .collect();
+        let cut = runs(&events, PERIOD);
+        assert_eq!(
+            cut.iter().map(|run| run.len()).collect::<Vec<_>>(),
+            [MAX_RUN_EPOCHS, MAX_RUN_EPOCHS, 40 - 2 * MAX_RUN_EPOCHS]
+        );
     }
 }

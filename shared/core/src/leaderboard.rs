@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 use crate::pipeline::{user_hash, ReactionEvent};
+use crate::reconcile::Period;
 use crate::ValidationError;
 
 /// How many items a materialized board holds: the largest `limit` a reader may ask for.
@@ -83,23 +84,61 @@ impl Window {
     }
 }
 
+/// What a run of events adds to one score row: its net likes and, on the all-time board
+/// (which reconciliation repairs), the same split by the epoch each flip was written in and
+/// the flips near each cut, as count rows keep them (see [`crate::reconcile`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScoreDelta {
+    pub total: i64,
+    pub by_epoch: BTreeMap<i64, i64>,
+    pub near_cuts: BTreeMap<i64, u64>,
+}
+
+impl ScoreDelta {
+    /// Nothing to write: no like added, and no flip near a cut.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0 && self.near_cuts.is_empty()
+    }
+}
+
 /// The net like deltas a run of events adds, one per window and item: every event scores in
 /// `all` and in the UTC day of its event time. Events that add no like (a dislike flip
-/// between NONE and DISLIKE) add nothing.
+/// between NONE and DISLIKE) add nothing. An item whose likes in the run cancel out still
+/// writes its flips near a cut on `all`.
 pub fn score_deltas<'a>(
     events: impl IntoIterator<Item = &'a ReactionEvent>,
-) -> BTreeMap<(Window, String), i64> {
-    let mut deltas = BTreeMap::new();
+    period: Period,
+) -> BTreeMap<(Window, String), ScoreDelta> {
+    let mut deltas: BTreeMap<(Window, String), ScoreDelta> = BTreeMap::new();
     for event in events {
         if event.like_delta == 0 {
             continue;
         }
-        for window in [Window::All, Window::day_of(event.event_time_ms)] {
-            *deltas.entry((window, event.item_id.clone())).or_insert(0) += event.like_delta;
+        let all = deltas
+            .entry((Window::All, event.item_id.clone()))
+            .or_default();
+        all.total += event.like_delta;
+        *all.by_epoch
+            .entry(period.epoch(event.event_time_ms))
+            .or_default() += event.like_delta;
+        if let Some(cut) = period.near_cut(event.event_time_ms) {
+            *all.near_cuts.entry(cut).or_default() += 1;
         }
+        deltas
+            .entry((Window::day_of(event.event_time_ms), event.item_id.clone()))
+            .or_default()
+            .total += event.like_delta;
     }
+    for delta in deltas.values_mut() {
+        delta.by_epoch.retain(|_, d| *d != 0);
+    }
+    deltas.retain(|_, delta| !delta.is_empty());
     deltas
 }
+
+/// The most epochs one run's events may span: its all-time score rows carry a subtotal for
+/// each, and an update expression must stay bounded by construction.
+pub const MAX_RUN_EPOCHS: usize = 16;
 
 /// The day windows among `windows`, as their first milliseconds, each once, in order.
 pub fn days<'a>(windows: impl IntoIterator<Item = &'a Window>) -> Vec<i64> {
@@ -218,6 +257,10 @@ mod tests {
 
     // 2026-12-01T10:00:00Z
     const DEC_1: i64 = 1_796_119_200_000;
+    const HOUR: Period = Period {
+        length_ms: 3_600_000,
+        uncertainty_ms: 60_000,
+    };
 
     #[test]
     fn days_are_utc_days_and_expire_two_days_after_they_end() {
@@ -253,11 +296,36 @@ mod tests {
             event("u1", "b", 1, yesterday),
             event("u1", "c", 0, DEC_1),
         ];
-        let deltas = score_deltas(&events);
-        assert_eq!(deltas[&(Window::All, "a".into())], 1);
-        assert_eq!(deltas[&(Window::day_of(DEC_1), "a".into())], 1);
-        assert_eq!(deltas[&(Window::day_of(yesterday), "b".into())], 1);
+        let deltas = score_deltas(&events, HOUR);
+        let total = |window: Window, item: &str| deltas[&(window, item.to_owned())].total;
+        assert_eq!(total(Window::All, "a"), 1);
+        assert_eq!(total(Window::day_of(DEC_1), "a"), 1);
+        assert_eq!(total(Window::day_of(yesterday), "b"), 1);
         assert_eq!(deltas.len(), 4, "c added no like");
+        // All-time rows keep the split by epoch that reconciliation reads; day rows do not.
+        let all_b = &deltas[&(Window::All, "b".to_owned())];
+        assert_eq!(all_b.by_epoch, BTreeMap::from([(HOUR.epoch(yesterday), 1)]));
+        assert!(deltas[&(Window::day_of(DEC_1), "a".to_owned())]
+            .by_epoch
+            .is_empty());
+    }
+
+    #[test]
+    fn flips_near_a_cut_are_kept_even_when_they_cancel_out() {
+        let cut = HOUR.cut_at(DEC_1) + HOUR.length_ms;
+        let events = [
+            event("u1", "a", 1, cut - 1_000),
+            event("u1", "a", -1, cut + 1_000),
+        ];
+        let deltas = score_deltas(&events, HOUR);
+        let all = &deltas[&(Window::All, "a".to_owned())];
+        assert_eq!(all.total, 0);
+        assert_eq!(
+            all.by_epoch,
+            BTreeMap::from([(HOUR.epoch(cut) - 1, 1), (HOUR.epoch(cut), -1)])
+        );
+        assert_eq!(all.near_cuts, BTreeMap::from([(HOUR.epoch(cut), 2)]));
+        assert_eq!(deltas.len(), 1, "the day row nets to nothing");
     }
 
     #[test]

@@ -55,6 +55,20 @@ pub struct DriftReport {
     /// The repair ran out of the invocation's time before it read or wrote everything.
     #[serde(default)]
     pub likers_incomplete: bool,
+    /// The all-time leaderboard: items whose score was checked against the recount,
+    /// corrected now, and deferred (likes near the cut). When the board's `as_of` had not
+    /// passed the cut, nothing was checked (`leaderboard_behind`); when the invocation ran
+    /// out of time, not everything was (`leaderboard_incomplete`). The next run repairs.
+    #[serde(default)]
+    pub leaderboard_checked: u64,
+    #[serde(default)]
+    pub leaderboard_corrected: u64,
+    #[serde(default)]
+    pub leaderboard_deferred: u64,
+    #[serde(default)]
+    pub leaderboard_behind: bool,
+    #[serde(default)]
+    pub leaderboard_incomplete: bool,
     pub duration_ms: i64,
     /// Why the cut was given up, when it was: nothing was compared.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,6 +129,11 @@ impl DriftReport {
             .value("LikersAdded", "Count", self.likers_added as f64)
             .value("LikersRemoved", "Count", self.likers_removed as f64)
             .value(
+                "LeaderboardCorrected",
+                "Count",
+                self.leaderboard_corrected as f64,
+            )
+            .value(
                 "CutsGivenUp",
                 "Count",
                 u8::from(self.given_up.is_some()) as f64,
@@ -128,12 +147,27 @@ impl DriftReport {
             .emit();
     }
 
+    fn leaderboard_summary(&self) -> String {
+        if self.leaderboard_behind {
+            return "not checked, its as_of is behind the cut".to_owned();
+        }
+        let mut text = format!(
+            "{} items checked, {} corrected, {} deferred",
+            self.leaderboard_checked, self.leaderboard_corrected, self.leaderboard_deferred
+        );
+        if self.leaderboard_incomplete {
+            text.push_str(" (out of time: the next run goes on)");
+        }
+        text
+    }
+
     /// A one-screen summary for an operator.
     pub fn summary(&self) -> String {
         let mut text = format!(
             "run {} (cut {}): {} rows read, {} items checked: {} in sync, {} drifted \
              ({} corrected now, {} already corrected, {} clamped), {} deferred; \
-             correction |sum| {}; likers lists: {} added, {} removed; {} ms",
+             correction |sum| {}; likers lists: {} added, {} removed; all-time leaderboard: \
+             {}; {} ms",
             self.run_id,
             self.cut,
             self.rows_read,
@@ -147,6 +181,7 @@ impl DriftReport {
             self.correction_abs_sum,
             self.likers_added,
             self.likers_removed,
+            self.leaderboard_summary(),
             self.duration_ms,
         );
         for drift in &self.largest_drifts {

@@ -5,7 +5,7 @@
 //! survives the invocation that started it, and two overlapping invocations never both
 //! start or compare one cut.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -13,14 +13,16 @@ use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPoi
 use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoveryStatus};
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::config::ConfigError;
+use likes_core::leaderboard::Window;
 use likes_core::likers::{repair, LikerChange};
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Period, Verdict};
+use likes_core::ItemId;
 use likes_store::pruning::{PruningStore, SegmentCursor};
 use likes_store::reconciliation::{
     reconciled_attributes, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
 };
-use likes_store::{FreshnessStore, LikersStore, StoreError};
+use likes_store::{FreshnessStore, LeaderboardStore, LikersStore, StoreError};
 
 use crate::athena::{AthenaConfig, AthenaRecount};
 use crate::export::{Export, ExportReader, ExportedLikes, ReadProgress, Recount};
@@ -47,6 +49,9 @@ pub struct ReconcileConfig {
     pub counts_table: String,
     /// The likers lists, repaired from the same export.
     pub likers_table: String,
+    pub leaderboard_table: String,
+    /// The shards each board's score rows spread over.
+    pub leaderboard_shards: u32,
     pub export_bucket: String,
     /// Exports go under `<prefix>AWSDynamoDB/<export id>/`.
     pub export_prefix: String,
@@ -84,6 +89,11 @@ impl ReconcileConfig {
             reactions_table_arn: var("REACTIONS_TABLE_ARN")?,
             counts_table: var("COUNTS_TABLE")?,
             likers_table: var("LIKERS_TABLE")?,
+            leaderboard_table: var("LEADERBOARD_TABLE")?,
+            leaderboard_shards: ConfigError::in_range(
+                "LEADERBOARD_SHARDS",
+                var("LEADERBOARD_SHARDS")?,
+            )? as u32,
             export_bucket: var("EXPORT_BUCKET")?,
             export_prefix: var("EXPORT_PREFIX")?,
             report_prefix: var("REPORT_PREFIX")?,
@@ -161,6 +171,8 @@ pub enum Progress {
         through_ms: i64,
         rows_done: u64,
     },
+    /// The all-time leaderboard is checked against the recount and repaired.
+    RepairingLeaderboard,
     /// The likers lists are checked against the export and repaired.
     RepairingLikers,
     /// The drift report is written.
@@ -176,6 +188,7 @@ pub struct Reconciler {
     pruning: PruningStore,
     freshness: FreshnessStore,
     likers: LikersStore,
+    leaderboard: LeaderboardStore,
     reader: ExportReader,
     athena: Option<AthenaRecount>,
 }
@@ -201,6 +214,8 @@ impl Reconciler {
             pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
             likers: LikersStore::new(dynamodb.clone(), config.likers_table.clone()),
+            leaderboard: LeaderboardStore::new(dynamodb.clone(), config.leaderboard_table.clone())
+                .with_board_shards(config.leaderboard_shards),
             reader: ExportReader::new(s3.clone()),
             config,
             dynamodb,
@@ -557,6 +572,42 @@ impl Reconciler {
                     }
                 }
             }
+            let (mut shard, mut cursor) = state.board;
+            while cursor != SegmentCursor::Done {
+                if now_ms() >= until_ms {
+                    return Ok(());
+                }
+                let start = match cursor {
+                    SegmentCursor::At(key) => Some(key),
+                    _ => None,
+                };
+                let (rows, next) = self.leaderboard.all_time_page(shard, start).await?;
+                for (item, row) in &rows {
+                    self.leaderboard
+                        .drop_reconciled(item, &reconciled_attributes(row, state.through))
+                        .await?;
+                }
+                rows_done += rows.len() as u64;
+                progress(Progress::Cleaning {
+                    through_ms: state.through * period.length_ms,
+                    rows_done,
+                });
+                cursor = match next {
+                    Some(key) => SegmentCursor::At(key),
+                    None if shard + 1 < self.leaderboard.board_shards() => {
+                        shard += 1;
+                        SegmentCursor::Start
+                    }
+                    None => SegmentCursor::Done,
+                };
+                if !self
+                    .pruning
+                    .advance_board(state.through, shard, &cursor)
+                    .await?
+                {
+                    return Ok(());
+                }
+            }
             self.pruning.finish(state.through).await?;
         }
         Ok(())
@@ -883,6 +934,8 @@ impl Reconciler {
                 });
             }
         }
+        self.repair_leaderboard(state, &recount.per_item, deadline_ms, &mut report, progress)
+            .await?;
         let likes = match recount.likes {
             Some(likes) => (likes, recount.unreadable_likes),
             // Athena recounted the items; the likes are read here.
@@ -905,6 +958,94 @@ impl Reconciler {
         // invocations, not here: the compare writes only corrections.
         self.pruning.want(cut).await?;
         Ok(Compared::Done(Box::new(report)))
+    }
+
+    /// Repairs the all-time leaderboard from the recount, as the counts are: every score row
+    /// is read (each board shard a page at a time) and judged by [`judge`] on its subtotals,
+    /// then every item the recount holds likes of and no row lists; a drift is added to the
+    /// score once per cut, attributed to the epoch before it. Only once the boards' `as_of`
+    /// has passed the cut's uncertainty (else `leaderboard_behind`, and the next run
+    /// repairs). Past `deadline_ms` it stops where it is (`leaderboard_incomplete`); the
+    /// board is re-ranked when a score changed.
+    async fn repair_leaderboard(
+        &self,
+        state: &RunState,
+        recount: &BTreeMap<ItemId, Counts>,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<(), ReconcileError> {
+        progress(Progress::RepairingLeaderboard);
+        let started_ms = now_ms();
+        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        if as_of.is_none_or(|a| a < state.cut_ms + self.config.period.uncertainty_ms) {
+            report.leaderboard_behind = true;
+            return Ok(());
+        }
+        let cut = self.config.period.epoch(state.cut_ms);
+        let out_of_time = || now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2;
+        let mut unlisted: BTreeMap<&str, u64> = recount
+            .iter()
+            .filter(|(_, counts)| counts.like_count > 0)
+            .map(|(item, counts)| (item.as_str(), counts.like_count))
+            .collect();
+        let mut judged = Vec::new();
+        'shards: for shard in 0..self.leaderboard.board_shards() {
+            let mut start = None;
+            loop {
+                let (rows, next) = self.leaderboard.all_time_page(shard, start).await?;
+                for (item, row) in rows {
+                    let likes = unlisted.remove(item.as_str()).unwrap_or(0);
+                    judged.push((item, likes, vec![row]));
+                }
+                if out_of_time() {
+                    report.leaderboard_incomplete = true;
+                    break 'shards;
+                }
+                match next {
+                    Some(next) => start = Some(next),
+                    None => break,
+                }
+            }
+        }
+        // Likes no score row lists are known only once every row was read.
+        if !report.leaderboard_incomplete {
+            judged.extend(
+                unlisted
+                    .into_iter()
+                    .map(|(item, likes)| (item.to_owned(), likes, Vec::new())),
+            );
+        }
+        for (item, likes, rows) in judged {
+            if out_of_time() {
+                report.leaderboard_incomplete = true;
+                break;
+            }
+            let recounted = Counts {
+                like_count: likes,
+                dislike_count: 0,
+            };
+            report.leaderboard_checked += 1;
+            match judge(recounted, &rows, cut) {
+                Verdict::InSync => {}
+                Verdict::Deferred => report.leaderboard_deferred += 1,
+                Verdict::Correct(delta) | Verdict::Clamped(delta) => {
+                    if self
+                        .leaderboard
+                        .correct_all_time(&item, delta.like, cut)
+                        .await?
+                    {
+                        report.leaderboard_corrected += 1;
+                    }
+                }
+            }
+        }
+        if report.leaderboard_corrected > 0 {
+            self.leaderboard
+                .refresh(&[Window::All], as_of, started_ms)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Repairs the likers lists from the export's `likes`: every liked entry is read (a Scan,

@@ -20,18 +20,21 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use likes_core::leaderboard::{days, item_shard, rank, Entry, Window, TOP_SIZE};
+use likes_core::leaderboard::{days, item_shard, rank, Entry, ScoreDelta, Window, TOP_SIZE};
 use likes_core::pipeline::{ReactionEvent, REPLAY_HORIZON_MS};
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
+use likes_core::Delta;
 
 use crate::error::{cancelled, condition_held};
 use crate::pages::query_all;
+use crate::reconciliation::{remove_attributes, row_state};
 use crate::rows::attr::{
-    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, REFRESHED_AT, SCORE,
-    THROUGH_SEQ,
+    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, LAST_CUT,
+    REFRESHED_AT, SCORE, THROUGH_SEQ,
 };
 use crate::rows::{
-    self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow, ScoreRow,
-    TopEntryRow, TopRow,
+    self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ReconciledScoreRow,
+    ScoreDeltaRow, ScoreRow, TopEntryRow, TopRow,
 };
 use crate::StoreError;
 
@@ -192,18 +195,20 @@ impl LeaderboardStore {
         &self,
         shard: &str,
         n: u64,
-        deltas: &BTreeMap<(Window, String), i64>,
+        deltas: &BTreeMap<(Window, String), ScoreDelta>,
         last_seq: &str,
         applied_through: i64,
     ) -> Result<Intent, StoreError> {
         let rows: Vec<ScoreDeltaRow> = deltas
             .iter()
-            .filter(|(_, delta)| **delta != 0)
+            .filter(|(_, delta)| !delta.is_empty())
             .map(|((window, item), delta)| ScoreDeltaRow {
                 board: window.board_key(item_shard(item, self.shards)),
                 item_id: item.clone(),
-                delta: *delta,
+                delta: delta.total,
                 expires_at: window.expires_at_secs(),
+                by_epoch: delta.by_epoch.iter().map(|(e, d)| (*e, *d)).collect(),
+                near_cuts: delta.near_cuts.iter().map(|(k, n)| (*k, *n)).collect(),
             })
             .collect();
         let days = days(deltas.keys().map(|(window, _)| window));
@@ -373,9 +378,13 @@ impl LeaderboardStore {
             .map_err(|e| StoreError::Request(e.to_string()))
     }
 
-    /// One score row's ADD of intent `n`, unless the row took it already.
+    /// One score row's ADD of intent `n` (to its score, and to its subtotals and near-cut
+    /// counts), unless the row took it already. A run spans at most
+    /// [`likes_core::leaderboard::MAX_RUN_EPOCHS`]
+    /// epochs, so the expression stays small.
     async fn add(&self, row: &ScoreDeltaRow, marker: &str, n: u64) -> Result<(), StoreError> {
-        let update = self
+        let mut adds = vec!["#score :delta".to_owned()];
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -386,10 +395,23 @@ impl LeaderboardStore {
             .expression_attribute_names("#n", marker)
             .expression_attribute_values(":delta", number(row.delta))
             .expression_attribute_values(":n", number(n));
+        for (at, (epoch, delta)) in row.by_epoch.iter().enumerate() {
+            adds.push(format!("#e{at} :e{at}"));
+            update = update
+                .expression_attribute_names(format!("#e{at}"), subtotal_attributes(*epoch).0)
+                .expression_attribute_values(format!(":e{at}"), number(*delta));
+        }
+        for (at, (cut, flips)) in row.near_cuts.iter().enumerate() {
+            adds.push(format!("#c{at} :c{at}"));
+            update = update
+                .expression_attribute_names(format!("#c{at}"), near_cut_attribute(*cut))
+                .expression_attribute_values(format!(":c{at}"), number(*flips));
+        }
+        let adds = adds.join(", ");
         let update = match row.expires_at {
-            None => update.update_expression("ADD #score :delta SET #n = :n"),
+            None => update.update_expression(format!("ADD {adds} SET #n = :n")),
             Some(expires_at) => update
-                .update_expression("ADD #score :delta SET #n = :n, #expires_at = :expires_at")
+                .update_expression(format!("ADD {adds} SET #n = :n, #expires_at = :expires_at"))
                 .expression_attribute_names("#expires_at", EXPIRES_AT)
                 .expression_attribute_values(":expires_at", number(expires_at)),
         };
@@ -520,6 +542,95 @@ impl LeaderboardStore {
         Ok(entries)
     }
 
+    /// The shards each board's score rows spread over.
+    pub fn board_shards(&self) -> u32 {
+        self.shards
+    }
+
+    /// A page of the all-time board's shard `shard` (a Query of `all#<shard>`, strongly
+    /// consistent, from `start`): each item's score with its subtotals and near-cut counts
+    /// as reconciliation reads them, and where the next page starts.
+    pub async fn all_time_page(
+        &self,
+        shard: u32,
+        start: Option<rows::Item>,
+    ) -> Result<(Vec<(String, CountRowState)>, Option<rows::Item>), StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#board = :board")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_values(":board", AttributeValue::S(Window::All.board_key(shard)))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| StoreError::aws("Query", e))?;
+        let rows = output
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let row: ReconciledScoreRow = rows::from_item(item)?;
+                let total = Delta {
+                    like: row.score,
+                    dislike: 0,
+                };
+                Ok((row.item_id, row_state(total, &row.others)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok((rows, output.last_evaluated_key))
+    }
+
+    /// Adds `delta` to an item's all-time score as reconciliation's correction at cut
+    /// `cut_epoch`, attributed to the epoch before it (so a run at an earlier cut leaves it
+    /// out), once: on condition no run at this cut or a later one corrected the row.
+    /// `false` when one did.
+    pub async fn correct_all_time(
+        &self,
+        item_id: &str,
+        delta: i64,
+        cut_epoch: i64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(
+                BOARD,
+                AttributeValue::S(Window::All.board_key(item_shard(item_id, self.shards))),
+            )
+            .key(ITEM_ID, AttributeValue::S(item_id.into()))
+            .update_expression("SET #last = :cut ADD #score :delta, #epoch :delta")
+            .condition_expression("attribute_not_exists(#last) OR #last < :cut")
+            .expression_attribute_names("#last", LAST_CUT)
+            .expression_attribute_names("#score", SCORE)
+            .expression_attribute_names("#epoch", subtotal_attributes(cut_epoch - 1).0)
+            .expression_attribute_values(":cut", number(cut_epoch))
+            .expression_attribute_values(":delta", number(delta))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// Drops `attributes` (subtotals and near-cut counts no cut needs) from an item's
+    /// all-time score row.
+    pub async fn drop_reconciled(
+        &self,
+        item_id: &str,
+        attributes: &[String],
+    ) -> Result<(), StoreError> {
+        let key = [
+            (
+                BOARD.to_owned(),
+                AttributeValue::S(Window::All.board_key(item_shard(item_id, self.shards))),
+            ),
+            (ITEM_ID.to_owned(), AttributeValue::S(item_id.into())),
+        ];
+        remove_attributes(&self.client, &self.table, &key, attributes).await
+    }
+
     /// The top `limit` of a board as last refreshed: one GetItem.
     pub async fn board(&self, window: &Window, limit: usize) -> Result<Board, StoreError> {
         // Eventually consistent: the row carries the `as_of` of whichever refresh it shows.
@@ -570,15 +681,19 @@ impl LeaderboardStore {
 }
 
 /// At most what one event adds to an intent's row, in DynamoDB's item size: a delta on each
-/// of its two boards, each a map of four named values (the board shard key, at most 19
-/// bytes; the item id; the delta and a TTL, numbers of at most 21 bytes) with 3 bytes for
-/// the map and 1 per element.
+/// of its two boards, each a map of six named values (the board shard key, at most 19
+/// bytes; the item id; the delta and a TTL, numbers of at most 21 bytes; two lists) with 3
+/// bytes for the map or a list and 1 per element; and on `all` one `[epoch, delta]` and
+/// one `[cut, flips]` pair.
 pub fn intent_bytes(event: &ReactionEvent) -> usize {
-    2 * (event.item_id.len() + ROW_BYTES_BESIDES_ITEM)
+    2 * (event.item_id.len() + ROW_BYTES_BESIDES_ITEM) + PAIR_BYTES * 2
 }
 
-/// 3 (the map) + 4 × (1 name byte + 1 element byte) + 19 (board key) + 2 × 21 (numbers).
-const ROW_BYTES_BESIDES_ITEM: usize = 3 + 4 * 2 + 19 + 2 * 21;
+/// 3 (the map) + 6 × (1 name byte + 1 element byte) + 19 (board key) + 2 × 21 (numbers)
+/// + 2 × 3 (the lists).
+const ROW_BYTES_BESIDES_ITEM: usize = 3 + 6 * 2 + 19 + 2 * 21 + 2 * 3;
+/// A list of two numbers in a list: 3 + 2 × (1 + 21) + 1.
+const PAIR_BYTES: usize = 3 + 2 * (1 + 21) + 1;
 
 fn intent_board(shard: &str) -> String {
     format!("#intent#{shard}")

@@ -1,4 +1,5 @@
-//! The cleaning passes that drop epoch subtotals from the count rows.
+//! The cleaning passes that drop epoch subtotals from the count rows and the all-time score
+//! rows.
 //!
 //! A completed run starts a pass dropping the subtotals of epochs before its cut. When no
 //! run completes (exports failing, a stalled shard), busy rows would grow by two attributes
@@ -9,7 +10,9 @@
 //!
 //! - `#reconcile` / `P`: `through` (the pass drops epochs before it), one cursor per Scan
 //!   segment (`seg<i>`: absent before the segment starts, the next page's key while it goes,
-//!   `done` after it), `done` once every segment is, `cleaned` (the latest epoch before
+//!   `done` after it), the all-time board's cursor (`board_shard`, the board shard it
+//!   reads, and `board_at`, as a segment's cursor), `done` once every segment and the board
+//!   are, `cleaned` (the latest epoch before
 //!   which a finished pass dropped everything) and `wanted` (the latest cut a completed run
 //!   asked a pass through).
 
@@ -27,6 +30,8 @@ const DONE: &str = "done";
 const CLEANED: &str = "cleaned";
 const WANTED: &str = "wanted";
 const SEGMENT_DONE: &str = "done";
+const BOARD_SHARD: &str = "board_shard";
+const BOARD_AT: &str = "board_at";
 
 /// Where one Scan segment of a pass is.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +47,8 @@ pub struct PruneState {
     /// Epochs before this are dropped by the pass.
     pub through: i64,
     pub segments: Vec<SegmentCursor>,
+    /// The all-time board: the board shard the pass reads, and where in it.
+    pub board: (u32, SegmentCursor),
     pub done: bool,
     /// Every count row holds nothing before this epoch (the last finished pass's `through`).
     pub cleaned: i64,
@@ -105,19 +112,22 @@ impl PruningStore {
                 ))),
             }
         };
+        let cursor = |name: &str| match row.get(name) {
+            None => Ok(SegmentCursor::Start),
+            Some(AttributeValue::S(s)) if s == SEGMENT_DONE => Ok(SegmentCursor::Done),
+            Some(AttributeValue::M(key)) => Ok(SegmentCursor::At(key.clone())),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "prune cursor {name} is {other:?}"
+            ))),
+        };
         let segments = (0..segments)
-            .map(|segment| match row.get(&segment_attribute(segment)) {
-                None => Ok(SegmentCursor::Start),
-                Some(AttributeValue::S(s)) if s == SEGMENT_DONE => Ok(SegmentCursor::Done),
-                Some(AttributeValue::M(key)) => Ok(SegmentCursor::At(key.clone())),
-                Some(other) => Err(StoreError::Corrupt(format!(
-                    "prune cursor {segment} is {other:?}"
-                ))),
-            })
+            .map(|segment| cursor(&segment_attribute(segment)))
             .collect::<Result<_, _>>()?;
+        let board = (number(BOARD_SHARD)?.max(0) as u32, cursor(BOARD_AT)?);
         Ok(Some(PruneState {
             through: number(THROUGH)?,
             segments,
+            board,
             // A row with no pass yet (a run's `wanted` alone) has none going.
             done: !row.contains_key(THROUGH)
                 || matches!(row.get(DONE), Some(AttributeValue::Bool(true))),
@@ -130,7 +140,10 @@ impl PruningStore {
     /// on to its end, however long the table takes: a pass is never restarted) or the last
     /// one reached `through` already. `false` when nothing was started.
     pub async fn begin(&self, through: i64, segments: usize) -> Result<bool, StoreError> {
-        let cursors: Vec<String> = (0..segments).map(segment_attribute).collect();
+        let cursors: Vec<String> = (0..segments)
+            .map(segment_attribute)
+            .chain([BOARD_SHARD.to_owned(), BOARD_AT.to_owned()])
+            .collect();
         let result = self
             .update()
             .update_expression(format!(
@@ -170,6 +183,47 @@ impl PruningStore {
             .expression_attribute_names("#through", THROUGH)
             .expression_attribute_values(":cursor", value)
             .expression_attribute_values(":through", AttributeValue::N(through.to_string()))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// Records where the pass for `through` goes on in the all-time board: board shard
+    /// `shard`, at `cursor` (`Done` once every shard is read).
+    pub async fn advance_board(
+        &self,
+        through: i64,
+        shard: u32,
+        cursor: &SegmentCursor,
+    ) -> Result<bool, StoreError> {
+        let (expression, value) = match cursor {
+            SegmentCursor::Start => ("SET #shard = :shard REMOVE #at", None),
+            SegmentCursor::At(key) => (
+                "SET #shard = :shard, #at = :at",
+                Some(AttributeValue::M(key.clone())),
+            ),
+            SegmentCursor::Done => (
+                "SET #shard = :shard, #at = :at",
+                Some(AttributeValue::S(SEGMENT_DONE.into())),
+            ),
+        };
+        let result = self
+            .update()
+            .update_expression(expression)
+            .condition_expression("#through = :through")
+            .expression_attribute_names("#shard", BOARD_SHARD)
+            .expression_attribute_names("#at", BOARD_AT)
+            .expression_attribute_names("#through", THROUGH)
+            .set_expression_attribute_values(Some(
+                [(
+                    ":through".to_owned(),
+                    AttributeValue::N(through.to_string()),
+                )]
+                .into_iter()
+                .chain(value.map(|v| (":at".to_owned(), v)))
+                .chain([(":shard".to_owned(), AttributeValue::N(shard.to_string()))])
+                .collect(),
+            ))
             .send()
             .await;
         condition_held("UpdateItem", result)

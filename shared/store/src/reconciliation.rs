@@ -504,26 +504,38 @@ impl ReconciliationStore {
         key: &RowKey,
         attributes: &[String],
     ) -> Result<(), StoreError> {
-        for chunk in attributes.chunks(REMOVED_PER_UPDATE) {
-            let mut request = self
-                .client
-                .update_item()
-                .table_name(&self.counts_table)
-                .key(attr::ITEM_ID, s(&key.partition))
-                .key(attr::SHARD, s(&key.sort_key));
-            let mut names = Vec::new();
-            for (i, attribute) in chunk.iter().enumerate() {
-                names.push(format!("#r{i}"));
-                request = request.expression_attribute_names(format!("#r{i}"), attribute);
-            }
-            request
-                .update_expression(format!("REMOVE {}", names.join(", ")))
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("UpdateItem", err))?;
-        }
-        Ok(())
+        let key = [
+            (attr::ITEM_ID.to_owned(), s(&key.partition)),
+            (attr::SHARD.to_owned(), s(&key.sort_key)),
+        ];
+        remove_attributes(&self.client, &self.counts_table, &key, attributes).await
     }
+}
+
+/// Removes `attributes` from the row at `key`, [`REMOVED_PER_UPDATE`] per update.
+pub(crate) async fn remove_attributes(
+    client: &Client,
+    table: &str,
+    key: &[(String, AttributeValue)],
+    attributes: &[String],
+) -> Result<(), StoreError> {
+    for chunk in attributes.chunks(REMOVED_PER_UPDATE) {
+        let mut request = client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key.iter().cloned().collect()));
+        let mut names = Vec::new();
+        for (i, attribute) in chunk.iter().enumerate() {
+            names.push(format!("#r{i}"));
+            request = request.expression_attribute_names(format!("#r{i}"), attribute);
+        }
+        request
+            .update_expression(format!("REMOVE {}", names.join(", ")))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("UpdateItem", err))?;
+    }
+    Ok(())
 }
 
 /// The attributes of a row that neither a later cut nor a rerun of `cut` needs: a rerun must
@@ -576,23 +588,14 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
 
 /// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
 /// count rows (freshness rows, the run state, overflow markers).
-fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
-    let row: ReconciledRow = from_item(row)?;
-    if row.item_id.starts_with('#') || !row.shard.starts_with("D#") {
-        return Ok(None);
-    }
-    // An overflow partition is `<item>#<h>`; `#` never appears in an item id.
-    let item = row.item_id.split('#').next().unwrap_or_default();
-    let item = ItemId::parse(item)
-        .map_err(|err| StoreError::Corrupt(format!("count row {}: {err}", row.item_id)))?;
+/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
+/// among its other attributes; an attribute of another name is left out.
+pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
     let mut state = CountRowState {
-        total: Delta {
-            like: row.like_count,
-            dislike: row.dislike_count,
-        },
+        total,
         ..CountRowState::default()
     };
-    for (name, value) in &row.others {
+    for (name, value) in others {
         let Attribute::Number(number) = *value else {
             continue;
         };
@@ -617,6 +620,25 @@ fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>,
             _ => {}
         }
     }
+    state
+}
+
+fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
+    let row: ReconciledRow = from_item(row)?;
+    if row.item_id.starts_with('#') || !row.shard.starts_with("D#") {
+        return Ok(None);
+    }
+    // An overflow partition is `<item>#<h>`; `#` never appears in an item id.
+    let item = row.item_id.split('#').next().unwrap_or_default();
+    let item = ItemId::parse(item)
+        .map_err(|err| StoreError::Corrupt(format!("count row {}: {err}", row.item_id)))?;
+    let state = row_state(
+        Delta {
+            like: row.like_count,
+            dislike: row.dislike_count,
+        },
+        &row.others,
+    );
     let key = RowKey {
         partition: row.item_id,
         sort_key: row.shard,

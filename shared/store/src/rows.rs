@@ -245,7 +245,9 @@ pub struct IntentHeadRow {
     pub rows: Vec<ScoreDeltaRow>,
 }
 
-/// A delta for one score row (its board shard key and item), and the row's TTL if it has one.
+/// A delta for one score row (its board shard key and item), the row's TTL if it has one,
+/// and on an all-time row the delta's split by epoch and its flips near each cut, as
+/// `[epoch, delta]` and `[cut, flips]` pairs (absent on intents frozen before rows kept them).
 /// Short names: an intent holds up to two thousand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScoreDeltaRow {
@@ -257,6 +259,10 @@ pub struct ScoreDeltaRow {
     pub delta: i64,
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    #[serde(rename = "e", default, skip_serializing_if = "Vec::is_empty")]
+    pub by_epoch: Vec<(i64, i64)>,
+    #[serde(rename = "n", default, skip_serializing_if = "Vec::is_empty")]
+    pub near_cuts: Vec<(i64, u64)>,
 }
 
 /// A materialized board, `#top` / window key: its top entries and the `as_of` they hold.
@@ -395,6 +401,17 @@ pub struct ReconciledRow {
     pub like_count: i64,
     #[serde(default)]
     pub dislike_count: i64,
+    #[serde(flatten)]
+    pub others: BTreeMap<String, Attribute>,
+}
+
+/// An all-time score row as reconciliation reads it: its keys, score, and every other
+/// attribute, among them the epoch subtotals (`e<j>l`) and near-cut counts (`n<k>`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconciledScoreRow {
+    pub item_id: String,
+    #[serde(default)]
+    pub score: i64,
     #[serde(flatten)]
     pub others: BTreeMap<String, Attribute>,
 }

@@ -91,6 +91,7 @@ impl Figures {
         phase("recount: S3 GET + gunzip + parse", p.recount);
         phase("Counts Scan", p.counts_scan);
         phase("compare + correct", p.compare);
+        phase("leaderboard: Query + repair", p.leaderboard);
         phase("likers: Scan + repair", p.likers);
         phase("cleanup (REMOVE subtotals)", p.cleanup);
         phase("report (S3 PUT, run done)", p.report);

@@ -11,6 +11,7 @@ enum Mark {
     Recounting,
     ReadingCounts,
     Comparing,
+    RepairingLeaderboard,
     RepairingLikers,
     Cleaning,
     Reporting,
@@ -21,6 +22,7 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Recounting => Some(Mark::Recounting),
         Progress::ReadingCounts => Some(Mark::ReadingCounts),
         Progress::Comparing { .. } => Some(Mark::Comparing),
+        Progress::RepairingLeaderboard => Some(Mark::RepairingLeaderboard),
         Progress::RepairingLikers => Some(Mark::RepairingLikers),
         Progress::Cleaning { .. } => Some(Mark::Cleaning),
         Progress::Reporting => Some(Mark::Reporting),
@@ -41,6 +43,8 @@ pub struct Phases {
     pub counts_scan: Duration,
     /// Every item judged, corrections written.
     pub compare: Duration,
+    /// Every all-time score row read and judged against the recount, repairs written.
+    pub leaderboard: Duration,
     /// Every liked entry scanned and judged against the export, repairs written.
     pub likers: Duration,
     /// Reconciled subtotals dropped (one REMOVE update per count row that has some).
@@ -56,7 +60,13 @@ impl Phases {
 
     /// Everything the reconciler does itself once the export is there.
     pub fn after_export(&self) -> Duration {
-        self.recount + self.counts_scan + self.compare + self.likers + self.cleanup + self.report
+        self.recount
+            + self.counts_scan
+            + self.compare
+            + self.leaderboard
+            + self.likers
+            + self.cleanup
+            + self.report
     }
 }
 
@@ -92,7 +102,8 @@ pub async fn run(reconciler: &Reconciler, at_ms: i64, deadline_ms: i64) -> (Drif
         export_wait: at(Mark::Recounting) - started,
         recount: at(Mark::ReadingCounts) - at(Mark::Recounting),
         counts_scan: at(Mark::Comparing) - at(Mark::ReadingCounts),
-        compare: at(Mark::RepairingLikers) - at(Mark::Comparing),
+        compare: at(Mark::RepairingLeaderboard) - at(Mark::Comparing),
+        leaderboard: at(Mark::RepairingLikers) - at(Mark::RepairingLeaderboard),
         likers: at(Mark::Reporting) - at(Mark::RepairingLikers),
         report: at(Mark::Cleaning) - at(Mark::Reporting),
         cleanup: ended - at(Mark::Cleaning),

@@ -69,6 +69,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 
 use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
+use likes_core::reconcile::Period;
 use likes_store::leaderboard::{intent_bytes, IN_FLIGHT, MAX_INTENT_BYTES};
 use likes_store::rows::ScoreDeltaRow;
 
@@ -300,6 +301,8 @@ impl Refresher {
 pub struct Leaderboard {
     latency: Latency,
     board_shards: u32,
+    /// Reconciliation's epochs, which all-time score rows keep subtotals by.
+    period: Period,
     units: LeaderboardUnits,
     /// A standard write of a small row: the progress.
     small_units: u64,
@@ -320,7 +323,7 @@ pub struct Leaderboard {
 impl Leaderboard {
     pub fn new(
         event_shards: u32,
-        board_shards: u32,
+        (board_shards, period): (u32, Period),
         refresher: RefresherConfig,
         seed: u64,
     ) -> Self {
@@ -329,6 +332,7 @@ impl Leaderboard {
         Self {
             latency,
             board_shards,
+            period,
             units: table::leaderboard_units(),
             small_units: table::small_update_units(),
             sizes: ScoreRowSize::new(event_shards),
@@ -393,6 +397,8 @@ impl Leaderboard {
             item_id: VIRAL_ITEM.into(),
             delta: 0,
             expires_at: None,
+            by_epoch: Vec::new(),
+            near_cuts: Vec::new(),
         };
         if let Some(writers) = self
             .writers
@@ -562,11 +568,10 @@ impl Leaderboard {
             let key = format!("#event#{}", record.event.flip_key());
             self.tally.claims_wcu.charge(now, &key, self.units.claim);
         }
-        let deltas = score_deltas(scoring.map(|r| &*r.event));
+        let deltas = score_deltas(scoring.map(|r| &*r.event), self.period);
         inv.days = days(deltas.keys().map(|(window, _)| window));
         inv.rows = deltas
             .into_iter()
-            .filter(|(_, delta)| *delta != 0)
             .map(|((window, item), delta)| {
                 let board = window.board_key(item_shard(&item, self.board_shards));
                 let key = format!("{board}/{item}");
@@ -577,8 +582,10 @@ impl Leaderboard {
                     row: ScoreDeltaRow {
                         board,
                         item_id: item,
-                        delta,
+                        delta: delta.total,
                         expires_at: window.expires_at_secs(),
+                        by_epoch: delta.by_epoch.into_iter().collect(),
+                        near_cuts: delta.near_cuts.into_iter().collect(),
                     },
                 }
             })
