@@ -724,8 +724,8 @@ impl TestStack {
         recount
     }
 
-    /// Every event on the Kinesis event log, in no particular order, duplicates included:
-    /// each shard read from TRIM_HORIZON to its end.
+    /// Every event on the Kinesis event log, in no particular order, duplicates included
+    /// (heartbeats left out): each shard read from TRIM_HORIZON to its end.
     pub async fn events(&self) -> Vec<likes_core::pipeline::ReactionEvent> {
         let kinesis = self.kinesis();
         let stream = self.name("EventsStream");
@@ -755,10 +755,9 @@ impl TestStack {
                     .await
                     .expect("GetRecords of the events stream");
                 for record in page.records() {
-                    events.push(
-                        serde_json::from_slice(record.data().as_ref())
-                            .expect("a ReactionEvent on the event log"),
-                    );
+                    let read = likes_core::pipeline::LogRecord::parse(record.data().as_ref())
+                        .expect("an event or a heartbeat on the event log");
+                    events.extend(read.event());
                 }
                 if page.records().is_empty() {
                     break;

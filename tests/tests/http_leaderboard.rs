@@ -213,3 +213,46 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 }
+
+/// The boards' `as_of` through a quiet spell: the refresher puts a heartbeat on each log
+/// shard that carried nothing for a while, its consumer steps over it (the scores stay) and
+/// its progress moves, so `as_of` moves past the last event instead of stopping there.
+#[tokio::test]
+async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_score_nothing() {
+    let stack = TestStack::start_with_leaderboard().await;
+    for n in 0..6 {
+        stack.like(&format!("q{n}"), "game:quiet").await;
+    }
+    stack.settle_leaderboard().await;
+    let expected = json!([{"item_id": "game:quiet", "like_count": 6}]);
+    stack.leaderboard_until("window=all", &expected).await;
+    let last_like = likes_core::clock::now_ms();
+    let as_of_ms = |board: &Value| {
+        board["as_of"]
+            .as_str()
+            .and_then(|t| likes_core::clock::parse_rfc3339(t).ok())
+    };
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(45);
+    let board = loop {
+        let board = board(&stack, "window=all").await;
+        if as_of_ms(&board).is_some_and(|t| t > last_like + 2_000) {
+            break board;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "as_of stopped at the last event: {board}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert_eq!(items(&board), expected, "heartbeats score nothing");
+    let day = self::board(&stack, "window=day").await;
+    assert!(
+        as_of_ms(&day).is_some_and(|t| t > last_like + 2_000),
+        "today's board moves too: {day}"
+    );
+    assert_eq!(items(&day), expected);
+    // The log holds heartbeats now, and still exactly the six events.
+    assert_eq!(stack.events().await.len(), 6);
+    stack.assert_counts_match_recount(&["game:quiet"]).await;
+}

@@ -21,7 +21,7 @@ use lambda_runtime::LambdaEvent;
 use likes_core::leaderboard::{
     board_as_of, score_deltas, sequence_after, LogProgress, Window, MAX_RUN_EPOCHS,
 };
-use likes_core::pipeline::ReactionEvent;
+use likes_core::pipeline::{LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
 use likes_store::metrics::Report;
@@ -29,7 +29,7 @@ use likes_store::{LeaderboardStore, StoreError};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::log_shards::{ListShardsError, LogShards};
+use crate::log_shards::{LogShards, LogShardsError};
 use crate::ticker::run_invocation;
 use crate::ConfigError;
 
@@ -140,13 +140,18 @@ impl Leaderboard {
 
         let mut events: Vec<(&KinesisEventRecord, ReactionEvent)> = Vec::new();
         let mut failed_at = None;
+        // The last record read, event or heartbeat: the progress moves to it.
+        let mut last_read = None;
         for (at, record) in records.iter().enumerate() {
             let seq = &record.kinesis.sequence_number;
             if through.as_deref().is_some_and(|t| !sequence_after(seq, t)) {
                 continue;
             }
-            match serde_json::from_slice::<ReactionEvent>(&record.kinesis.data) {
-                Ok(event) => events.push((record, event)),
+            match LogRecord::parse(&record.kinesis.data) {
+                Ok(read) => {
+                    last_read = Some(record);
+                    events.extend(read.event().map(|event| (record, event)));
+                }
                 Err(err) => {
                     tracing::error!(sequence_number = %seq, error = %err, "unreadable event; Lambda retries from it");
                     failed_at = Some(at);
@@ -199,6 +204,22 @@ impl Leaderboard {
                 intents = intent.n;
             }
             through = Some(last_seq);
+        }
+        // Heartbeats after the last event score nothing; the progress moves over them.
+        if let Some(last) = last_read {
+            let last_seq = &last.kinesis.sequence_number;
+            if through
+                .as_deref()
+                .is_none_or(|t| sequence_after(last_seq, t))
+            {
+                let arrival = last
+                    .kinesis
+                    .approximate_arrival_timestamp
+                    .timestamp_millis();
+                self.store
+                    .advance(shard, through.as_deref(), last_seq, arrival, intents)
+                    .await?;
+            }
         }
         Ok(Applied { scored, failed_at })
     }
@@ -273,7 +294,7 @@ pub enum RefreshError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    ListShards(#[from] ListShardsError),
+    Log(#[from] LogShardsError),
 }
 
 /// What one refresh tick did.
@@ -281,7 +302,15 @@ pub enum RefreshError {
 pub struct RefreshReport {
     pub boards_refreshed: usize,
     pub as_of_ms: Option<i64>,
+    pub heartbeats: usize,
 }
+
+/// A log shard whose consumer applied nothing that arrived in this long gets a heartbeat
+/// (and no second one within it), so the boards' `as_of` moves through a quiet spell.
+pub const HEARTBEAT_AFTER_MS: i64 = 10_000;
+
+/// A log shard's progress as the last tick read it: its last record and intents applied.
+type Seen = BTreeMap<String, (Option<String>, u64)>;
 
 /// The scheduled refresher of the materialized boards.
 #[derive(Debug)]
@@ -289,8 +318,10 @@ pub struct BoardRefresher {
     config: RefresherConfig,
     store: LeaderboardStore,
     log_shards: LogShards,
-    /// Each shard's progress at the last refresh; `None` before this invocation's first.
-    seen: Mutex<Option<BTreeMap<String, Option<String>>>>,
+    /// Each shard's progress at the last tick; `None` before this invocation's first.
+    seen: Mutex<Option<Seen>>,
+    /// When this invocation last put a heartbeat on each shard.
+    heartbeats: Mutex<BTreeMap<String, i64>>,
 }
 
 impl BoardRefresher {
@@ -305,6 +336,7 @@ impl BoardRefresher {
             log_shards: LogShards::new(kinesis, config.events_stream_arn.clone()),
             config,
             seen: Mutex::new(None),
+            heartbeats: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -325,10 +357,13 @@ impl BoardRefresher {
         .await
     }
 
-    /// Reads every shard's progress; when some moved since the last tick (or this is the
-    /// invocation's first), re-ranks `all`, today's board and the days the moved shards
-    /// scored on. `as_of` is the lowest progress of the shards not done with
-    /// ([`board_as_of`]), read before any score.
+    /// Reads every shard's progress; when some shard applied an intent since the last tick
+    /// (or this is the invocation's first), re-ranks `all`, today's board and the days the
+    /// shards scored on; when shards only moved over records that score nothing, moves the
+    /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
+    /// is the lowest progress of the shards not done with ([`board_as_of`]), read before any
+    /// score. Then puts a heartbeat on each open shard that applied nothing for
+    /// [`HEARTBEAT_AFTER_MS`].
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
@@ -344,33 +379,65 @@ impl BoardRefresher {
                 })
                 .collect::<Vec<_>>(),
         );
+        let today = Window::day_of(started_ms);
         let mut boards = BTreeSet::new();
+        let mut moved = false;
         {
             let seen = self.seen.lock().expect("seen progress");
             for shard in &progress {
-                let moved = seen
-                    .as_ref()
-                    .is_none_or(|seen| seen.get(&shard.shard) != Some(&shard.through_seq));
-                if moved {
-                    boards.insert(Window::All);
-                    boards.insert(Window::day_of(started_ms));
-                    boards.extend(shard.windows.iter().cloned());
+                match seen.as_ref().map(|seen| seen.get(&shard.shard)) {
+                    Some(Some((through, intents))) if *intents == shard.intents => {
+                        moved |= *through != shard.through_seq;
+                    }
+                    _ => {
+                        boards.insert(Window::All);
+                        boards.insert(today.clone());
+                        boards.extend(shard.windows.iter().cloned());
+                    }
                 }
             }
         }
         self.store.refresh(&boards, as_of_ms, started_ms).await?;
+        if let (true, true, Some(as_of_ms)) = (boards.is_empty(), moved, as_of_ms) {
+            self.store
+                .touch(&[Window::All, today], as_of_ms, started_ms)
+                .await?;
+        }
         *self.seen.lock().expect("seen progress") = Some(
             progress
-                .into_iter()
-                .map(|p| (p.shard, p.through_seq))
+                .iter()
+                .map(|p| (p.shard.clone(), (p.through_seq.clone(), p.intents)))
                 .collect(),
         );
+        let quiet_since = started_ms - HEARTBEAT_AFTER_MS;
+        let quiet: Vec<_> = {
+            let put = self.heartbeats.lock().expect("heartbeats");
+            shards
+                .iter()
+                .filter(|shard| shard.ending_sequence_number.is_none())
+                .filter(|shard| {
+                    progress
+                        .iter()
+                        .any(|p| p.shard == shard.shard_id && p.applied_through_ms < quiet_since)
+                })
+                .filter(|shard| put.get(&shard.shard_id).is_none_or(|at| *at < quiet_since))
+                .collect()
+        };
+        for shard in &quiet {
+            self.log_shards.put_heartbeat(shard, started_ms).await?;
+            self.heartbeats
+                .lock()
+                .expect("heartbeats")
+                .insert(shard.shard_id.clone(), started_ms);
+        }
         let report = RefreshReport {
             boards_refreshed: boards.len(),
             as_of_ms,
+            heartbeats: quiet.len(),
         };
         Report::new("Likes/Leaderboard")
             .value("BoardsRefreshed", "Count", report.boards_refreshed as f64)
+            .value("HeartbeatsPut", "Count", report.heartbeats as f64)
             .emit();
         Ok(report)
     }

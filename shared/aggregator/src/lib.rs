@@ -28,7 +28,7 @@ pub use leaderboard::{
     BoardRefresher, Leaderboard, LeaderboardConfig, RefreshError, RefresherConfig,
 };
 pub use likers::{Likers, LikersConfig};
-pub use log_shards::{ListShardsError, LogShards};
+pub use log_shards::{LogShards, LogShardsError};
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 

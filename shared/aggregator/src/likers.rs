@@ -7,7 +7,7 @@ use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
 use likes_core::likers::{liker_update, LikerUpdate};
-use likes_core::pipeline::ReactionEvent;
+use likes_core::pipeline::LogRecord;
 use likes_store::metrics::Report;
 use likes_store::{LikersStore, StoreError};
 use tokio::task::JoinSet;
@@ -87,8 +87,11 @@ impl Likers {
         let mut updates: Vec<(usize, LikerUpdate)> = Vec::new();
         let mut unreadable = None;
         for (at, record) in records.iter().enumerate() {
-            match serde_json::from_slice::<ReactionEvent>(&record.kinesis.data) {
-                Ok(event) => updates.extend(liker_update(&event, now_ms).map(|u| (at, u))),
+            match LogRecord::parse(&record.kinesis.data) {
+                Ok(LogRecord::Event(event)) => {
+                    updates.extend(liker_update(&event, now_ms).map(|u| (at, u)))
+                }
+                Ok(LogRecord::Heartbeat { .. }) => {}
                 Err(err) => {
                     tracing::error!(sequence_number = %record.kinesis.sequence_number, error = %err, "unreadable event; Lambda retries from it");
                     unreadable = Some(at);

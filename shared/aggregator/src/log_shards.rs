@@ -1,13 +1,19 @@
 //! The event log's shards, as Kinesis lists them: what the leaderboard's `as_of` needs to
-//! leave out a shard a reshard closed.
+//! leave out a shard a reshard closed, and where a heartbeat for a quiet shard is put.
 
 use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
+use aws_sdk_kinesis::primitives::Blob;
 use likes_core::leaderboard::LogShard;
+use likes_core::pipeline::LogRecord;
 
-/// A ListShards call that failed, with its whole chain of causes.
+/// A call to the event log that failed, with its whole chain of causes.
 #[derive(Debug, thiserror::Error)]
-#[error("ListShards failed: {}", DisplayErrorContext(&**.0))]
-pub struct ListShardsError(#[source] Box<dyn std::error::Error + Send + Sync>);
+#[error("{operation} failed: {}", DisplayErrorContext(&**.source))]
+pub struct LogShardsError {
+    operation: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
 
 /// The shards of one stream. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -25,7 +31,7 @@ impl LogShards {
     }
 
     /// Every shard the stream still lists (closed ones until their records expire), paged.
-    pub async fn list(&self) -> Result<Vec<LogShard>, ListShardsError> {
+    pub async fn list(&self) -> Result<Vec<LogShard>, LogShardsError> {
         let mut shards = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -34,13 +40,20 @@ impl LogShards {
                 Some(token) => self.client.list_shards().next_token(token),
                 None => self.client.list_shards().stream_arn(&self.stream_arn),
             };
-            let output = request.send().await.map_err(boxed)?;
+            let output = request
+                .send()
+                .await
+                .map_err(|err| boxed("ListShards", err))?;
             for shard in output.shards.unwrap_or_default() {
                 shards.push(LogShard {
                     ending_sequence_number: shard
                         .sequence_number_range
                         .and_then(|range| range.ending_sequence_number),
                     parent_shard_id: shard.parent_shard_id,
+                    starting_hash_key: shard
+                        .hash_key_range
+                        .map(|range| range.starting_hash_key)
+                        .unwrap_or_default(),
                     shard_id: shard.shard_id,
                 });
             }
@@ -50,12 +63,29 @@ impl LogShards {
             }
         }
     }
+
+    /// Puts a heartbeat at `at_ms` on `shard` (by its starting hash key).
+    pub async fn put_heartbeat(&self, shard: &LogShard, at_ms: i64) -> Result<(), LogShardsError> {
+        self.client
+            .put_record()
+            .stream_arn(&self.stream_arn)
+            .partition_key("heartbeat")
+            .explicit_hash_key(&shard.starting_hash_key)
+            .data(Blob::new(LogRecord::heartbeat(at_ms)))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|err| boxed("PutRecord", err))
+    }
 }
 
-fn boxed<E, R>(err: SdkError<E, R>) -> ListShardsError
+fn boxed<E, R>(operation: &'static str, err: SdkError<E, R>) -> LogShardsError
 where
     E: std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    ListShardsError(Box::new(err))
+    LogShardsError {
+        operation,
+        source: Box::new(err),
+    }
 }

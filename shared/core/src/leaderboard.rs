@@ -170,6 +170,9 @@ pub struct LogShard {
     pub parent_shard_id: Option<String>,
     /// Set once the shard is closed (split or merged): no record comes after it.
     pub ending_sequence_number: Option<String>,
+    /// The lowest hash key the shard takes: a record put with it as its explicit hash key
+    /// lands on this shard.
+    pub starting_hash_key: String,
 }
 
 /// Where the leaderboard's consumer is on one log shard.
@@ -383,6 +386,7 @@ mod tests {
             shard_id: id.into(),
             parent_shard_id: parent.map(str::to_owned),
             ending_sequence_number: end.map(str::to_owned),
+            starting_hash_key: "0".into(),
         }
     }
 

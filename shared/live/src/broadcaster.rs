@@ -24,7 +24,7 @@ use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventRes
 use lambda_runtime::LambdaEvent;
 use likes_core::clock::now_ms;
 use likes_core::live::{covers, ServerMessage, COVER_MARGIN_MS};
-use likes_core::pipeline::ReactionEvent;
+use likes_core::pipeline::LogRecord;
 use likes_core::ItemId;
 use likes_store::live::PUSH_INTERVAL_MS;
 use likes_store::metrics::Report;
@@ -100,14 +100,18 @@ impl Broadcaster {
         let mut newest: BTreeMap<ItemId, i64> = BTreeMap::new();
         let mut unreadable = 0;
         for record in &records {
-            let parsed = serde_json::from_slice::<ReactionEvent>(&record.kinesis.data)
+            let parsed = LogRecord::parse(&record.kinesis.data)
                 .map_err(|err| err.to_string())
-                .and_then(|event| {
-                    let item = ItemId::parse(&event.item_id).map_err(|err| err.to_string())?;
-                    Ok((item, event.event_time_ms))
+                .and_then(|read| match read {
+                    LogRecord::Event(event) => {
+                        let item = ItemId::parse(&event.item_id).map_err(|err| err.to_string())?;
+                        Ok(Some((item, event.event_time_ms)))
+                    }
+                    LogRecord::Heartbeat { .. } => Ok(None),
                 });
             match parsed {
-                Ok((item, at)) => {
+                Ok(None) => {}
+                Ok(Some((item, at))) => {
                     let seen = newest.entry(item).or_insert(at);
                     *seen = (*seen).max(at);
                 }

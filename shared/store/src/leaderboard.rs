@@ -29,8 +29,8 @@ use crate::error::{cancelled, condition_held};
 use crate::pages::query_all;
 use crate::reconciliation::{remove_attributes, row_state};
 use crate::rows::attr::{
-    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, LAST_CUT,
-    REFRESHED_AT, SCORE, THROUGH_SEQ,
+    APPLIED_THROUGH, AS_OF, BOARD, BY, DAYS, ENTRIES, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID,
+    LAST_CUT, REFRESHED_AT, SCORE, THROUGH_SEQ,
 };
 use crate::rows::{
     self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ReconciledScoreRow,
@@ -87,6 +87,8 @@ pub struct ShardProgress {
     pub through_seq: Option<String>,
     /// The arrival on the log of the last record applied.
     pub applied_through_ms: i64,
+    /// The intents it applied: unchanged while its records score nothing.
+    pub intents: u64,
     /// The boards its last intent scored on.
     pub windows: Vec<Window>,
 }
@@ -437,6 +439,7 @@ impl LeaderboardStore {
                     shard: row.item_id,
                     through_seq: row.through_seq,
                     applied_through_ms: row.applied_through,
+                    intents: row.intents,
                     windows: windows_of(&row.days),
                 })
             })
@@ -500,6 +503,45 @@ impl LeaderboardStore {
             .send()
             .await;
         condition_held("PutItem", result).map(drop)
+    }
+
+    /// Moves the `as_of` of each of `windows`' stored tops to `as_of_ms` without ranking
+    /// again: for a caller that knows no score changed since the tops were ranked (no log
+    /// shard applied an intent). A board never ranked gets an empty top. A touch that began
+    /// before the stored one's refresh (`started_ms`) changes nothing.
+    pub async fn touch(
+        &self,
+        windows: impl IntoIterator<Item = &Window>,
+        as_of_ms: i64,
+        started_ms: i64,
+    ) -> Result<(), StoreError> {
+        futures_util::future::try_join_all(windows.into_iter().map(|window| async move {
+            let update = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(BOARD, AttributeValue::S(TOP_BOARD.into()))
+                .key(ITEM_ID, AttributeValue::S(window.key()))
+                .condition_expression("attribute_not_exists(#board) OR #at < :at")
+                .expression_attribute_names("#board", BOARD)
+                .expression_attribute_names("#at", REFRESHED_AT)
+                .expression_attribute_names("#as_of", AS_OF)
+                .expression_attribute_names("#entries", ENTRIES)
+                .expression_attribute_values(":at", number(started_ms))
+                .expression_attribute_values(":as_of", number(as_of_ms))
+                .expression_attribute_values(":none", AttributeValue::L(Vec::new()));
+            let set = "SET #as_of = :as_of, #at = :at, #entries = if_not_exists(#entries, :none)";
+            let update = match window.expires_at_secs() {
+                None => update.update_expression(set),
+                Some(expires_at) => update
+                    .update_expression(format!("{set}, #expires_at = :expires_at"))
+                    .expression_attribute_names("#expires_at", EXPIRES_AT)
+                    .expression_attribute_values(":expires_at", number(expires_at)),
+            };
+            condition_held("UpdateItem", update.send().await).map(drop)
+        }))
+        .await
+        .map(drop)
     }
 
     /// One board shard's top [`TOP_SIZE`] rows: the index from the highest score down, on

@@ -88,6 +88,8 @@ pub mod attr {
     /// shard the row took.
     pub const INTENT_N: &str = "n";
     pub const REFRESHED_AT: &str = "refreshed_at";
+    /// A materialized top's ranked entries.
+    pub const ENTRIES: &str = "entries";
     /// On a progress row, the day windows its last intent scored on.
     pub const DAYS: &str = "days";
     // Likers (PK bucket `item_id#<n>`, SK user_id): `row_created`, `op_id`, and while liked `position`

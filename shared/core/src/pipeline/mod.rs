@@ -186,6 +186,51 @@ impl ReactionEvent {
     }
 }
 
+/// A record of the event log: a flip's event, or a **heartbeat**, which the leaderboard's
+/// refresher puts on a log shard that carried nothing for a while, so the shard's readers
+/// move their progress (and the boards' `as_of`) past a quiet spell. Readers apply events
+/// and step over heartbeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogRecord {
+    Event(ReactionEvent),
+    Heartbeat { at_ms: i64 },
+}
+
+/// A heartbeat as the log holds it: `{"heartbeat_ms": 1796119200000}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeartbeatRecord {
+    heartbeat_ms: i64,
+}
+
+impl LogRecord {
+    /// Reads a record's data; the error is the event's when it is neither.
+    pub fn parse(data: &[u8]) -> Result<Self, serde_json::Error> {
+        if let Ok(heartbeat) = serde_json::from_slice::<HeartbeatRecord>(data) {
+            return Ok(Self::Heartbeat {
+                at_ms: heartbeat.heartbeat_ms,
+            });
+        }
+        serde_json::from_slice(data).map(Self::Event)
+    }
+
+    /// A heartbeat's data, put at `at_ms`.
+    pub fn heartbeat(at_ms: i64) -> Vec<u8> {
+        serde_json::to_vec(&HeartbeatRecord {
+            heartbeat_ms: at_ms,
+        })
+        .expect("a heartbeat serializes")
+    }
+
+    /// The event, if the record is one.
+    pub fn event(self) -> Option<ReactionEvent> {
+        match self {
+            Self::Event(event) => Some(event),
+            Self::Heartbeat { .. } => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +420,31 @@ mod tests {
         old.as_object_mut().unwrap().remove("row_created_ms");
         let old: ReactionEvent = serde_json::from_value(old).unwrap();
         assert_eq!(old.order(), (0, 3));
+    }
+
+    #[test]
+    fn the_log_holds_events_and_heartbeats_and_nothing_else_reads_as_either() {
+        let event = ReactionEvent {
+            event_id: "u1#game:1#1".into(),
+            user_id: "u1".into(),
+            item_id: "game:1".into(),
+            op_id: 1,
+            old_state: crate::ReactionState::None,
+            new_state: crate::ReactionState::Like,
+            like_delta: 1,
+            dislike_delta: 0,
+            event_time_ms: 42,
+            source_sequence_number: "7".into(),
+            row_created_ms: 40,
+        };
+        let data = serde_json::to_vec(&event).unwrap();
+        assert_eq!(LogRecord::parse(&data).unwrap(), LogRecord::Event(event));
+        assert_eq!(
+            LogRecord::parse(&LogRecord::heartbeat(1_000)).unwrap(),
+            LogRecord::Heartbeat { at_ms: 1_000 }
+        );
+        let err = LogRecord::parse(br#"{"heartbeat_ms": 1, "user_id": "u1"}"#).unwrap_err();
+        assert!(err.to_string().contains("missing field"), "{err}");
+        assert!(LogRecord::parse(b"not json").is_err());
     }
 }
