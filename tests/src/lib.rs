@@ -133,9 +133,9 @@ impl TestStack {
     }
 
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
-    /// the pulse and the leaderboard's refresher are fired (the run repairs the all-time
-    /// board once its `as_of` passes the cut), the scheduled reconciliation is not, and
-    /// epochs are
+    /// the pulse and the leaderboard's refresher (without heartbeats) are fired (the run
+    /// repairs the all-time board once its `as_of` passes the cut), the scheduled
+    /// reconciliation is not, and epochs are
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
     /// reaches a cut in seconds.
     pub async fn start_for_reconciliation() -> Self {
@@ -151,6 +151,10 @@ impl TestStack {
             TEST_EPOCH_SECONDS.to_string(),
         );
         overrides.insert("EXPORT_UNCERTAINTY_SECONDS".into(), "1".into());
+        // No heartbeats: a test that fails a log consumer until its batches go to the
+        // dead-letter queue waits for the failures to end, and a trickle of heartbeats on
+        // every shard would keep them going. Likes move the boards' `as_of` here.
+        overrides.insert("HEARTBEAT_AFTER_SECONDS".into(), "86400".into());
         Self::start_with(
             overrides,
             Schedules::Only(vec![

@@ -269,6 +269,10 @@ pub struct RefresherConfig {
     /// How long one invocation keeps ticking.
     pub run_for: Duration,
     pub tick: Duration,
+    /// A log shard whose consumer applied nothing that arrived in this long gets a
+    /// heartbeat (and no second one within it), so the boards' `as_of` moves through a quiet
+    /// spell.
+    pub heartbeat_after: Duration,
 }
 
 impl RefresherConfig {
@@ -284,6 +288,7 @@ impl RefresherConfig {
             board_shards: whole("LEADERBOARD_SHARDS")? as u32,
             run_for: Duration::from_secs(whole("REFRESH_SECONDS")?),
             tick: Duration::from_millis(whole("REFRESH_TICK_MS")?),
+            heartbeat_after: Duration::from_secs(whole("HEARTBEAT_AFTER_SECONDS")?),
         })
     }
 }
@@ -304,10 +309,6 @@ pub struct RefreshReport {
     pub as_of_ms: Option<i64>,
     pub heartbeats: usize,
 }
-
-/// A log shard whose consumer applied nothing that arrived in this long gets a heartbeat
-/// (and no second one within it), so the boards' `as_of` moves through a quiet spell.
-pub const HEARTBEAT_AFTER_MS: i64 = 10_000;
 
 /// A log shard's progress as the last tick read it: its last record and intents applied.
 type Seen = BTreeMap<String, (Option<String>, u64)>;
@@ -363,7 +364,7 @@ impl BoardRefresher {
     /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
     /// is the lowest progress of the shards not done with ([`board_as_of`]), read before any
     /// score. Then puts a heartbeat on each open shard that applied nothing for
-    /// [`HEARTBEAT_AFTER_MS`].
+    /// `heartbeat_after`.
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
@@ -409,7 +410,7 @@ impl BoardRefresher {
                 .map(|p| (p.shard.clone(), (p.through_seq.clone(), p.intents)))
                 .collect(),
         );
-        let quiet_since = started_ms - HEARTBEAT_AFTER_MS;
+        let quiet_since = started_ms - self.config.heartbeat_after.as_millis() as i64;
         let quiet: Vec<_> = {
             let put = self.heartbeats.lock().expect("heartbeats");
             shards

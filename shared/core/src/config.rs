@@ -60,6 +60,8 @@ pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
     ("LEADERBOARD_SHARDS", 4096),
     ("REFRESH_SECONDS", 900),
     ("REFRESH_TICK_MS", 60_000),
+    // A log shard quiet this long gets a heartbeat: up to a day.
+    ("HEARTBEAT_AFTER_SECONDS", 86_400),
     ("PULSE_SECONDS", 900),
     ("PULSE_TICK_MS", 60_000),
     ("SUBSCRIPTION_BUCKETS", 64),

@@ -45,5 +45,5 @@ pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,
     UnknownStateRow, FOREIGN_REPORTED,
 };
-pub use report::{Drift, DriftReport};
+pub use report::{Drift, DriftReport, GivenUp};
 pub use run::{run, Progress, ReconcileConfig, Reconciler, RecountEngine, Step, MAX_ATTEMPTS};

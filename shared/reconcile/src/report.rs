@@ -16,6 +16,15 @@ pub struct Drift {
     pub dislike_drift: i64,
 }
 
+/// A cut given up since the last run that completed: its report (if it could be written)
+/// says so too, and this run's names it, so none goes unseen.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GivenUp {
+    pub cut_ms: i64,
+    pub cut: String,
+    pub reason: String,
+}
+
 /// Also the tally a paused compare keeps in the run state, so it deserializes too.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DriftReport {
@@ -69,6 +78,12 @@ pub struct DriftReport {
     pub leaderboard_behind: bool,
     #[serde(default)]
     pub leaderboard_incomplete: bool,
+    /// The cuts given up since the last run that completed (the last 168), and how many
+    /// more were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuts_given_up: Vec<GivenUp>,
+    #[serde(default)]
+    pub cuts_given_up_dropped: u64,
     pub duration_ms: i64,
     /// Why the cut was given up, when it was: nothing was compared.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +217,21 @@ impl DriftReport {
                     row.user_id.as_deref().unwrap_or("?"),
                     row.state.as_deref().unwrap_or("(none)")
                 ));
+            }
+        }
+        let given_up = self.cuts_given_up.len() as u64 + self.cuts_given_up_dropped;
+        if given_up > 0 {
+            text.push_str(&format!(
+                "\n{given_up} cuts were given up since the last completed run:"
+            ));
+            if self.cuts_given_up_dropped > 0 {
+                text.push_str(&format!(
+                    "\n  ({} older ones not listed)",
+                    self.cuts_given_up_dropped
+                ));
+            }
+            for cut in &self.cuts_given_up {
+                text.push_str(&format!("\n  {}: {}", cut.cut, cut.reason));
             }
         }
         text

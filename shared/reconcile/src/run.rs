@@ -26,7 +26,7 @@ use likes_store::{FreshnessStore, LeaderboardStore, LikersStore, StoreError};
 
 use crate::athena::{AthenaConfig, AthenaRecount};
 use crate::export::{Export, ExportReader, ExportedLikes, ReadProgress, Recount};
-use crate::report::DriftReport;
+use crate::report::{DriftReport, GivenUp};
 use crate::ReconcileError;
 
 /// How often a waiting invocation asks again whether the export is complete.
@@ -635,7 +635,7 @@ impl Reconciler {
     /// or what failed while giving it up.
     async fn give_up(&self, state: &RunState, reason: String) -> ReconcileError {
         tracing::error!(cut_ms = state.cut_ms, %reason, "reconciliation gives the cut up");
-        match self.store.abandon(state.cut_ms, &reason).await {
+        match self.store.abandon(state, &reason).await {
             Ok(true) => {}
             Ok(false) => {
                 return ReconcileError::GivenUp {
@@ -869,6 +869,16 @@ impl Reconciler {
             foreign_rows: recount.foreign_rows,
             unknown_state_rows: recount.unknown_state_rows,
             unknown_states: recount.unknown_states.clone(),
+            cuts_given_up: state
+                .given_up
+                .iter()
+                .map(|cut| GivenUp {
+                    cut_ms: cut.cut,
+                    cut: rfc3339(cut.cut),
+                    reason: cut.reason.clone(),
+                })
+                .collect(),
+            cuts_given_up_dropped: state.given_up_dropped,
             ..DriftReport::default()
         };
         let (mut report, after) = match &state.paused {

@@ -15,7 +15,9 @@ use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowSta
 use likes_core::{Delta, ItemId};
 
 use crate::error::condition_held;
-use crate::rows::{attr, from_item, Attribute, Item, ReconciledRow, RunPhase, RunStateRow};
+use crate::rows::{
+    attr, from_item, to_attribute, Attribute, Item, ReconciledRow, RunPhase, RunStateRow,
+};
 use crate::StoreError;
 
 const STATE_KEY: &str = "#reconcile";
@@ -57,6 +59,20 @@ pub struct RunState {
     pub abandoned: Option<String>,
     /// Where a compare that ran out of time stopped, for the next invocation to go on from.
     pub paused: Option<ComparePause>,
+    /// The cuts given up since the last run that completed, oldest first (the last
+    /// [`GIVEN_UP_KEPT`]), and how many older ones were dropped from the list.
+    pub given_up: Vec<GivenUpCut>,
+    pub given_up_dropped: u64,
+}
+
+/// How many given-up cuts the run state lists until a run completes: a week of hourly cuts.
+pub const GIVEN_UP_KEPT: usize = 168;
+
+/// A cut that was given up, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GivenUpCut {
+    pub cut: i64,
+    pub reason: String,
 }
 
 /// A compare stopped at its invocation's deadline: the last item it judged (items are judged
@@ -333,20 +349,37 @@ impl ReconciliationStore {
     }
 
     /// Gives a run up (the cut cannot be exported, or failed every attempt): the run is done,
-    /// with why, and the next cut may start.
-    pub async fn abandon(&self, cut_ms: i64, why: &str) -> Result<bool, StoreError> {
+    /// with why, and the next cut may start. The cut joins `state`'s list of cuts given up
+    /// since the last completed run (its oldest dropped past [`GIVEN_UP_KEPT`]); the list is
+    /// written whole, on condition the run is still `state`'s.
+    pub async fn abandon(&self, state: &RunState, why: &str) -> Result<bool, StoreError> {
+        let mut given_up = state.given_up.clone();
+        given_up.push(GivenUpCut {
+            cut: state.cut_ms,
+            reason: why.chars().take(REASON_BYTES / 4).collect(),
+        });
+        let dropped = given_up.len().saturating_sub(GIVEN_UP_KEPT);
+        given_up.drain(..dropped);
+        let listed = to_attribute(&given_up)?;
         let result = self
             .state_update()
             .update_expression(format!(
-                "SET {} = :next, {} = :reason REMOVE {}",
+                "SET {} = :next, {} = :reason, {} = :given_up, {} = :dropped REMOVE {}",
                 attr::PHASE,
                 attr::ABANDONED,
+                attr::GIVEN_UP,
+                attr::GIVEN_UP_DROPPED,
                 attr::REPORT
             ))
             .condition_expression(format!("{} = :cut AND {} <> :next", attr::CUT, attr::PHASE))
-            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":cut", n(state.cut_ms))
             .expression_attribute_values(":next", s(RunPhase::Done.as_str()))
             .expression_attribute_values(":reason", reason(why))
+            .expression_attribute_values(":given_up", listed)
+            .expression_attribute_values(
+                ":dropped",
+                n(state.given_up_dropped as i64 + dropped as i64),
+            )
             .send()
             .await;
         condition_held("UpdateItem", result)
@@ -358,11 +391,13 @@ impl ReconciliationStore {
             cut_ms,
             RunPhase::Comparing,
             &format!(
-                "SET {} = :next, {} = :report REMOVE {}, {}",
+                "SET {} = :next, {} = :report REMOVE {}, {}, {}, {}",
                 attr::PHASE,
                 attr::REPORT,
                 attr::COMPARED_THROUGH,
-                attr::COMPARE_TALLY
+                attr::COMPARE_TALLY,
+                attr::GIVEN_UP,
+                attr::GIVEN_UP_DROPPED
             ),
             &[
                 (":next", s(RunPhase::Done.as_str())),
@@ -574,6 +609,8 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
         attempts: row.attempts,
         leases: row.leases,
         abandoned: row.abandoned,
+        given_up: row.given_up,
+        given_up_dropped: row.given_up_dropped,
         paused: match (row.compared_through, row.compare_tally) {
             (Some(through), Some(tally)) => Some(ComparePause {
                 through: ItemId::parse(&through).map_err(|err| {
@@ -586,8 +623,6 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
     })
 }
 
-/// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
-/// count rows (freshness rows, the run state, overflow markers).
 /// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
 /// among its other attributes; an attribute of another name is left out.
 pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
@@ -623,6 +658,8 @@ pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> C
     state
 }
 
+/// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
+/// count rows (freshness rows, the run state, overflow markers).
 fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
     let row: ReconciledRow = from_item(row)?;
     if row.item_id.starts_with('#') || !row.shard.starts_with("D#") {

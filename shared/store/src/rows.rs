@@ -48,6 +48,9 @@ pub mod attr {
     pub const STARTED_AT: &str = "started_at";
     pub const LEASE_UNTIL: &str = "lease_until";
     pub const ABANDONED: &str = "abandoned";
+    /// The cuts given up since the last completed run, and how many of them the list dropped.
+    pub const GIVEN_UP: &str = "given_up";
+    pub const GIVEN_UP_DROPPED: &str = "given_up_dropped";
     pub const ATTEMPTS: &str = "attempts";
     pub const LEASES: &str = "leases";
     pub const LAST_ERROR: &str = "last_error";
@@ -134,6 +137,11 @@ pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
 /// The item of a typed row.
 pub fn to_item<T: Serialize>(row: &T) -> Result<Item, StoreError> {
     serde_dynamo::to_item(row).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// One attribute of a typed value (a list of rows, say).
+pub fn to_attribute<T: Serialize>(value: &T) -> Result<AttributeValue, StoreError> {
+    serde_dynamo::to_attribute_value(value).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 /// A number attribute, as every expression value of a number is written.
@@ -372,6 +380,10 @@ pub struct RunStateRow {
     pub compared_through: Option<String>,
     #[serde(default)]
     pub compare_tally: Option<String>,
+    #[serde(default)]
+    pub given_up: Vec<crate::reconciliation::GivenUpCut>,
+    #[serde(default)]
+    pub given_up_dropped: u64,
 }
 
 /// The `phase` of a run.
