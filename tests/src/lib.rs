@@ -133,11 +133,10 @@ impl TestStack {
     }
 
     /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
-    /// the pulse and the leaderboard's refresher (without heartbeats) are fired (the run
-    /// repairs the all-time board once its `as_of` passes the cut), the scheduled
-    /// reconciliation is not, and epochs are
+    /// the pulse is fired, the scheduled reconciliation is not, and epochs are
     /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
-    /// reaches a cut in seconds.
+    /// reaches a cut in seconds. No refresher ranks the boards, so a run leaves the all-time
+    /// board unchecked (`leaderboard_behind`).
     pub async fn start_for_reconciliation() -> Self {
         Self::start_for_reconciliation_in("function").await
     }
@@ -145,6 +144,20 @@ impl TestStack {
     /// [`TestStack::start_for_reconciliation`] with `RecountEngine` `engine`: `function` or
     /// `athena` (the emulator's Athena runs the recount query in DuckDB).
     pub async fn start_for_reconciliation_in(engine: &str) -> Self {
+        Self::reconciliation_stack(engine, vec!["PulseFunction".into()]).await
+    }
+
+    /// [`TestStack::start_for_reconciliation`] with the leaderboard's refresher fired too,
+    /// so a run repairs the all-time board once the board's `as_of` passes its cut.
+    pub async fn start_for_reconciliation_with_boards() -> Self {
+        Self::reconciliation_stack(
+            "function",
+            vec!["PulseFunction".into(), LEADERBOARD_REFRESH_FUNCTION.into()],
+        )
+        .await
+    }
+
+    async fn reconciliation_stack(engine: &str, schedules: Vec<String>) -> Self {
         let mut overrides = test_overrides();
         overrides.insert(
             "RECONCILE_EPOCH_SECONDS".into(),
@@ -157,10 +170,7 @@ impl TestStack {
         overrides.insert("HEARTBEAT_AFTER_SECONDS".into(), "86400".into());
         Self::start_with(
             overrides,
-            Schedules::Only(vec![
-                "PulseFunction".into(),
-                LEADERBOARD_REFRESH_FUNCTION.into(),
-            ]),
+            Schedules::Only(schedules),
             BTreeMap::new(),
             stream_shards(),
             BTreeMap::from([("RecountEngine".to_owned(), engine.to_owned())]),
@@ -665,39 +675,120 @@ impl TestStack {
             .unwrap_or_else(|err| panic!("{err}"))
     }
 
-    /// Counts rows in LIKE and DISLIKE per item in the Reactions table (a full Scan).
-    pub async fn recount(&self) -> Recount {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        let mut counts = Recount::new();
+    /// `GET /v1/items/{item}/likers?{query}` as a reader: a private 200's page.
+    pub async fn likers_page(&self, item: &str, query: &str) -> Value {
+        let response = self
+            .request(
+                "GET",
+                &format!("/v1/items/{item}/likers?{query}"),
+                Some("reader"),
+            )
+            .send()
+            .await;
+        response.assert_status(200);
+        assert_eq!(response.header("cache-control"), Some("private, no-store"));
+        response.json()
+    }
+
+    /// Every page of `item`'s likers at `limit` per page: (user_id, liked_at) in order.
+    pub async fn all_likers(&self, item: &str, limit: usize) -> Vec<(String, String)> {
+        let mut listed = Vec::new();
+        let mut query = format!("limit={limit}");
+        loop {
+            let page = self.likers_page(item, &query).await;
+            let items = page["items"].as_array().expect("items").clone();
+            assert!(items.len() <= limit, "{page}");
+            for liker in &items {
+                listed.push((
+                    liker["user_id"].as_str().expect("user_id").to_owned(),
+                    liker["liked_at"].as_str().expect("liked_at").to_owned(),
+                ));
+            }
+            match page["next_cursor"].as_str() {
+                None => {
+                    assert_eq!(page["next_cursor"], Value::Null);
+                    return listed;
+                }
+                Some(cursor) => {
+                    assert_eq!(items.len(), limit, "only the last page is short");
+                    query = format!("limit={limit}&cursor={cursor}");
+                }
+            }
+        }
+    }
+
+    /// Every row of a table of the stack (a strongly consistent Scan, page by page).
+    pub async fn rows(&self, logical_id: &str) -> Vec<likes_store::rows::Item> {
+        let mut rows = Vec::new();
         let mut start = None;
         loop {
             let page = self
                 .dynamodb()
                 .scan()
-                .table_name(self.name("ReactionsTable"))
+                .table_name(self.name(logical_id))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .expect("Scan of the Reactions table");
-            for row in page.items() {
-                let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
-                    (row.get("item_id"), row.get("state"))
-                else {
-                    continue;
-                };
-                let entry = counts.entry(item.clone()).or_default();
-                match state.as_str() {
-                    "LIKE" => entry.like_count += 1,
-                    "DISLIKE" => entry.dislike_count += 1,
-                    _ => {}
-                }
-            }
+                .unwrap_or_else(|err| panic!("Scan of {logical_id}: {err:?}"));
+            rows.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(key) => start = Some(key),
-                None => return counts,
+                None => return rows,
             }
         }
+    }
+
+    /// The item's likers as the source of truth holds them: its LIKE rows in the Reactions
+    /// table, newest first (ties by user id, descending), with liked_at as the API writes it.
+    pub async fn liked_rows(&self, item: &str) -> Vec<(String, String)> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let like = AttributeValue::S("LIKE".into());
+        let mut rows: Vec<(i64, String)> = self
+            .rows("ReactionsTable")
+            .await
+            .into_iter()
+            .filter(|row| {
+                row.get("item_id")
+                    .and_then(|i| i.as_s().ok())
+                    .map(String::as_str)
+                    == Some(item)
+                    && row.get("state") == Some(&like)
+            })
+            .map(|row| {
+                let user = row["user_id"].as_s().expect("user_id").clone();
+                let liked_at = row["liked_at"]
+                    .as_n()
+                    .expect("liked_at")
+                    .parse()
+                    .expect("a number");
+                (liked_at, user)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.cmp(a));
+        rows.into_iter()
+            .map(|(at, user)| (user, likes_core::clock::rfc3339(at)))
+            .collect()
+    }
+
+    /// Counts rows in LIKE and DISLIKE per item in the Reactions table (a full Scan).
+    pub async fn recount(&self) -> Recount {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut counts = Recount::new();
+        for row in self.rows("ReactionsTable").await {
+            let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
+                (row.get("item_id"), row.get("state"))
+            else {
+                continue;
+            };
+            let entry = counts.entry(item.clone()).or_default();
+            match state.as_str() {
+                "LIKE" => entry.like_count += 1,
+                "DISLIKE" => entry.dislike_count += 1,
+                _ => {}
+            }
+        }
+        counts
     }
 
     /// The pipeline's invariant: every item's count (a `CountsStore::read`) equals the

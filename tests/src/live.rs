@@ -196,28 +196,6 @@ impl TestStack {
         )
     }
 
-    /// Every row of a live table (a Scan).
-    pub async fn live_rows(&self, logical_id: &str) -> Vec<likes_store::rows::Item> {
-        let mut rows = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .dynamodb()
-                .scan()
-                .table_name(self.name(logical_id))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .expect("Scan of a live table");
-            rows.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(key) => start = Some(key),
-                None => return rows,
-            }
-        }
-    }
-
     /// The broadcaster's event source mapping (on the Kinesis log).
     pub fn broadcaster(&self) -> &likes_local::poller::Pipeline {
         self.stack

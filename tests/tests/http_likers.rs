@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use likes_local::faults::Recut;
 use likes_tests::TestStack;
 use serde_json::{json, Value};
@@ -23,86 +22,6 @@ async fn like_all(stack: &TestStack, users: &[String], item: &str) {
         }
     };
     tokio::join!(lane(0), lane(1), lane(2), lane(3));
-}
-
-async fn likers_page(stack: &TestStack, item: &str, query: &str) -> Value {
-    let response = stack
-        .request(
-            "GET",
-            &format!("/v1/items/{item}/likers?{query}"),
-            Some("reader"),
-        )
-        .send()
-        .await;
-    response.assert_status(200);
-    assert_eq!(response.header("cache-control"), Some("private, no-store"));
-    response.json()
-}
-
-/// Every page of `item`'s likers at `limit` per page: (user_id, liked_at) in order.
-async fn all_likers(stack: &TestStack, item: &str, limit: usize) -> Vec<(String, String)> {
-    let mut listed = Vec::new();
-    let mut query = format!("limit={limit}");
-    loop {
-        let page = likers_page(stack, item, &query).await;
-        let items = page["items"].as_array().expect("items").clone();
-        assert!(items.len() <= limit, "{page}");
-        for liker in &items {
-            listed.push((
-                liker["user_id"].as_str().expect("user_id").to_owned(),
-                liker["liked_at"].as_str().expect("liked_at").to_owned(),
-            ));
-        }
-        match page["next_cursor"].as_str() {
-            None => {
-                assert_eq!(page["next_cursor"], Value::Null);
-                return listed;
-            }
-            Some(cursor) => {
-                assert_eq!(items.len(), limit, "only the last page is short");
-                query = format!("limit={limit}&cursor={cursor}");
-            }
-        }
-    }
-}
-
-/// The item's likers as the source of truth holds them: its LIKE rows in the Reactions
-/// table, newest first (ties by user id, descending), with liked_at as the API writes it.
-async fn liked_rows(stack: &TestStack, item: &str) -> Vec<(String, String)> {
-    let mut rows = Vec::new();
-    let mut start = None;
-    loop {
-        let page = stack
-            .dynamodb()
-            .scan()
-            .table_name(stack.name("ReactionsTable"))
-            .filter_expression("item_id = :item AND #state = :like")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":item", AttributeValue::S(item.into()))
-            .expression_attribute_values(":like", AttributeValue::S("LIKE".into()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .expect("Scan of the Reactions table");
-        for row in page.items() {
-            let user = row["user_id"].as_s().expect("user_id").clone();
-            let liked_at: i64 = row["liked_at"]
-                .as_n()
-                .expect("liked_at")
-                .parse()
-                .expect("a number");
-            rows.push((liked_at, user));
-        }
-        match page.last_evaluated_key {
-            Some(key) => start = Some(key),
-            None => break,
-        }
-    }
-    rows.sort_by(|a, b| b.cmp(a));
-    rows.into_iter()
-        .map(|(at, user)| (user, likes_core::clock::rfc3339(at)))
-        .collect()
 }
 
 #[tokio::test]
@@ -152,17 +71,17 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
         "the log holds duplicates"
     );
 
-    let expected = liked_rows(&stack, ITEM).await;
+    let expected = stack.liked_rows(ITEM).await;
     assert_eq!(expected.len(), LIKERS - 150 + 20, "the writes went through");
-    let listed = all_likers(&stack, ITEM, 100).await;
+    let listed = stack.all_likers(ITEM, 100).await;
     assert_eq!(listed.len(), expected.len());
     assert_eq!(listed, expected, "exactly the LIKE rows, newest first");
     let distinct: BTreeSet<&String> = listed.iter().map(|(user, _)| user).collect();
     assert_eq!(distinct.len(), listed.len(), "each user once");
     // The default page is 20.
-    let first = likers_page(&stack, ITEM, "").await;
+    let first = stack.likers_page(ITEM, "").await;
     assert_eq!(first["items"].as_array().map(Vec::len), Some(20));
-    let other = likers_page(&stack, "viral:2", "").await;
+    let other = stack.likers_page("viral:2", "").await;
     assert_eq!(other["items"][0]["user_id"], "elsewhere");
     assert_eq!(other["next_cursor"], Value::Null);
 }
@@ -180,7 +99,7 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
     let users = likes_tests::liker_ids;
     for item in items {
         assert_eq!(
-            users(&likers_page(&stack, item, "").await),
+            users(&stack.likers_page(item, "").await),
             ["leaver", "keeper"],
             "newest first"
         );
@@ -200,7 +119,7 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
     assert_eq!(seen.last().unwrap()["reactions_erased"], 3, "{seen:?}");
     stack.settle_likers().await;
     for item in items {
-        assert_eq!(users(&likers_page(&stack, item, "").await), ["keeper"]);
+        assert_eq!(users(&stack.likers_page(item, "").await), ["keeper"]);
     }
     // Liking again at once writes a new row from op_id 1, below the erased row's op_ids:
     // a new life of the row, which the likers and the leaderboard take as newer.
@@ -208,7 +127,7 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
     stack.settle_likers().await;
     stack.settle_leaderboard().await;
     assert_eq!(
-        users(&likers_page(&stack, "game:a", "").await),
+        users(&stack.likers_page("game:a", "").await),
         ["leaver", "keeper"]
     );
     stack
@@ -231,12 +150,14 @@ async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() 
     }
     stack.like("user0", "game:b").await;
     stack.settle_likers().await;
-    let page = likers_page(&stack, "game:a", "limit=2").await;
+    let page = stack.likers_page("game:a", "limit=2").await;
     let cursor = page["next_cursor"]
         .as_str()
         .expect("a next page")
         .to_owned();
-    let next = likers_page(&stack, "game:a", &format!("limit=2&cursor={cursor}")).await;
+    let next = stack
+        .likers_page("game:a", &format!("limit=2&cursor={cursor}"))
+        .await;
     assert_eq!(next["items"].as_array().map(Vec::len), Some(1));
 
     let liked_cursor = {

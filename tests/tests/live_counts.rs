@@ -121,7 +121,7 @@ async fn unsubscribed_and_reconnected_watchers_get_what_they_asked_for() {
         "an unsubscribed watcher got a push: {after:?}"
     );
     // The connection still lists the item it kept.
-    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    let rows = stack.rows("LiveSubscriptionsTable").await;
     assert_eq!(rows.len(), 2, "stays on item, leaves on other: {rows:?}");
 
     // A watcher that reconnects and resubscribes gets the current counts at once.
@@ -143,14 +143,14 @@ async fn dropped_and_gone_connections_lose_their_rows() {
     let mut dropped = stack.watcher("dropped").await;
     dropped.subscribe(&[item, "game:live-3b"]).await;
     dropped.collect(Duration::from_secs(2)).await;
-    assert_eq!(stack.live_rows("LiveConnectionsTable").await.len(), 1);
-    assert_eq!(stack.live_rows("LiveSubscriptionsTable").await.len(), 2);
+    assert_eq!(stack.rows("LiveConnectionsTable").await.len(), 1);
+    assert_eq!(stack.rows("LiveSubscriptionsTable").await.len(), 2);
     // The client vanishes without a close frame: $disconnect removes its rows.
     dropped.drop_connection();
     let mut cleaned = false;
     for _ in 0..50 {
-        if stack.live_rows("LiveConnectionsTable").await.is_empty()
-            && stack.live_rows("LiveSubscriptionsTable").await.is_empty()
+        if stack.rows("LiveConnectionsTable").await.is_empty()
+            && stack.rows("LiveSubscriptionsTable").await.is_empty()
         {
             cleaned = true;
             break;
@@ -188,7 +188,7 @@ async fn dropped_and_gone_connections_lose_their_rows() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(removed, "the push that met 410 removed the gone connection");
-    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    let rows = stack.rows("LiveSubscriptionsTable").await;
     assert_eq!(
         rows.len(),
         1,
@@ -225,7 +225,7 @@ async fn an_item_nobody_watches_is_not_pushed_and_a_watched_one_only_to_its_watc
     }
     stack.settle_broadcaster().await;
 
-    let rows = stack.live_rows("LivePushesTable").await;
+    let rows = stack.rows("LivePushesTable").await;
     let key = |row: &likes_store::rows::Item| match &row["item_id"] {
         aws_sdk_dynamodb::types::AttributeValue::S(key) => key.clone(),
         other => panic!("item_id is {other:?}"),
@@ -325,7 +325,7 @@ async fn the_management_api_answers_the_sdk_as_api_gateway_does() {
             .build(),
     );
     let mut watcher = stack.watcher("w").await;
-    let connections = stack.live_rows("LiveConnectionsTable").await;
+    let connections = stack.rows("LiveConnectionsTable").await;
     let Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) =
         connections[0].get("connection_id").cloned()
     else {
@@ -366,13 +366,13 @@ async fn the_management_api_answers_the_sdk_as_api_gateway_does() {
         "closed"
     );
     for _ in 0..50 {
-        if stack.live_rows("LiveConnectionsTable").await.is_empty() {
+        if stack.rows("LiveConnectionsTable").await.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        stack.live_rows("LiveConnectionsTable").await.is_empty(),
+        stack.rows("LiveConnectionsTable").await.is_empty(),
         "$disconnect ran for the closed connection"
     );
     let gone = client
@@ -424,8 +424,8 @@ async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
         let text = answer["detail"].as_str().unwrap_or_default();
         assert!(text.contains(detail), "{message}: {answer}");
     }
-    assert!(stack.live_rows("LiveSubscriptionsTable").await.is_empty());
-    let connection = stack.live_rows("LiveConnectionsTable").await;
+    assert!(stack.rows("LiveSubscriptionsTable").await.is_empty());
+    let connection = stack.rows("LiveConnectionsTable").await;
     assert_eq!(connection.len(), 1);
     assert_eq!(
         connection[0]["items"],
@@ -448,7 +448,7 @@ async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
     answers.extend(watcher.collect(Duration::from_secs(1)).await);
     assert_eq!(counts_of(&answers, "game:7").len(), 1, "{answers:?}");
     assert_eq!(answers.len(), 50, "one counts message per item");
-    assert_eq!(stack.live_rows("LiveSubscriptionsTable").await.len(), 50);
+    assert_eq!(stack.rows("LiveSubscriptionsTable").await.len(), 50);
 }
 
 #[tokio::test]
@@ -478,7 +478,7 @@ async fn a_bad_token_is_refused_at_connect() {
         Watcher::connect(&url, Some(&expired)).await.err(),
         Some(401)
     );
-    assert!(stack.live_rows("LiveConnectionsTable").await.is_empty());
+    assert!(stack.rows("LiveConnectionsTable").await.is_empty());
     // The header works as the query parameter does.
     let mut watcher = Watcher::connect_with_header(&url, &stack.token("alice"))
         .await
@@ -488,7 +488,7 @@ async fn a_bad_token_is_refused_at_connect() {
         watcher.next(ANSWER).await.unwrap().message["type"],
         "counts"
     );
-    let rows = stack.live_rows("LiveConnectionsTable").await;
+    let rows = stack.rows("LiveConnectionsTable").await;
     assert_eq!(
         rows[0]["user_id"],
         aws_sdk_dynamodb::types::AttributeValue::S("alice".into())
@@ -552,7 +552,7 @@ async fn concurrent_subscribes_keep_the_cap_and_leave_nothing_behind() {
     );
     let listed = store.connection("racer").await.unwrap().unwrap().items;
     assert_eq!(listed.len(), 40 * subscribed, "{outcomes:?}");
-    let rows = stack.live_rows("LiveSubscriptionsTable").await;
+    let rows = stack.rows("LiveSubscriptionsTable").await;
     assert_eq!(
         rows.len(),
         listed.len(),
@@ -560,7 +560,7 @@ async fn concurrent_subscribes_keep_the_cap_and_leave_nothing_behind() {
     );
 
     store.disconnect("racer").await.unwrap();
-    let left = stack.live_rows("LiveSubscriptionsTable").await;
+    let left = stack.rows("LiveSubscriptionsTable").await;
     assert!(
         left.is_empty(),
         "{} rows outlived the connection",
