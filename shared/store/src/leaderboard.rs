@@ -584,6 +584,11 @@ impl LeaderboardStore {
         Ok(entries)
     }
 
+    /// The partition of an item's all-time score row.
+    fn all_time_board(&self, item_id: &str) -> AttributeValue {
+        AttributeValue::S(Window::All.board_key(item_shard(item_id, self.shards)))
+    }
+
     /// The shards each board's score rows spread over.
     pub fn board_shards(&self) -> u32 {
         self.shards
@@ -639,10 +644,7 @@ impl LeaderboardStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key(
-                BOARD,
-                AttributeValue::S(Window::All.board_key(item_shard(item_id, self.shards))),
-            )
+            .key(BOARD, self.all_time_board(item_id))
             .key(ITEM_ID, AttributeValue::S(item_id.into()))
             .update_expression("SET #last = :cut ADD #score :delta, #epoch :delta")
             .condition_expression("attribute_not_exists(#last) OR #last < :cut")
@@ -664,10 +666,7 @@ impl LeaderboardStore {
         attributes: &[String],
     ) -> Result<(), StoreError> {
         let key = [
-            (
-                BOARD.to_owned(),
-                AttributeValue::S(Window::All.board_key(item_shard(item_id, self.shards))),
-            ),
+            (BOARD.to_owned(), self.all_time_board(item_id)),
             (ITEM_ID.to_owned(), AttributeValue::S(item_id.into())),
         ];
         remove_attributes(&self.client, &self.table, &key, attributes).await
