@@ -4,12 +4,14 @@
 //! cannot read), and the counts brought back to a recount without ever losing a flip
 //! applied after the cut.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
-use likes_reconcile::{DriftReport, ReconcileError, Step, MAX_ATTEMPTS};
+use likes_reconcile::{DriftReport, Progress, ReconcileError, Step, MAX_ATTEMPTS};
 use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::TestStack;
 
@@ -866,4 +868,312 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
         rerun.leaderboard_corrected, 0,
         "a rerun finds the board repaired: {rerun:?}"
     );
+}
+
+/// A deployment's life, in compressed time: epochs of a few seconds and a subtotal horizon
+/// of three epochs, so the test's minute of stalled reconciliation is many horizons, as a
+/// week is many 6-hour horizons. What the service never reads from its configuration (the
+/// streams' 24 h, the export bucket's 7-day lifecycle) happens by its effect: a batch given
+/// up to the dead-letter queue, events the board never applied, an export's files gone.
+/// Through all of it, rows stay within their bound, and at the end the counts, the likers
+/// lists and the all-time board equal a recount of the Reactions table, and the run's report
+/// names every cut given up on the way.
+#[tokio::test]
+async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_given_up_cut_named() {
+    let stack = TestStack::start_for_reconciliation_with_boards().await;
+    let period = stack.reconcile_period();
+    let horizon_ms = 3 * period.length_ms;
+    let horizon = (horizon_ms / 1000).to_string();
+    let items = ["game:a", "game:b", "game:c", "game:busy", "game:crowd"];
+    for u in 0..12 {
+        let state = if u % 5 == 4 { Dislike } else { Like };
+        stack.react(&format!("u{u}"), items[u % 3], state).await;
+    }
+    stack.settle().await;
+
+    // A row the service never wrote, put behind the API.
+    put_reaction_row(
+        &stack,
+        "bot",
+        "game:c",
+        &[
+            ("state", AttributeValue::S("LOVE".into())),
+            ("op_id", AttributeValue::N("1".into())),
+            ("updated_at", AttributeValue::N(now_ms().to_string())),
+        ],
+    )
+    .await;
+    // A count batch given up to the dead-letter queue (its records outlived the stream).
+    let counts_faults = stack.pipeline().faults();
+    counts_faults.age_records_by(Duration::from_secs(2 * 86_400));
+    for u in 0..3 {
+        stack.react(&format!("d{u}"), "game:a", Like).await;
+    }
+    assert!(stack.settle().await.dlq_batches >= 1);
+    counts_faults.clear();
+    // A likers batch given up to its dead-letter queue: one like and one unlike.
+    stack.settle_likers().await;
+    let likers_faults = stack.likers().faults();
+    likers_faults.fail_shard(0);
+    stack.react("l0", "game:b", Like).await;
+    stack.react("u1", "game:b", Neutral).await;
+    assert!(stack.settle_likers().await.dlq_batches >= 1);
+    likers_faults.clear();
+    // Events the board never applied (their log records expired): an unlike and two likes.
+    stack.settle_leaderboard().await;
+    edit_all_time_score(&stack, "game:b", 1).await;
+    edit_all_time_score(&stack, "game:a", -2).await;
+
+    // Reconciliation stalls for many horizons (every export fails) while likes go on; the
+    // scheduled invocations give cuts up and still prune.
+    let stalled = stack.reconciler_with(&[
+        ("RECONCILE_HORIZON_SECONDS", &horizon),
+        ("EXPORT_BUCKET", "likes-no-such-bucket"),
+    ]);
+    let stall_started = now_ms();
+    let mut given_up = Vec::new();
+    let mut last_invocation = stall_started;
+    let mut user = 0;
+    while now_ms() < stall_started + 3 * horizon_ms {
+        for _ in 0..2 {
+            stack.react(&format!("b{user}"), "game:busy", Like).await;
+            user += 1;
+        }
+        last_invocation = now_ms();
+        match stalled.advance(now_ms() + 2_000, &mut |_| {}).await {
+            Err(ReconcileError::GivenUp { cut_ms, .. }) => given_up.push(cut_ms),
+            Ok(Step::Reconciled(report)) => panic!("a stalled run completed: {report:?}"),
+            Ok(_) | Err(_) => {}
+        }
+    }
+    // The stall ends with a run still going: a new cut's export failed once.
+    while run_state(&stack)
+        .state()
+        .await
+        .unwrap()
+        .is_some_and(|run| run.phase == Phase::Done)
+    {
+        if let Err(ReconcileError::GivenUp { cut_ms, .. }) =
+            stalled.advance(now_ms() + 2_000, &mut |_| {}).await
+        {
+            given_up.push(cut_ms);
+        }
+    }
+    let left_going = run_state(&stack).state().await.unwrap().unwrap().cut_ms;
+    assert!(given_up.len() >= 2, "cuts were given up: {given_up:?}");
+    stack.settle().await;
+    stack.settle_leaderboard().await;
+    let oldest_kept = period.epoch(last_invocation - horizon_ms - horizon_ms / 2) - 1;
+    for epoch in subtotal_epochs(&stack, "game:busy").await {
+        assert!(
+            epoch >= oldest_kept,
+            "epoch {epoch} outlived the horizon (oldest kept {oldest_kept})"
+        );
+    }
+
+    // The Reactions stream splits under traffic, and a user erases their account.
+    stack.split_reactions_stream().await;
+    for u in 0..4 {
+        stack.react(&format!("v{u}"), items[u % 4], Like).await;
+    }
+    let erasure = stack
+        .request("DELETE", "/v1/users/me/reactions", Some("u0"))
+        .send()
+        .await;
+    erasure.assert_status(202);
+    let id = erasure.json()["erasure_id"].as_str().unwrap().to_owned();
+    stack
+        .wait_for_erasure("u0", &id, Duration::from_secs(60))
+        .await;
+    stack.settle().await;
+    stack.settle_events().await;
+    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
+
+    // The first run that can complete: its export's files are gone before its compare ends
+    // (as the bucket's lifecycle would expire them under a run waiting too long), so it
+    // starts again from a new export.
+    let scheduled = stack.reconciler();
+    let cut = next_cut(&stack, 0);
+    until(clear_of(&stack, cut)).await;
+    stack
+        .wait_for_as_of(clear_of(&stack, cut), Duration::from_secs(60))
+        .await;
+    // Likes from many users after the cut move every log shard's progress past it.
+    for n in 0..40 {
+        stack.react(&format!("crowd{n}"), "game:crowd", Like).await;
+    }
+    stack.settle_events().await;
+    stack.settle_leaderboard().await;
+    let all_time =
+        likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"));
+    let deadline = now_ms() + 30_000;
+    while all_time
+        .board(&likes_core::leaderboard::Window::All, 10)
+        .await
+        .unwrap()
+        .as_of_ms
+        .is_none_or(|a| a < clear_of(&stack, cut))
+    {
+        assert!(
+            now_ms() < deadline,
+            "the board's as_of never passed the cut"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The operator's run finishes the run the stall left going first, with the real bucket
+    // (or gives it up, past its deadline), and says so.
+    let earlier = Mutex::new(Vec::new());
+    let mut note = |progress| match progress {
+        Progress::EarlierRunReconciled(report) => earlier.lock().unwrap().push(Ok(*report)),
+        Progress::EarlierRunGivenUp { cut_ms, .. } => earlier.lock().unwrap().push(Err(cut_ms)),
+        _ => {}
+    };
+    // Every run of the cut that completes, in order: an invocation may finish one before
+    // another pauses (then the operator's next run of the cut compares it again).
+    let mut completed: Vec<DriftReport> = Vec::new();
+    let paused = loop {
+        match scheduled.run_at(Some(cut), true, now_ms(), &mut note).await {
+            Ok(step @ Step::Comparing { .. }) => break step,
+            Ok(Step::Reconciled(report)) => completed.push(*report),
+            Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(err) => panic!("an invocation failed: {err}"),
+        }
+    };
+    let expired_arn = match run_state(&stack).state().await.unwrap().unwrap().phase {
+        Phase::Comparing { export_arn } => Some(export_arn),
+        other => panic!("{paused:?} left the run {other:?}"),
+    };
+    let s3 = likes_local::stack::s3_client(&stack.stack.aws.sdk);
+    let bucket = stack
+        .stack
+        .function_environment("ReconcileFunction")
+        .unwrap()["EXPORT_BUCKET"]
+        .clone();
+    let exported = s3
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("exports/")
+        .send()
+        .await
+        .unwrap();
+    assert!(!exported.contents().is_empty(), "the run left an export");
+    for object in exported.contents() {
+        s3.delete_object()
+            .bucket(&bucket)
+            .key(object.key().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut failed = None;
+    let report = loop {
+        match scheduled
+            .run_at(Some(cut), true, now_ms() + 60_000, &mut note)
+            .await
+        {
+            Ok(Step::Reconciled(report)) => break *report,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(err) => {
+                failed.get_or_insert(err);
+            }
+        }
+    };
+    assert!(
+        matches!(failed, Some(ReconcileError::Missing { .. })),
+        "the expired export failed an attempt: {failed:?}"
+    );
+    assert_ne!(
+        Some(report.export_arn.as_str()),
+        expired_arn.as_deref(),
+        "the cut was reconciled from a new export"
+    );
+    assert_eq!(report.unknown_state_rows, 1, "{report:?}");
+    // An attempt that paused corrected the count it judged first; this one judges every
+    // item again, from its own export.
+    assert_eq!(report.items_checked, items.len() as u64, "{report:?}");
+    completed.push(report);
+    let earlier = earlier.into_inner().unwrap();
+    assert_eq!(
+        earlier
+            .iter()
+            .map(|run| run.as_ref().map_or_else(|cut| *cut, |report| report.cut_ms))
+            .collect::<Vec<_>>(),
+        [left_going],
+        "the run the stall left going was finished first, and named"
+    );
+    for run in earlier.into_iter().rev() {
+        match run {
+            Ok(report) => completed.insert(0, report),
+            Err(cut) => given_up.push(cut),
+        }
+    }
+    let total = |of: fn(&DriftReport) -> u64| completed.iter().map(of).sum::<u64>();
+    assert_eq!(
+        (total(|r| r.likers_added), total(|r| r.likers_removed)),
+        (1, 1),
+        "the lost likers events were repaired: {completed:?}"
+    );
+    assert_eq!(
+        total(|r| r.leaderboard_corrected),
+        2,
+        "the lost board events were repaired: {completed:?}"
+    );
+    assert_eq!(
+        completed[0]
+            .cuts_given_up
+            .iter()
+            .map(|c| c.cut_ms)
+            .collect::<Vec<_>>(),
+        given_up,
+        "the first completed run names every cut given up: {completed:?}"
+    );
+
+    // At the end, every read model equals the Reactions table.
+    stack.settle().await;
+    let recount = stack.assert_counts_match_recount(&items).await;
+    for item in items {
+        let users = |likers: Vec<(String, String)>| -> BTreeSet<String> {
+            likers.into_iter().map(|(user, _)| user).collect()
+        };
+        assert_eq!(
+            users(stack.all_likers(item, 100).await),
+            users(stack.liked_rows(item).await),
+            "the likers of {item}"
+        );
+    }
+    let expected = likes_core::leaderboard::rank(
+        recount
+            .iter()
+            .map(|(item, counts)| likes_core::leaderboard::Entry {
+                item_id: item.clone(),
+                like_count: counts.like_count as i64,
+            })
+            .collect(),
+        10,
+    );
+    let deadline = now_ms() + 30_000;
+    loop {
+        let board = all_time
+            .board(&likes_core::leaderboard::Window::All, 10)
+            .await
+            .unwrap();
+        if board.entries == expected {
+            break;
+        }
+        assert!(
+            now_ms() < deadline,
+            "the board {board:?}, the recount {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And the run left every row clean before its cut.
+    for epoch in subtotal_epochs(&stack, "game:busy").await {
+        assert!(
+            epoch >= period.epoch(cut),
+            "epoch {epoch} is before the cut"
+        );
+    }
 }

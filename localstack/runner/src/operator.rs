@@ -111,6 +111,20 @@ pub async fn reconcile(
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut show = |progress: Progress| {
         bar.set_message(match progress {
+            Progress::EarlierRunReconciled(report) => {
+                bar.println(format!(
+                    "finished the run of an earlier cut first: {}",
+                    report.summary()
+                ));
+                return;
+            }
+            Progress::EarlierRunGivenUp { cut_ms, reason } => {
+                bar.println(format!(
+                    "gave up the run of an earlier cut ({}) first: {reason}",
+                    rfc3339(cut_ms)
+                ));
+                return;
+            }
             Progress::WaitingForRestorable {
                 cut_ms,
                 servable_at_ms,

@@ -177,6 +177,14 @@ pub enum Progress {
     RepairingLikers,
     /// The drift report is written.
     Reporting,
+    /// An operator's run found the run of an earlier cut still going and finished it first:
+    /// its report.
+    EarlierRunReconciled(Box<DriftReport>),
+    /// An operator's run found the run of an earlier cut still going, and it was given up.
+    EarlierRunGivenUp {
+        cut_ms: i64,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -332,12 +340,17 @@ impl Reconciler {
             }
             let step = match self.drive(deadline_ms, progress).await {
                 // A run of another cut that was still going, given up: this one goes on.
-                Err(ReconcileError::GivenUp { cut_ms, .. }) if cut_ms != cut => continue,
+                Err(ReconcileError::GivenUp { cut_ms, reason }) if cut_ms != cut => {
+                    progress(Progress::EarlierRunGivenUp { cut_ms, reason });
+                    continue;
+                }
                 step => step?,
             };
-            let finished_other = matches!(&step, Step::Reconciled(report) if report.cut_ms != cut);
             match step {
-                _ if finished_other => continue,
+                Step::Reconciled(report) if report.cut_ms != cut => {
+                    progress(Progress::EarlierRunReconciled(report));
+                    continue;
+                }
                 Step::Reconciled(report) => {
                     // The operator's run leaves the rows clean, as far as the deadline allows.
                     self.clean(deadline_ms, progress).await?;

@@ -28,7 +28,9 @@ fn mark(progress: &Progress) -> Option<Mark> {
         Progress::Reporting => Some(Mark::Reporting),
         Progress::WaitingForRestorable { .. }
         | Progress::Exporting { .. }
-        | Progress::Reading(_) => None,
+        | Progress::Reading(_)
+        | Progress::EarlierRunReconciled(_)
+        | Progress::EarlierRunGivenUp { .. } => None,
     }
 }
 
