@@ -375,6 +375,17 @@ pub fn now_seconds() -> i64 {
     likes_core::clock::now_ms() / 1000
 }
 
+/// Waits, when UTC midnight is less than `within` away, until it has passed: a test that reads
+/// today's board (the events of the current UTC day) must make and read its events on one day.
+pub async fn clear_of_utc_midnight(within: std::time::Duration) {
+    const DAY_MS: i64 = 86_400_000;
+    let now = likes_core::clock::now_ms();
+    let to_midnight = DAY_MS - now.rem_euclid(DAY_MS);
+    if to_midnight < within.as_millis() as i64 {
+        tokio::time::sleep(std::time::Duration::from_millis(to_midnight as u64 + 1_000)).await;
+    }
+}
+
 /// A request to the local HTTP front, over a real TCP connection.
 pub struct TestRequest {
     addr: SocketAddr,

@@ -2,9 +2,10 @@
 //! log, each event counted once however often it is delivered or its invocation dies.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use likes_local::faults::Recut;
-use likes_tests::TestStack;
+use likes_tests::{clear_of_utc_midnight, TestStack};
 use serde_json::{json, Value};
 
 async fn board(stack: &TestStack, query: &str) -> Value {
@@ -27,6 +28,7 @@ fn items(board: &Value) -> Value {
 
 #[tokio::test]
 async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_item_id() {
+    clear_of_utc_midnight(Duration::from_secs(120)).await;
     let stack = TestStack::start_with_leaderboard().await;
     // The event log holds some events twice (the publisher's batch delivered again), the
     // leaderboard gets batches twice, one invocation dies right after its first score row
@@ -219,6 +221,7 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
 /// its progress moves, so `as_of` moves past the last event instead of stopping there.
 #[tokio::test]
 async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_score_nothing() {
+    clear_of_utc_midnight(Duration::from_secs(120)).await;
     let stack = TestStack::start_with_leaderboard().await;
     for n in 0..6 {
         stack.like(&format!("q{n}"), "game:quiet").await;
