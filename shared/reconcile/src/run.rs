@@ -1012,25 +1012,15 @@ impl Reconciler {
             .filter(|(_, counts)| counts.like_count > 0)
             .map(|(item, counts)| (item.as_str(), counts.like_count))
             .collect();
-        let mut judged = Vec::new();
-        'shards: for shard in 0..self.leaderboard.board_shards() {
-            let mut start = None;
-            loop {
-                let (rows, next) = self.leaderboard.all_time_page(shard, start).await?;
-                for (item, row) in rows {
-                    let likes = unlisted.remove(item.as_str()).unwrap_or(0);
-                    judged.push((item, likes, vec![row]));
-                }
-                if out_of_time() {
-                    report.leaderboard_incomplete = true;
-                    break 'shards;
-                }
-                match next {
-                    Some(next) => start = Some(next),
-                    None => break,
-                }
-            }
-        }
+        let (rows, whole) = self.leaderboard.all_time_rows(out_of_time).await?;
+        report.leaderboard_incomplete = !whole;
+        let mut judged: Vec<_> = rows
+            .into_iter()
+            .map(|(item, row)| {
+                let likes = unlisted.remove(item.as_str()).unwrap_or(0);
+                (item, likes, vec![row])
+            })
+            .collect();
         // Likes no score row lists are known only once every row was read.
         if !report.leaderboard_incomplete {
             judged.extend(

@@ -630,6 +630,39 @@ impl LeaderboardStore {
         Ok((rows, output.last_evaluated_key))
     }
 
+    /// Every all-time score row, as [`Self::all_time_page`] reads them: each board shard a
+    /// page at a time, [`IN_FLIGHT`] shards at once, a shard stopping after the page it read
+    /// when `out_of_time()`. The rows read, and whether every shard was read whole.
+    pub async fn all_time_rows(
+        &self,
+        out_of_time: impl Fn() -> bool + Sync,
+    ) -> Result<(Vec<(String, CountRowState)>, bool), StoreError> {
+        let out_of_time = &out_of_time;
+        stream::iter(0..self.board_shards())
+            .map(|shard| async move {
+                let mut rows = Vec::new();
+                let mut start = None;
+                loop {
+                    let (page, next) = self.all_time_page(shard, start).await?;
+                    rows.extend(page);
+                    match next {
+                        None => return Ok::<_, StoreError>((rows, true)),
+                        Some(_) if out_of_time() => return Ok((rows, false)),
+                        next => start = next,
+                    }
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_fold(
+                (Vec::new(), true),
+                |(mut all, whole), (rows, read)| async move {
+                    all.extend(rows);
+                    Ok((all, whole && read))
+                },
+            )
+            .await
+    }
+
     /// Adds `delta` to an item's all-time score as reconciliation's correction at cut
     /// `cut_epoch`, attributed to the epoch before it (so a run at an earlier cut leaves it
     /// out), once: on condition no run at this cut or a later one corrected the row.
