@@ -112,17 +112,22 @@ pub async fn reconcile(
     let mut show = |progress: Progress| {
         bar.set_message(match progress {
             Progress::EarlierRunReconciled(report) => {
-                bar.println(format!(
-                    "finished the run of an earlier cut first: {}",
-                    report.summary()
-                ));
+                // Above the spinner, and printed when it is hidden too (not a terminal).
+                bar.suspend(|| {
+                    println!(
+                        "finished the run of an earlier cut first: {}",
+                        report.summary()
+                    )
+                });
                 return;
             }
             Progress::EarlierRunGivenUp { cut_ms, reason } => {
-                bar.println(format!(
-                    "gave up the run of an earlier cut ({}) first: {reason}",
-                    rfc3339(cut_ms)
-                ));
+                bar.suspend(|| {
+                    println!(
+                        "gave up the run of an earlier cut ({}) first: {reason}",
+                        rfc3339(cut_ms)
+                    )
+                });
                 return;
             }
             Progress::WaitingForRestorable {
