@@ -631,8 +631,8 @@ impl LeaderboardStore {
     }
 
     /// Every all-time score row, as [`Self::all_time_page`] reads them: each board shard a
-    /// page at a time, [`IN_FLIGHT`] shards at once, a shard stopping after the page it read
-    /// when `out_of_time()`. The rows read, and whether every shard was read whole.
+    /// page at a time, [`IN_FLIGHT`] shards at once, no page asked for once `out_of_time()`.
+    /// The rows read, and whether every shard was read whole.
     pub async fn all_time_rows(
         &self,
         out_of_time: impl Fn() -> bool + Sync,
@@ -643,11 +643,13 @@ impl LeaderboardStore {
                 let mut rows = Vec::new();
                 let mut start = None;
                 loop {
+                    if out_of_time() {
+                        return Ok::<_, StoreError>((rows, false));
+                    }
                     let (page, next) = self.all_time_page(shard, start).await?;
                     rows.extend(page);
                     match next {
-                        None => return Ok::<_, StoreError>((rows, true)),
-                        Some(_) if out_of_time() => return Ok((rows, false)),
+                        None => return Ok((rows, true)),
                         next => start = next,
                     }
                 }
