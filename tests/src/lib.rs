@@ -378,11 +378,15 @@ pub fn now_seconds() -> i64 {
 /// Waits, when UTC midnight is less than `within` away, until it has passed: a test that reads
 /// today's board (the events of the current UTC day) must make and read its events on one day.
 pub async fn clear_of_utc_midnight(within: std::time::Duration) {
-    const DAY_MS: i64 = 86_400_000;
+    use likes_core::leaderboard::Window;
     let now = likes_core::clock::now_ms();
-    let to_midnight = DAY_MS - now.rem_euclid(DAY_MS);
-    if to_midnight < within.as_millis() as i64 {
-        tokio::time::sleep(std::time::Duration::from_millis(to_midnight as u64 + 1_000)).await;
+    let later = Window::day_of(now + within.as_millis() as i64);
+    if Window::day_of(now) != later {
+        let midnight = later.start_ms().expect("a day has a start");
+        tokio::time::sleep(std::time::Duration::from_millis(
+            (midnight - now) as u64 + 1_000,
+        ))
+        .await;
     }
 }
 

@@ -953,10 +953,11 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
         .unwrap()
         .is_some_and(|run| run.phase == Phase::Done)
     {
-        if let Err(ReconcileError::GivenUp { cut_ms, .. }) =
-            stalled.advance(now_ms() + 2_000, &mut |_| {}).await
-        {
-            given_up.push(cut_ms);
+        match stalled.advance(now_ms() + 2_000, &mut |_| {}).await {
+            Err(ReconcileError::GivenUp { cut_ms, .. }) => given_up.push(cut_ms),
+            // No new cut is due yet: wait for one instead of asking again at once.
+            Ok(Step::Idle) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Ok(_) | Err(_) => {}
         }
     }
     let left_going = run_state(&stack).state().await.unwrap().unwrap().cut_ms;
