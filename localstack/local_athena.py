@@ -8,7 +8,8 @@ for the statements the service sends (and the DDL around them):
     CREATE EXTERNAL TABLE [IF NOT EXISTS] <table> (<columns>)
         ROW FORMAT SERDE 'org.openx.data.jsonserde.JsonSerDe' LOCATION 's3://<bucket>/<prefix>/'
     DROP TABLE [IF EXISTS] <table>
-    SELECT ... FROM <table> ...       <table> read as DuckDB's read_json over the objects
+    [WITH <name> AS (...), ...] SELECT ... FROM <table> ...
+                                      <table> read as DuckDB's read_json over the objects
 
 The catalog (databases and tables) is kept here, per account and region. A query runs as on
 Athena: QUEUED, then RUNNING for `LIKES_LOCAL_ATHENA_SECONDS` (0.5 by default) so callers
@@ -40,6 +41,8 @@ CREATE_TABLE = re.compile(
 )
 DROP_TABLE = re.compile(rf"^\s*DROP\s+TABLE\s+(IF\s+EXISTS\s+)?({NAME})\s*$", re.I)
 TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN)\s+({NAME}(?:\.{NAME})?)\b", re.I)
+# A common table expression's name (`WITH name AS (`, `, name AS (`): not a table of the catalog.
+CTE_NAME = re.compile(rf"(?:\bWITH|,)\s+({NAME})\s+AS\s*\(", re.I)
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 HIVE_SCALARS = {
     "string": "VARCHAR", "varchar": "VARCHAR", "bigint": "BIGINT", "int": "INTEGER",
@@ -259,7 +262,10 @@ class LocalAthena:
         from moto.s3.models import s3_backends
 
         sources = {}
+        ctes = {name.lower() for name in CTE_NAME.findall(execution.query)}
         for _, reference in TABLE_REFERENCE.findall(execution.query):
+            if reference.lower() in ctes:
+                continue
             database, _, name = reference.lower().rpartition(".")
             table = (self.databases.get((execution.account, execution.region, database)) or {}).get(name) \
                 if database else tables.get(name)

@@ -1,6 +1,7 @@
 -- The recount of the Reactions table from one of its exports: per item, its LIKE and
--- DISLIKE rows, as the reconcile function's own reader counts them. It runs unchanged in
--- Athena (Trino) and in DuckDB (the local stack's Athena); only ${export} differs.
+-- DISLIKE rows, as the reconcile function's own reader counts them. The judging queries
+-- (judge_counts.sql, judge_scores.sql) read it as their `recount`; it runs unchanged in
+-- Athena (Trino) and in DuckDB (the local stack's Athena); only ${reactions} differs.
 --
 -- Every row of the export lands in one group, so the groups' row_count adds up to the
 -- export's item count and a caller can check the export was read whole:
@@ -30,6 +31,5 @@ SELECT
   SUM(CASE WHEN item.state.s = 'DISLIKE' THEN 1 ELSE 0 END) AS dislikes,
   SUM(CASE WHEN item.state.s IN ('LIKE', 'DISLIKE', 'NONE') THEN 0 ELSE 1 END) AS unknown_states,
   COUNT(*) AS row_count
-FROM ${export}
+FROM ${reactions}
 GROUP BY 1
-ORDER BY 1 NULLS LAST

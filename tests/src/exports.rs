@@ -215,9 +215,14 @@ pub struct FinishedExport {
 impl TestStack {
     /// The Reactions table's ARN.
     pub async fn reactions_arn(&self) -> String {
+        self.table_arn("ReactionsTable").await
+    }
+
+    /// The ARN of the template's table `logical_id`.
+    pub async fn table_arn(&self, logical_id: &str) -> String {
         self.dynamodb()
             .describe_table()
-            .table_name(self.name("ReactionsTable"))
+            .table_name(self.name(logical_id))
             .send()
             .await
             .expect("DescribeTable")
@@ -228,9 +233,14 @@ impl TestStack {
 
     /// The Reactions table's latest restorable time (epoch millis), as DynamoDB states it.
     pub async fn latest_restorable_ms(&self) -> i64 {
+        self.table_restorable_ms("ReactionsTable").await
+    }
+
+    /// The latest restorable time (epoch millis) of the template's table `logical_id`.
+    async fn table_restorable_ms(&self, logical_id: &str) -> i64 {
         self.dynamodb()
             .describe_continuous_backups()
-            .table_name(self.name("ReactionsTable"))
+            .table_name(self.name(logical_id))
             .send()
             .await
             .expect("DescribeContinuousBackups")
@@ -246,11 +256,23 @@ impl TestStack {
     /// time lags behind now), and waits until the export is no longer IN_PROGRESS (panics
     /// after 30 s).
     pub async fn export_reactions(&self, bucket: &str, prefix: &str, at_ms: i64) -> FinishedExport {
+        self.export_table("ReactionsTable", bucket, prefix, at_ms)
+            .await
+    }
+
+    /// As [`Self::export_reactions`], of the template's table `logical_id`.
+    pub async fn export_table(
+        &self,
+        logical_id: &str,
+        bucket: &str,
+        prefix: &str,
+        at_ms: i64,
+    ) -> FinishedExport {
         use aws_sdk_dynamodb::primitives::DateTime;
         use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, ExportType};
 
         let restorable_by = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while self.latest_restorable_ms().await < at_ms {
+        while self.table_restorable_ms(logical_id).await < at_ms {
             assert!(
                 std::time::Instant::now() < restorable_by,
                 "point-in-time recovery did not reach {at_ms} within 30 s"
@@ -260,7 +282,7 @@ impl TestStack {
         let dynamodb = self.dynamodb();
         let started = dynamodb
             .export_table_to_point_in_time()
-            .table_arn(self.reactions_arn().await)
+            .table_arn(self.table_arn(logical_id).await)
             .s3_bucket(bucket)
             .s3_prefix(prefix)
             .export_time(DateTime::from_millis(at_ms))

@@ -150,8 +150,13 @@ impl TestStack {
     /// [`TestStack::start_for_reconciliation`] with the leaderboard's refresher fired too,
     /// so a run repairs the all-time board once the board's `as_of` passes its cut.
     pub async fn start_for_reconciliation_with_boards() -> Self {
+        Self::start_for_reconciliation_with_boards_in("function").await
+    }
+
+    /// [`TestStack::start_for_reconciliation_with_boards`] with `RecountEngine` `engine`.
+    pub async fn start_for_reconciliation_with_boards_in(engine: &str) -> Self {
         Self::reconciliation_stack(
-            "function",
+            engine,
             vec!["PulseFunction".into(), LEADERBOARD_REFRESH_FUNCTION.into()],
         )
         .await
@@ -672,6 +677,51 @@ impl TestStack {
 
     pub fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.stack.aws.sdk)
+    }
+
+    /// The partition of `item`'s all-time score row.
+    pub fn all_time_board(&self, item: &str) -> String {
+        likes_core::leaderboard::Window::All.board_key(likes_core::leaderboard::item_shard(
+            item,
+            self.leaderboard_shards(),
+        ))
+    }
+
+    /// The leaderboard's store, with the stack's board shards.
+    pub fn leaderboard_store(&self) -> likes_store::LeaderboardStore {
+        likes_store::LeaderboardStore::new(self.dynamodb(), self.name("LeaderboardTable"))
+            .with_board_shards(self.leaderboard_shards())
+    }
+
+    fn leaderboard_shards(&self) -> u32 {
+        self.stack
+            .function_environment("LeaderboardFunction")
+            .unwrap_or_else(|err| panic!("{err}"))["LEADERBOARD_SHARDS"]
+            .parse()
+            .expect("LEADERBOARD_SHARDS is a number")
+    }
+
+    /// `delta` added to `item`'s all-time score row by hand, as a lost event would leave it.
+    pub async fn edit_all_time_score(&self, item: &str, delta: i64) {
+        self.dynamodb()
+            .update_item()
+            .table_name(self.name("LeaderboardTable"))
+            .key(
+                "board",
+                aws_sdk_dynamodb::types::AttributeValue::S(self.all_time_board(item)),
+            )
+            .key(
+                "item_id",
+                aws_sdk_dynamodb::types::AttributeValue::S(item.into()),
+            )
+            .update_expression("ADD score :delta")
+            .expression_attribute_values(
+                ":delta",
+                aws_sdk_dynamodb::types::AttributeValue::N(delta.to_string()),
+            )
+            .send()
+            .await
+            .expect("UpdateItem of a score row");
     }
 
     pub fn counts_store(&self) -> likes_store::CountsStore {

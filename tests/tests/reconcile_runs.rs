@@ -612,7 +612,7 @@ async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
         .dynamodb()
         .get_item()
         .table_name(stack.name("LeaderboardTable"))
-        .key("board", AttributeValue::S(all_time_board(stack, item)))
+        .key("board", AttributeValue::S(stack.all_time_board(item)))
         .key("item_id", AttributeValue::S(item.into()))
         .send()
         .await
@@ -755,34 +755,6 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
     );
 }
 
-/// The partition of `item`'s all-time score row.
-fn all_time_board(stack: &TestStack, item: &str) -> String {
-    let shards: u32 = stack
-        .stack
-        .function_environment("LeaderboardFunction")
-        .unwrap()["LEADERBOARD_SHARDS"]
-        .parse()
-        .unwrap();
-    likes_core::leaderboard::Window::All
-        .board_key(likes_core::leaderboard::item_shard(item, shards))
-}
-
-/// `delta` added to `item`'s all-time score row by hand.
-async fn edit_all_time_score(stack: &TestStack, item: &str, delta: i64) {
-    let board = all_time_board(stack, item);
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(stack.name("LeaderboardTable"))
-        .key("board", AttributeValue::S(board))
-        .key("item_id", AttributeValue::S(item.into()))
-        .update_expression("ADD score :delta")
-        .expression_attribute_values(":delta", AttributeValue::N(delta.to_string()))
-        .send()
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_later_likes() {
     let stack = TestStack::start_for_reconciliation_with_boards().await;
@@ -797,8 +769,8 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
     // Events the board never applied (a log shard's batch failing until its records
     // expired): two likes of one item, an unlike of another, taken off their score rows as
     // if never added; the counts took them all.
-    edit_all_time_score(&stack, lost, -2).await;
-    edit_all_time_score(&stack, steady, 1).await;
+    stack.edit_all_time_score(lost, -2).await;
+    stack.edit_all_time_score(steady, 1).await;
     let board = || async {
         likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"))
             .board(&likes_core::leaderboard::Window::All, 10)
@@ -921,8 +893,8 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
     likers_faults.clear();
     // Events the board never applied (their log records expired): an unlike and two likes.
     stack.settle_leaderboard().await;
-    edit_all_time_score(&stack, "game:b", 1).await;
-    edit_all_time_score(&stack, "game:a", -2).await;
+    stack.edit_all_time_score("game:b", 1).await;
+    stack.edit_all_time_score("game:a", -2).await;
 
     // Reconciliation stalls for many horizons (every export fails) while likes go on; the
     // scheduled invocations give cuts up and still prune.
@@ -1044,7 +1016,7 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
         }
     };
     let expired_arn = match run_state(&stack).state().await.unwrap().unwrap().phase {
-        Phase::Comparing { export_arn } => Some(export_arn),
+        Phase::Comparing { export_arn, .. } => Some(export_arn),
         other => panic!("{paused:?} left the run {other:?}"),
     };
     let s3 = likes_local::stack::s3_client(&stack.stack.aws.sdk);

@@ -19,7 +19,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
-    #[error("the emulator's Python ({0}) is missing: run `make venv` (or set LIKES_PYTHON) first")]
+    #[error(
+        "the emulator's Python ({0}) is missing: run `make .venv` (or set LIKES_PYTHON) first"
+    )]
     NoPython(PathBuf),
     #[error("could not start the emulator: {0}")]
     Spawn(#[from] std::io::Error),

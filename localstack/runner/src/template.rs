@@ -122,6 +122,40 @@ impl Template {
         self.evaluate(&self.root["Conditions"][name])
     }
 
+    /// The branch an `!If [condition, then, otherwise]`'s arguments choose; `None` when the
+    /// arguments are not that or the condition cannot be evaluated.
+    pub fn branch<'v>(&self, arguments: &'v Value) -> Option<&'v Value> {
+        let [condition, then, otherwise] = arguments.as_sequence()?.as_slice() else {
+            return None;
+        };
+        Some(if self.condition(condition.as_str()?)? {
+            then
+        } else {
+            otherwise
+        })
+    }
+
+    /// `value` with every `!If` in it replaced by the branch it chooses, as CloudFormation
+    /// resolves a resource's properties (an `!If` it cannot evaluate is left as it is).
+    pub fn chosen(&self, value: &Value) -> Value {
+        if let Some((function, arguments)) = intrinsic(value) {
+            if let Some(branch) = (function == "If").then(|| self.branch(arguments)).flatten() {
+                return self.chosen(branch);
+            }
+        }
+        match value {
+            Value::Mapping(map) => Value::Mapping(
+                map.iter()
+                    .map(|(key, value)| (key.clone(), self.chosen(value)))
+                    .collect(),
+            ),
+            Value::Sequence(items) => {
+                Value::Sequence(items.iter().map(|item| self.chosen(item)).collect())
+            }
+            other => other.clone(),
+        }
+    }
+
     fn evaluate(&self, condition: &Value) -> Option<bool> {
         let (function, arguments) = intrinsic(condition)?;
         let all = |values: &Value| -> Option<Vec<bool>> {
@@ -480,6 +514,12 @@ Resources:
     Condition: InAthena
   Bucket:
     Type: AWS::S3::Bucket
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      PointInTimeRecoverySpecification:
+        PointInTimeRecoveryEnabled: !If [InAthena, true, false]
+      Tags: [{Key: engine, Value: {"Fn::If": [NotInAthena, function, athena]}}]
 "#;
 
     #[test]
@@ -499,6 +539,23 @@ Resources:
         assert_eq!(athena.condition("Long"), Some(true));
         assert_eq!(athena.resources_of("AWS::Athena::WorkGroup").len(), 1);
         assert_eq!(athena.condition("Missing"), None);
+    }
+
+    #[test]
+    fn a_resources_properties_take_the_branch_each_if_chooses() {
+        let chosen = |template: &Template| {
+            let table = template.resources_of("AWS::DynamoDB::Table")["Table"];
+            let properties = template.chosen(&table["Properties"]);
+            (
+                properties["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"]
+                    .as_bool(),
+                properties["Tags"][0]["Value"].as_str().map(str::to_owned),
+            )
+        };
+        let default = Template::parse(CONDITIONAL).unwrap();
+        assert_eq!(chosen(&default), (Some(false), Some("function".into())));
+        let athena = default.with_parameters(BTreeMap::from([("Engine".into(), "athena".into())]));
+        assert_eq!(chosen(&athena), (Some(true), Some("athena".into())));
     }
 
     const SOCKETS: &str = r#"

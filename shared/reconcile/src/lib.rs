@@ -39,7 +39,9 @@ pub mod export;
 mod report;
 mod run;
 
-pub use athena::{AthenaConfig, AthenaRecount, ATTEMPTS};
+pub use athena::{
+    AthenaConfig, AthenaJudge, Judged, JudgedExports, JudgedLine, Judgement, ResultLines, ATTEMPTS,
+};
 pub use error::ReconcileError;
 pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,

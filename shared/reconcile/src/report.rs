@@ -130,6 +130,26 @@ impl DriftReport {
         self.largest_drifts.truncate(LARGEST);
     }
 
+    /// Tallies one of Athena's totals (`kind` as `infra/athena/judge_counts.sql` names it):
+    /// items in sync or deferred, and the export's census. Drifted items are tallied one by
+    /// one, by [`Self::record`], as they are judged again.
+    pub fn tally(&mut self, kind: &str, n: u64) {
+        match kind {
+            "in_sync" => {
+                self.items_checked += n;
+                self.items_in_sync += n;
+            }
+            "deferred" => {
+                self.items_checked += n;
+                self.items_deferred += n;
+            }
+            "rows" => self.rows_read = n,
+            "probes" => self.probe_rows = n,
+            "foreign" => self.foreign_rows = n,
+            _ => {}
+        }
+    }
+
     /// The report's metrics, for the drift alarm and the dashboards.
     pub fn emit(&self) {
         Report::new("Likes/Reconcile")

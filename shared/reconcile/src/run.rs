@@ -14,18 +14,22 @@ use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoverySta
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::config::ConfigError;
 use likes_core::leaderboard::Window;
-use likes_core::likers::{repair, LikerChange};
+use likes_core::likers::{repair, LikerChange, LikerUpdate};
 use likes_core::pipeline::Counts;
-use likes_core::reconcile::{judge, Period, Verdict};
+use likes_core::reconcile::{judge, CountRowState, Period, Verdict};
 use likes_core::ItemId;
 use likes_store::pruning::{PruningStore, SegmentCursor};
 use likes_store::reconciliation::{
-    reconciled_attributes, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
+    reconciled_attributes, DerivedExports, Phase, ReconciliationStore, RunState, SCAN_SEGMENTS,
 };
 use likes_store::{FreshnessStore, LeaderboardStore, LikersStore, StoreError};
 
-use crate::athena::{AthenaConfig, AthenaRecount};
-use crate::export::{Export, ExportReader, ExportedLikes, ReadProgress, Recount};
+use crate::athena::{
+    AthenaConfig, AthenaJudge, Judged, JudgedExports, JudgedLine, Judgement, ResultLines,
+};
+use crate::export::{
+    Export, ExportReader, ExportedLikes, ReadProgress, Recount, UnknownStateRow, FOREIGN_REPORTED,
+};
 use crate::report::{DriftReport, GivenUp};
 use crate::ReconcileError;
 
@@ -108,6 +112,9 @@ impl ReconcileConfig {
                 "athena" => RecountEngine::Athena(AthenaConfig {
                     workgroup: var("ATHENA_WORKGROUP")?,
                     database: var("GLUE_DATABASE")?,
+                    counts_table_arn: var("COUNTS_TABLE_ARN")?,
+                    leaderboard_table_arn: var("LEADERBOARD_TABLE_ARN")?,
+                    likers_table_arn: var("LIKERS_TABLE_ARN")?,
                 }),
                 other => return Err(ReconcileError::Engine(other.to_owned())),
             },
@@ -198,7 +205,7 @@ pub struct Reconciler {
     likers: LikersStore,
     leaderboard: LeaderboardStore,
     reader: ExportReader,
-    athena: Option<AthenaRecount>,
+    athena: Option<AthenaJudge>,
 }
 
 impl Reconciler {
@@ -212,11 +219,9 @@ impl Reconciler {
         Self {
             athena: match &config.engine {
                 RecountEngine::Function => None,
-                RecountEngine::Athena(athena_config) => Some(AthenaRecount::new(
-                    athena,
-                    s3.clone(),
-                    athena_config.clone(),
-                )),
+                RecountEngine::Athena(athena_config) => {
+                    Some(AthenaJudge::new(athena, s3.clone(), athena_config.clone()))
+                }
             },
             store: ReconciliationStore::new(dynamodb.clone(), config.counts_table.clone()),
             pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
@@ -245,7 +250,9 @@ impl Reconciler {
         // then, not on every invocation of a run that is still going.
         let state = self.store.state().await?;
         if state.as_ref().is_none_or(|s| s.phase == Phase::Done) {
-            let window = self.recovery_window().await?;
+            let window = self
+                .recovery_window(&self.config.reactions_table_arn)
+                .await?;
             match self.servable_cut(&window) {
                 // A table younger than PITR's lag: nothing to start yet, nothing written.
                 Err(_) => {}
@@ -277,7 +284,9 @@ impl Reconciler {
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Step, ReconcileError> {
         let cut = loop {
-            let window = self.recovery_window().await?;
+            let window = self
+                .recovery_window(&self.config.reactions_table_arn)
+                .await?;
             let servable = match at_ms {
                 None => self.servable_cut(&window),
                 Some(at) => self.exportable(&window, self.config.period.cut_at(at)),
@@ -417,7 +426,9 @@ impl Reconciler {
                     progress(Progress::Exporting {
                         cut_ms: state.cut_ms,
                     });
-                    let arn = self.start_export(state).await?;
+                    let arn = self
+                        .start_export(&self.config.reactions_table_arn, state.cut_ms, state)
+                        .await?;
                     self.store.exporting(state.cut_ms, &arn).await?;
                 }
                 Phase::Exporting {
@@ -435,7 +446,10 @@ impl Reconciler {
                     }
                     self.store.comparing(state.cut_ms).await?;
                 }
-                Phase::Comparing { export_arn } => {
+                Phase::Comparing {
+                    export_arn,
+                    derived,
+                } => {
                     let needed = state.cut_ms + self.config.period.uncertainty_ms;
                     let as_of = self.freshness.as_of().await;
                     if as_of.is_none_or(|a| a < needed) {
@@ -452,20 +466,39 @@ impl Reconciler {
                     }
                     progress(Progress::Recounting);
                     let export = self.open_export(export_arn).await?;
-                    let recounted = match &self.athena {
+                    let in_athena = match &self.athena {
                         None => None,
-                        Some(athena) => match athena.poll(&state.run_id(), &export).await? {
-                            Some(recount) => Some(recount),
-                            None if now_ms() + (QUERY_POLL.as_millis() as i64) < deadline_ms => {
-                                tokio::time::sleep(QUERY_POLL).await;
-                                return Ok(None);
+                        Some(athena) => {
+                            let exports = match self
+                                .derived_exports(athena, state, derived.as_ref(), deadline_ms)
+                                .await?
+                            {
+                                Ready::Now(exports) => exports,
+                                Ready::Wait(step) => return Ok(step),
+                            };
+                            let at_ms = derived.as_ref().map_or(now_ms(), |d| d.at_ms);
+                            Some((athena, at_ms, exports))
+                        }
+                    };
+                    let judged = match &in_athena {
+                        None => None,
+                        Some((athena, at_ms, exports)) => {
+                            let inputs = self.judged_exports(state, *at_ms, &export, exports);
+                            match athena.poll(&state.run_id(), &inputs).await? {
+                                Some(judged) => Some(judged),
+                                None if now_ms() + (QUERY_POLL.as_millis() as i64)
+                                    < deadline_ms =>
+                                {
+                                    tokio::time::sleep(QUERY_POLL).await;
+                                    return Ok(None);
+                                }
+                                None => {
+                                    return Ok(Some(Step::WaitingForRecount {
+                                        cut_ms: state.cut_ms,
+                                    }))
+                                }
                             }
-                            None => {
-                                return Ok(Some(Step::WaitingForRecount {
-                                    cut_ms: state.cut_ms,
-                                }))
-                            }
-                        },
+                        }
                     };
                     // A compare that never returns (its invocation died before it could
                     // pause) is counted by its lease, so it cannot hold the cut for ever
@@ -486,18 +519,18 @@ impl Reconciler {
                     if !self.store.lease(state.cut_ms, now, lease_until).await? {
                         return Ok(Some(Step::Idle));
                     }
-                    let recount = match recounted {
-                        Some(recount) => recount,
-                        None => {
+                    let judging = match (&in_athena, judged) {
+                        (Some((athena, ..)), Some(judged)) => Judging::InAthena { athena, judged },
+                        _ => Judging::InFunction(
                             self.reader
                                 .recount_with_likes(&export, |read| {
                                     progress(Progress::Reading(read))
                                 })
-                                .await?
-                        }
+                                .await?,
+                        ),
                     };
                     let report = match self
-                        .compare(state, &export, export_arn, recount, deadline_ms, progress)
+                        .compare(state, &export, export_arn, judging, deadline_ms, progress)
                         .await?
                     {
                         Compared::Done(report) => report,
@@ -512,14 +545,120 @@ impl Reconciler {
                             }))
                         }
                     };
-                    if let Some(athena) = &self.athena {
-                        athena.drop_table(&state.run_id(), &export).await?;
+                    if let Some((athena, at_ms, exports)) = &in_athena {
+                        let inputs = self.judged_exports(state, *at_ms, &export, exports);
+                        athena.drop_tables(&state.run_id(), &inputs).await?;
                     }
                     return Ok(Some(Step::Reconciled(report)));
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Athena mode: the read models' exports the run is judged over, taken at one moment
+    /// the pipeline had passed the cut (the Counts and Likers tables; the Leaderboard table
+    /// too when its board had). Each is asked for once PITR can serve that moment, and waited for.
+    async fn derived_exports(
+        &self,
+        athena: &AthenaJudge,
+        state: &RunState,
+        derived: Option<&DerivedExports>,
+        deadline_ms: i64,
+    ) -> Result<Ready<Vec<(String, Export)>>, ReconcileError> {
+        let Some(derived) = derived else {
+            let needed = state.cut_ms + self.config.period.uncertainty_ms;
+            let board_as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+            let mut tables = vec![
+                athena.config().counts_table_arn.clone(),
+                athena.config().likers_table_arn.clone(),
+            ];
+            if board_as_of.is_some_and(|a| a >= needed) {
+                tables.push(athena.config().leaderboard_table_arn.clone());
+            }
+            self.store.derive(state.cut_ms, now_ms(), &tables).await?;
+            return Ok(Ready::Wait(None));
+        };
+        let wait = |waiting: String| -> Result<Ready<_>, ReconcileError> {
+            self.within_deadline(state, || waiting)?;
+            Ok(Ready::Wait(
+                (now_ms() + EXPORT_POLL.as_millis() as i64 >= deadline_ms).then_some(
+                    Step::WaitingForExport {
+                        cut_ms: state.cut_ms,
+                    },
+                ),
+            ))
+        };
+        let export_of = |table: &str| {
+            let prefix = format!("{table}/export/");
+            derived
+                .exports
+                .iter()
+                .find(move |arn| arn.starts_with(&prefix))
+        };
+        for table in &derived.tables {
+            if export_of(table).is_some() {
+                continue;
+            }
+            let window = self.recovery_window(table).await?;
+            if window.latest_ms < derived.at_ms {
+                let ready = wait(format!(
+                    "{table} is restorable only up to {}",
+                    rfc3339(window.latest_ms)
+                ))?;
+                if matches!(ready, Ready::Wait(None)) {
+                    tokio::time::sleep(EXPORT_POLL / 10).await;
+                }
+                return Ok(ready);
+            }
+            let arn = self.start_export(table, derived.at_ms, state).await?;
+            self.store.derived_export(state.cut_ms, &arn).await?;
+            return Ok(Ready::Wait(None));
+        }
+        let mut exports = Vec::new();
+        for table in &derived.tables {
+            let arn = export_of(table).expect("every table's export was asked for");
+            if !self.export_complete(arn).await? {
+                let ready = wait(format!("export {arn} not complete"))?;
+                if matches!(ready, Ready::Wait(None)) {
+                    tokio::time::sleep(EXPORT_POLL).await;
+                }
+                return Ok(ready);
+            }
+            exports.push((table.clone(), self.open_export(arn).await?));
+        }
+        Ok(Ready::Now(exports))
+    }
+
+    /// What Athena judges: the run's export of the Reactions table and the read models'.
+    fn judged_exports<'a>(
+        &self,
+        state: &RunState,
+        at_ms: i64,
+        reactions: &'a Export,
+        derived: &'a [(String, Export)],
+    ) -> JudgedExports<'a> {
+        let athena = self.athena.as_ref().map(AthenaJudge::config);
+        let of = |table: Option<&String>| {
+            derived
+                .iter()
+                .find(|(t, _)| Some(t) == table)
+                .map(|(_, export)| export)
+        };
+        let period = self.config.period;
+        JudgedExports {
+            reactions,
+            counts: of(athena.map(|a| &a.counts_table_arn))
+                .expect("the Counts table is always exported"),
+            board: of(athena.map(|a| &a.leaderboard_table_arn)),
+            likers: of(athena.map(|a| &a.likers_table_arn))
+                .expect("the Likers table is always exported"),
+            settled_before_ms: state.cut_ms - period.uncertainty_ms,
+            cut_epoch: period.epoch(state.cut_ms),
+            // A flip is attributed by its commit time, which is before the exports' moment;
+            // one epoch more covers a clock that ran ahead.
+            last_epoch: period.epoch(at_ms) + 1,
+        }
     }
 
     /// Goes on with the cleaning pass in progress, then starts the one a completed run asked
@@ -684,13 +823,11 @@ impl Reconciler {
         }
     }
 
-    /// The table's point-in-time recovery window, as DynamoDB states it.
-    async fn recovery_window(&self) -> Result<RecoveryWindow, ReconcileError> {
-        let table = self
-            .config
-            .reactions_table_arn
+    /// A table's point-in-time recovery window, as DynamoDB states it.
+    async fn recovery_window(&self, table_arn: &str) -> Result<RecoveryWindow, ReconcileError> {
+        let table = table_arn
             .rsplit_once(":table/")
-            .map_or(self.config.reactions_table_arn.as_str(), |(_, name)| name);
+            .map_or(table_arn, |(_, name)| name);
         let output = self
             .dynamodb
             .describe_continuous_backups()
@@ -767,19 +904,24 @@ impl Reconciler {
         Ok(cut)
     }
 
-    /// Starts (or, with the same client token, finds again) the export at the run's cut.
-    async fn start_export(&self, state: &RunState) -> Result<String, ReconcileError> {
-        let cut = aws_sdk_dynamodb::primitives::DateTime::from_millis(state.cut_ms);
+    /// Starts (or, with the same client token, finds again) the run's export of a table at
+    /// `at_ms`: the Reactions table at the cut, a read model's after it.
+    async fn start_export(
+        &self,
+        table_arn: &str,
+        at_ms: i64,
+        state: &RunState,
+    ) -> Result<String, ReconcileError> {
         let output = self
             .dynamodb
             .export_table_to_point_in_time()
-            .table_arn(&self.config.reactions_table_arn)
-            .export_time(cut)
+            .table_arn(table_arn)
+            .export_time(aws_sdk_dynamodb::primitives::DateTime::from_millis(at_ms))
             .s3_bucket(&self.config.export_bucket)
             .s3_prefix(&self.config.export_prefix)
             .export_format(ExportFormat::DynamodbJson)
             // Idempotent for 8 hours: an invocation that died after asking gets the same export.
-            .client_token(export_token(&self.config.reactions_table_arn, state))
+            .client_token(export_token(table_arn, state))
             .send()
             .await;
         let output = match output {
@@ -853,35 +995,43 @@ impl Reconciler {
     }
 
     /// Compares every item of the recount with what was applied before the cut, in item
-    /// order, and corrects; then reports and starts the pass that drops the subtotals
-    /// before the cut. A compare paused by an earlier invocation goes on after the item it
-    /// stopped at, with its tally. Past `deadline_ms` (after at least one item, so every
-    /// invocation makes progress) it pauses again.
+    /// order, and corrects; then repairs the leaderboard and the likers lists, reports and
+    /// starts the pass that drops the subtotals before the cut. A compare paused by an
+    /// earlier invocation goes on after the item it stopped at, with its tally. Past
+    /// `deadline_ms` (after at least one item, so every invocation makes progress) it pauses
+    /// again.
     async fn compare(
         &self,
         state: &RunState,
         export: &Export,
         export_arn: &str,
-        recount: Recount,
+        judging: Judging<'_>,
         deadline_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Compared, ReconcileError> {
         let started = now_ms();
-        progress(Progress::ReadingCounts);
-        let rows = self.store.count_rows().await?;
-        let cut = self.config.period.epoch(state.cut_ms);
-        let run_id = state.run_id();
+        let census = match &judging {
+            Judging::InFunction(recount) => Recount {
+                per_item: BTreeMap::new(),
+                likes: None,
+                foreign: Vec::new(),
+                unknown_states: recount.unknown_states.clone(),
+                ..*recount
+            },
+            // Athena's census is in its result, read as the compare goes.
+            Judging::InAthena { .. } => Recount::default(),
+        };
         let fresh = DriftReport {
-            run_id: run_id.clone(),
+            run_id: state.run_id(),
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
             recounted_by: self.recounted_by().to_owned(),
-            rows_read: recount.rows_read,
-            probe_rows: recount.probes,
-            foreign_rows: recount.foreign_rows,
-            unknown_state_rows: recount.unknown_state_rows,
-            unknown_states: recount.unknown_states.clone(),
+            rows_read: census.rows_read,
+            probe_rows: census.probes,
+            foreign_rows: census.foreign_rows,
+            unknown_state_rows: census.unknown_state_rows,
+            unknown_states: census.unknown_states,
             cuts_given_up: state
                 .given_up
                 .iter()
@@ -894,7 +1044,7 @@ impl Reconciler {
             cuts_given_up_dropped: state.given_up_dropped,
             ..DriftReport::default()
         };
-        let (mut report, after) = match &state.paused {
+        let (report, after) = match &state.paused {
             None => (fresh, None),
             Some(pause) => {
                 let tally: DriftReport = serde_json::from_str(&pause.tally).map_err(|err| {
@@ -905,6 +1055,81 @@ impl Reconciler {
                 (tally, Some(&pause.through))
             }
         };
+        let mut comparison = Comparison {
+            state,
+            after,
+            report,
+            started,
+            deadline_ms,
+        };
+        let likes = match judging {
+            Judging::InFunction(recount) => {
+                if let Some(paused) = self
+                    .compare_recount(&mut comparison, &recount, progress)
+                    .await?
+                {
+                    return Ok(paused);
+                }
+                let report = &mut comparison.report;
+                self.repair_leaderboard(state, &recount.per_item, deadline_ms, report, progress)
+                    .await?;
+                Some((recount.likes.unwrap_or_default(), recount.unreadable_likes))
+            }
+            Judging::InAthena { athena, judged } => {
+                let mut lines = athena.lines(&judged.counts, Judgement::Counts).await?;
+                if let Some(paused) = self
+                    .compare_judged(&mut comparison, export, &mut lines, progress)
+                    .await?
+                {
+                    return Ok(paused);
+                }
+                let report = &mut comparison.report;
+                progress(Progress::RepairingLeaderboard);
+                match &judged.scores {
+                    None => report.leaderboard_behind = true,
+                    Some(scores) => {
+                        let mut lines = athena.lines(scores, Judgement::Scores).await?;
+                        self.repair_scores(state, &mut lines, deadline_ms, report)
+                            .await?;
+                    }
+                }
+                progress(Progress::RepairingLikers);
+                let mut lines = athena.lines(&judged.likers, Judgement::Likers).await?;
+                self.repair_judged_likers(&mut lines, deadline_ms, report)
+                    .await?;
+                None
+            }
+        };
+        let mut report = comparison.report;
+        if let Some(likes) = likes {
+            self.repair_likers(state, likes, deadline_ms, &mut report, progress)
+                .await?;
+        }
+        progress(Progress::Reporting);
+        report.duration_ms += now_ms() - started;
+        let key = self.put_report(&report).await?;
+        report.emit();
+        self.store.done(state.cut_ms, &key).await?;
+        // Subtotals before the cut are dropped by a cleaning pass that resumes across
+        // invocations, not here: the compare writes only corrections.
+        self.pruning
+            .want(self.config.period.epoch(state.cut_ms))
+            .await?;
+        Ok(Compared::Done(Box::new(report)))
+    }
+
+    /// The in-function compare: every item of the recount and of a Scan of the count rows,
+    /// in item order, after the checkpoint; `Some` when it paused at the deadline.
+    async fn compare_recount(
+        &self,
+        comparison: &mut Comparison<'_>,
+        recount: &Recount,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Option<Compared>, ReconcileError> {
+        let Comparison { state, after, .. } = *comparison;
+        progress(Progress::ReadingCounts);
+        let rows = self.store.count_rows().await?;
+        let cut = self.config.period.epoch(state.cut_ms);
         let items: BTreeSet<_> = recount
             .per_item
             .keys()
@@ -912,25 +1137,18 @@ impl Reconciler {
             .filter(|item| after.is_none_or(|after| *item > after))
             .cloned()
             .collect();
-        let total = report.items_checked + items.len() as u64;
+        let total = comparison.report.items_checked + items.len() as u64;
         progress(Progress::Comparing {
-            items_done: report.items_checked,
+            items_done: comparison.report.items_checked,
             items_total: total,
         });
         for (judged_here, item) in items.iter().enumerate() {
-            if judged_here > 0 && now_ms() >= deadline_ms {
-                let done = report.items_checked;
-                report.duration_ms += now_ms() - started;
-                let tally = serde_json::to_string(&report).expect("reports serialize");
+            if judged_here > 0 && now_ms() >= comparison.deadline_ms {
                 let last = items
                     .range(..item)
                     .next_back()
                     .expect("this invocation judged the item before this one");
-                self.store.pause(state.cut_ms, last, &tally).await?;
-                return Ok(Compared::Paused {
-                    items_done: done,
-                    items_total: total,
-                });
+                return self.pause(comparison, last, total).await.map(Some);
             }
             let states: Vec<_> = rows
                 .get(item)
@@ -941,15 +1159,9 @@ impl Reconciler {
                 .get(item)
                 .copied()
                 .unwrap_or(Counts::default());
-            let verdict = judge(counted, &states, cut);
-            let written = match verdict {
-                Verdict::Correct(delta) | Verdict::Clamped(delta) => {
-                    self.store.correct(item, delta, cut, &run_id).await?
-                }
-                Verdict::InSync | Verdict::Deferred => false,
-            };
-            report.record(item, verdict, written);
-            let done = report.items_checked;
+            self.judge_item(state, item, counted, &states, cut, &mut comparison.report)
+                .await?;
+            let done = comparison.report.items_checked;
             if done % PROGRESS_EVERY == 0 || done == total {
                 progress(Progress::Comparing {
                     items_done: done,
@@ -957,30 +1169,132 @@ impl Reconciler {
                 });
             }
         }
-        self.repair_leaderboard(state, &recount.per_item, deadline_ms, &mut report, progress)
-            .await?;
-        let likes = match recount.likes {
-            Some(likes) => (likes, recount.unreadable_likes),
-            // Athena recounted the items; the likes are read here.
-            None => {
-                let read = self
-                    .reader
-                    .recount_with_likes(export, |read| progress(Progress::Reading(read)))
-                    .await?;
-                (read.likes.unwrap_or_default(), read.unreadable_likes)
+        Ok(None)
+    }
+
+    /// The compare in Athena mode: the census and totals of Athena's judgement (tallied once,
+    /// by the invocation that begins the compare), then each drifted item after `after`, in
+    /// item order, judged again from its live count rows; `Some` when it paused at the
+    /// deadline. The export must be read whole: the census's rows add up to its item count.
+    async fn compare_judged(
+        &self,
+        comparison: &mut Comparison<'_>,
+        export: &Export,
+        lines: &mut ResultLines,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Option<Compared>, ReconcileError> {
+        let Comparison { state, after, .. } = *comparison;
+        let cut = self.config.period.epoch(state.cut_ms);
+        let fresh = after.is_none();
+        let mut rows_read = None;
+        let mut total = 0;
+        let mut drifts_begun = false;
+        let mut last: Option<ItemId> = None;
+        while let Some(line) = lines.next().await? {
+            let (item, recount) = match line {
+                JudgedLine::Total { kind, n } => {
+                    match kind.as_str() {
+                        "rows" => rows_read = Some(n),
+                        "in_sync" | "deferred" | "drifted" => total += n,
+                        _ => {}
+                    }
+                    if fresh {
+                        comparison.report.tally(&kind, n);
+                    }
+                    continue;
+                }
+                JudgedLine::Unknown { item_id, rows } => {
+                    if fresh {
+                        comparison.report.unknown_state_rows += rows;
+                        if comparison.report.unknown_states.len() < FOREIGN_REPORTED {
+                            comparison.report.unknown_states.push(UnknownStateRow {
+                                item_id,
+                                user_id: None,
+                                state: None,
+                                rows,
+                            });
+                        }
+                    }
+                    continue;
+                }
+                JudgedLine::Drift { item, recount } => (item, recount),
+                // Only a likers result has these.
+                JudgedLine::Liker { .. } => continue,
+            };
+            if !drifts_begun {
+                drifts_begun = true;
+                check_rows_read(export, rows_read)?;
+                progress(Progress::Comparing {
+                    items_done: comparison.report.items_checked,
+                    items_total: total,
+                });
             }
+            if after.is_some_and(|after| item <= *after) {
+                continue;
+            }
+            if let Some(last) = &last {
+                if now_ms() >= comparison.deadline_ms {
+                    return self.pause(comparison, last, total).await.map(Some);
+                }
+            }
+            let live = self.store.item_rows(&item).await?;
+            self.judge_item(state, &item, recount, &live, cut, &mut comparison.report)
+                .await?;
+            let done = comparison.report.items_checked;
+            if done % PROGRESS_EVERY == 0 || done == total {
+                progress(Progress::Comparing {
+                    items_done: done,
+                    items_total: total,
+                });
+            }
+            last = Some(item);
+        }
+        check_rows_read(export, rows_read)?;
+        Ok(None)
+    }
+
+    /// Judges one item's count rows against its recount, corrects a drift once per cut, and
+    /// tallies the verdict.
+    async fn judge_item(
+        &self,
+        state: &RunState,
+        item: &ItemId,
+        recount: Counts,
+        rows: &[CountRowState],
+        cut: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let verdict = judge(recount, rows, cut);
+        let written = match verdict {
+            Verdict::Correct(delta) | Verdict::Clamped(delta) => {
+                self.store
+                    .correct(item, delta, cut, &state.run_id())
+                    .await?
+            }
+            Verdict::InSync | Verdict::Deferred => false,
         };
-        self.repair_likers(state, likes, deadline_ms, &mut report, progress)
+        report.record(item, verdict, written);
+        Ok(())
+    }
+
+    /// Records where the compare stopped (`last`, the item it judged last) and its tally, for
+    /// the next invocation to go on from.
+    async fn pause(
+        &self,
+        comparison: &mut Comparison<'_>,
+        last: &ItemId,
+        items_total: u64,
+    ) -> Result<Compared, ReconcileError> {
+        let report = &mut comparison.report;
+        report.duration_ms += now_ms() - comparison.started;
+        let tally = serde_json::to_string(&report).expect("reports serialize");
+        self.store
+            .pause(comparison.state.cut_ms, last, &tally)
             .await?;
-        progress(Progress::Reporting);
-        report.duration_ms += now_ms() - started;
-        let key = self.put_report(&report).await?;
-        report.emit();
-        self.store.done(state.cut_ms, &key).await?;
-        // Subtotals before the cut are dropped by a cleaning pass that resumes across
-        // invocations, not here: the compare writes only corrections.
-        self.pruning.want(cut).await?;
-        Ok(Compared::Done(Box::new(report)))
+        Ok(Compared::Paused {
+            items_done: report.items_checked,
+            items_total,
+        })
     }
 
     /// Repairs the all-time leaderboard from the recount, as the counts are: every score row
@@ -1034,25 +1348,93 @@ impl Reconciler {
                 report.leaderboard_incomplete = true;
                 break;
             }
-            let recounted = Counts {
-                like_count: likes,
-                dislike_count: 0,
-            };
-            report.leaderboard_checked += 1;
-            match judge(recounted, &rows, cut) {
-                Verdict::InSync => {}
-                Verdict::Deferred => report.leaderboard_deferred += 1,
-                Verdict::Correct(delta) | Verdict::Clamped(delta) => {
-                    if self
-                        .leaderboard
-                        .correct_all_time(&item, delta.like, cut)
-                        .await?
-                    {
-                        report.leaderboard_corrected += 1;
+            self.judge_score(&item, likes, &rows, cut, report).await?;
+        }
+        self.rerank(as_of, started_ms, report).await
+    }
+
+    /// Athena mode's repair of the all-time leaderboard: Athena's totals, then each item
+    /// whose score drifted, judged again from its live score row. Past `deadline_ms` it stops
+    /// where it is (`leaderboard_incomplete`); what it corrected stays in sync, so the next
+    /// run's judgement no longer lists it.
+    async fn repair_scores(
+        &self,
+        state: &RunState,
+        lines: &mut ResultLines,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let started_ms = now_ms();
+        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        let cut = self.config.period.epoch(state.cut_ms);
+        while let Some(line) = lines.next().await? {
+            match line {
+                JudgedLine::Total { kind, n } => match kind.as_str() {
+                    "in_sync" => report.leaderboard_checked += n,
+                    "deferred" => {
+                        report.leaderboard_checked += n;
+                        report.leaderboard_deferred += n;
                     }
+                    _ => {}
+                },
+                JudgedLine::Unknown { .. } | JudgedLine::Liker { .. } => {}
+                JudgedLine::Drift { item, recount } => {
+                    if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
+                        report.leaderboard_incomplete = true;
+                        break;
+                    }
+                    let rows: Vec<_> = self
+                        .leaderboard
+                        .all_time_row(item.as_str())
+                        .await?
+                        .into_iter()
+                        .collect();
+                    self.judge_score(item.as_str(), recount.like_count, &rows, cut, report)
+                        .await?;
                 }
             }
         }
+        self.rerank(as_of, started_ms, report).await
+    }
+
+    /// Judges one item's all-time score row against its recounted likes, corrects a drift
+    /// once per cut, and tallies it.
+    async fn judge_score(
+        &self,
+        item: &str,
+        likes: u64,
+        rows: &[CountRowState],
+        cut: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let recounted = Counts {
+            like_count: likes,
+            dislike_count: 0,
+        };
+        report.leaderboard_checked += 1;
+        match judge(recounted, rows, cut) {
+            Verdict::InSync => {}
+            Verdict::Deferred => report.leaderboard_deferred += 1,
+            Verdict::Correct(delta) | Verdict::Clamped(delta) => {
+                if self
+                    .leaderboard
+                    .correct_all_time(item, delta.like, cut)
+                    .await?
+                {
+                    report.leaderboard_corrected += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-ranks the all-time board when the repair changed a score.
+    async fn rerank(
+        &self,
+        as_of: Option<i64>,
+        started_ms: i64,
+        report: &DriftReport,
+    ) -> Result<(), ReconcileError> {
         if report.leaderboard_corrected > 0 {
             self.leaderboard
                 .refresh(&[Window::All], as_of, started_ms)
@@ -1118,11 +1500,60 @@ impl Reconciler {
                 report.likers_incomplete = true;
                 break;
             }
-            if self.likers.apply(update).await? {
-                match update.change {
-                    LikerChange::Liked { .. } => report.likers_added += 1,
-                    LikerChange::Unliked { .. } => report.likers_removed += 1,
+            self.apply_liker(update, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Athena mode's repair of the likers lists: each (item, user) pair Athena found out of
+    /// step with the export, decided by [`repair`] and written as the in-function repair
+    /// writes it. Past `deadline_ms` it stops where it is (`likers_incomplete`); what it
+    /// repaired is in step, so the next run's judgement no longer lists it.
+    async fn repair_judged_likers(
+        &self,
+        lines: &mut ResultLines,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let settled_before = report.cut_ms - self.config.period.uncertainty_ms;
+        let now = now_ms();
+        while let Some(line) = lines.next().await? {
+            match line {
+                JudgedLine::Total { kind, n } if kind == "unreadable" => {
+                    report.likers_unreadable = n;
                 }
+                JudgedLine::Liker {
+                    item,
+                    user_id,
+                    listed,
+                    exported,
+                } => {
+                    if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
+                        report.likers_incomplete = true;
+                        break;
+                    }
+                    if let Some(update) =
+                        repair(&item, &user_id, listed, exported, settled_before, now)
+                    {
+                        self.apply_liker(&update, report).await?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one likers repair (the pipeline's own conditional write) and tallies it.
+    async fn apply_liker(
+        &self,
+        update: &LikerUpdate,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        if self.likers.apply(update).await? {
+            match update.change {
+                LikerChange::Liked { .. } => report.likers_added += 1,
+                LikerChange::Unliked { .. } => report.likers_removed += 1,
             }
         }
         Ok(())
@@ -1149,6 +1580,33 @@ impl Reconciler {
 }
 
 /// How a compare ended: the whole run compared and reported, or paused at the deadline.
+/// A step's outcome once it has what it waits for, or where the invocation goes next: `None`
+/// round again (the run state changed), or the step it stops at.
+enum Ready<T> {
+    Now(T),
+    Wait(Option<Step>),
+}
+
+/// Where the compare's judgements come from: the in-function recount, judged here against a
+/// Scan of the count rows, or Athena's judgements over the exports.
+enum Judging<'a> {
+    InFunction(Recount),
+    InAthena {
+        athena: &'a AthenaJudge,
+        judged: Judged,
+    },
+}
+
+/// A compare in progress: its run, the item a paused compare judged last, and its report so
+/// far.
+struct Comparison<'a> {
+    state: &'a RunState,
+    after: Option<&'a ItemId>,
+    report: DriftReport,
+    started: i64,
+    deadline_ms: i64,
+}
+
 enum Compared {
     Done(Box<DriftReport>),
     Paused { items_done: u64, items_total: u64 },
@@ -1163,6 +1621,19 @@ struct RecoveryWindow {
 
 /// An AWS error in one line an operator can read: the service's code and message, or what
 /// kept the request from an answer.
+/// An error unless Athena's census (`rows`) adds up to the export's item count.
+fn check_rows_read(export: &Export, rows_read: Option<u64>) -> Result<(), ReconcileError> {
+    let expected = export.summary.item_count;
+    match rows_read {
+        Some(read) if read == expected => Ok(()),
+        read => Err(ReconcileError::ItemCount {
+            key: export.summary_key.clone(),
+            expected,
+            read: read.unwrap_or(0),
+        }),
+    }
+}
+
 fn aws_error<E, R>(operation: &'static str, err: SdkError<E, R>) -> ReconcileError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,

@@ -32,7 +32,7 @@ use crate::StoreError;
 
 const COUNT_ROW_PREFIX: &str = "D#";
 /// The sort key of the overflow marker in an item's base partition.
-const OVERFLOW_MARKER: &str = "H";
+pub(crate) const OVERFLOW_MARKER: &str = "H";
 /// At most this many item Queries in flight for one batch read: a browse page's 40 in one go.
 const READ_CONCURRENCY: usize = 40;
 /// Claims outlive the stream's 24 h retention and the mapping's retries by a wide margin:

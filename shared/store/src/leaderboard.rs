@@ -620,14 +620,25 @@ impl LeaderboardStore {
             .into_iter()
             .map(|item| {
                 let row: ReconciledScoreRow = rows::from_item(item)?;
-                let total = Delta {
-                    like: row.score,
-                    dislike: 0,
-                };
-                Ok((row.item_id, row_state(total, &row.others)))
+                Ok((row.item_id.clone(), score_row_state(row)))
             })
             .collect::<Result<_, StoreError>>()?;
         Ok((rows, output.last_evaluated_key))
+    }
+
+    /// One item's all-time score row as [`Self::all_time_page`] reads it (strongly
+    /// consistent); `None` when the item has none.
+    pub async fn all_time_row(&self, item_id: &str) -> Result<Option<CountRowState>, StoreError> {
+        let Some(item) = self
+            .get(
+                &Window::All.board_key(item_shard(item_id, self.shards)),
+                item_id,
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(score_row_state(rows::from_item(item)?)))
     }
 
     /// Every all-time score row, as [`Self::all_time_page`] reads them: each board shard a
@@ -754,6 +765,15 @@ impl LeaderboardStore {
             .map_err(|e| StoreError::aws("GetItem", e))?;
         Ok(output.item)
     }
+}
+
+/// A score row as reconciliation judges it: its score is the like total.
+fn score_row_state(row: ReconciledScoreRow) -> CountRowState {
+    let total = Delta {
+        like: row.score,
+        dislike: 0,
+    };
+    row_state(total, &row.others)
 }
 
 /// At most what one event adds to an intent's row, in DynamoDB's item size: a delta on each

@@ -11,12 +11,15 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+use likes_core::pipeline::overflow_partition;
 use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
 use likes_core::{Delta, ItemId};
 
+use crate::counts::OVERFLOW_MARKER;
 use crate::error::condition_held;
+use crate::pages::query_all;
 use crate::rows::{
-    attr, from_item, to_attribute, Attribute, Item, ReconciledRow, RunPhase, RunStateRow,
+    attr, from_item, to_attribute, Attribute, CountRow, Item, ReconciledRow, RunPhase, RunStateRow,
 };
 use crate::StoreError;
 
@@ -40,6 +43,8 @@ pub enum Phase {
     /// The export is complete: compare and correct, under a lease.
     Comparing {
         export_arn: String,
+        /// Athena mode: the read models' exports, once the pipeline passed the cut.
+        derived: Option<DerivedExports>,
     },
     Done,
 }
@@ -67,6 +72,16 @@ pub struct RunState {
 
 /// How many given-up cuts the run state lists until a run completes: a week of hourly cuts.
 pub const GIVEN_UP_KEPT: usize = 168;
+
+/// The exports of the read models a run judges in Athena: taken at `at_ms`, a moment the
+/// pipeline had applied every flip before the cut and its uncertainty, of `tables` (ARNs);
+/// `exports` are the ones asked for so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DerivedExports {
+    pub at_ms: i64,
+    pub tables: Vec<String>,
+    pub exports: Vec<String>,
+}
 
 /// A cut that was given up, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -105,6 +120,17 @@ pub type ItemRows = BTreeMap<ItemId, Vec<(RowKey, CountRowState)>>;
 pub struct ReconciliationStore {
     client: Client,
     counts_table: String,
+}
+
+/// What [`ReconciliationStore::derive`] and [`ReconciliationStore::derived_export`] record,
+/// for an update's REMOVE when a cut starts (again).
+fn derived_attributes() -> String {
+    [
+        attr::DERIVED_AT,
+        attr::DERIVED_TABLES,
+        attr::DERIVED_EXPORTS,
+    ]
+    .join(", ")
 }
 
 fn s(value: &str) -> AttributeValue {
@@ -170,7 +196,8 @@ impl ReconciliationStore {
             .update_expression(format!(
                 "SET {cut} = :cut, {phase} = :exporting, {started} = :now, {lease} = :zero, \
                  {attempts} = :zero, {leases} = :zero \
-                 REMOVE {arn}, {abandoned}, {report}, {error}, {through}, {tally}",
+                 REMOVE {arn}, {abandoned}, {report}, {error}, {through}, {tally}, {derived}",
+                derived = derived_attributes(),
                 through = attr::COMPARED_THROUGH,
                 tally = attr::COMPARE_TALLY,
                 cut = attr::CUT,
@@ -221,6 +248,60 @@ impl ReconciliationStore {
             &[(":next", s(RunPhase::Comparing.as_str()))],
         )
         .await
+    }
+
+    /// Records that the pipeline passed the cut at `at_ms` and which read models' tables
+    /// are exported at that time; `false` when another invocation recorded it first.
+    pub async fn derive(
+        &self,
+        cut_ms: i64,
+        at_ms: i64,
+        tables: &[String],
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .state_update()
+            .update_expression(format!(
+                "SET {} = :at, {} = :tables",
+                attr::DERIVED_AT,
+                attr::DERIVED_TABLES
+            ))
+            .condition_expression(format!(
+                "{} = :cut AND {} = :comparing AND attribute_not_exists({})",
+                attr::CUT,
+                attr::PHASE,
+                attr::DERIVED_AT
+            ))
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":comparing", s(RunPhase::Comparing.as_str()))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":tables", to_attribute(&tables)?)
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// Records a read model's export the run asked for; `false` when it is recorded already.
+    pub async fn derived_export(&self, cut_ms: i64, export_arn: &str) -> Result<bool, StoreError> {
+        let result = self
+            .state_update()
+            .update_expression(format!(
+                "SET {exports} = list_append(if_not_exists({exports}, :none), :arn)",
+                exports = attr::DERIVED_EXPORTS
+            ))
+            .condition_expression(format!(
+                "{} = :cut AND {} = :comparing AND NOT contains({}, :one)",
+                attr::CUT,
+                attr::PHASE,
+                attr::DERIVED_EXPORTS
+            ))
+            .expression_attribute_values(":cut", n(cut_ms))
+            .expression_attribute_values(":comparing", s(RunPhase::Comparing.as_str()))
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(":arn", AttributeValue::L(vec![s(export_arn)]))
+            .expression_attribute_values(":one", s(export_arn))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
     }
 
     /// Takes the compare step's lease until `until_ms`, if no other invocation holds it.
@@ -316,7 +397,8 @@ impl ReconciliationStore {
             .state_update()
             .update_expression(format!(
                 "SET {phase} = :exporting, {lease} = :zero, {error} = :reason \
-                 ADD {attempts} :one REMOVE {arn}, {through}, {tally}",
+                 ADD {attempts} :one REMOVE {arn}, {through}, {tally}, {derived}",
+                derived = derived_attributes(),
                 through = attr::COMPARED_THROUGH,
                 tally = attr::COMPARE_TALLY,
                 phase = attr::PHASE,
@@ -443,6 +525,38 @@ impl ReconciliationStore {
             }
         }
         Ok(rows)
+    }
+
+    /// One item's count rows (base, overflow and correction rows) with their subtotals,
+    /// strongly consistent: the base partition, then every overflow partition its marker
+    /// names, each read page by page.
+    pub async fn item_rows(&self, item: &ItemId) -> Result<Vec<CountRowState>, StoreError> {
+        let mut rows = Vec::new();
+        let mut partitions = 0;
+        let mut partition = item.as_str().to_owned();
+        let mut h = 0;
+        loop {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.counts_table)
+                .consistent_read(true)
+                .key_condition_expression(format!("{} = :partition", attr::ITEM_ID))
+                .expression_attribute_values(":partition", s(&partition));
+            for row in query_all(query).await? {
+                let shard = row.get(attr::SHARD).and_then(|v| v.as_s().ok());
+                if h == 0 && shard.is_some_and(|shard| shard == OVERFLOW_MARKER) {
+                    partitions = from_item::<CountRow>(row)?.partitions.unwrap_or(0);
+                } else if let Some((_, _, state)) = parse_count_row(row)? {
+                    rows.push(state);
+                }
+            }
+            h += 1;
+            if h > partitions {
+                return Ok(rows);
+            }
+            partition = overflow_partition(item, h);
+        }
     }
 
     async fn scan_segment(
@@ -598,6 +712,11 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
             export_arn: row
                 .export_arn
                 .ok_or_else(|| StoreError::Corrupt("comparing without an export".into()))?,
+            derived: row.derived_at.map(|at_ms| DerivedExports {
+                at_ms,
+                tables: row.derived_tables,
+                exports: row.derived_exports,
+            }),
         },
         RunPhase::Done => Phase::Done,
     };

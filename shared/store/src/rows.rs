@@ -58,6 +58,11 @@ pub mod attr {
     /// A paused compare: the last item it judged, and its report so far (JSON).
     pub const COMPARED_THROUGH: &str = "compared_through";
     pub const COMPARE_TALLY: &str = "compare_tally";
+    /// Athena mode: when the read models were found past the cut (the time their exports are
+    /// taken at), the tables to export (a string set of ARNs) and the exports asked for.
+    pub const DERIVED_AT: &str = "derived_at";
+    pub const DERIVED_TABLES: &str = "derived_tables";
+    pub const DERIVED_EXPORTS: &str = "derived_exports";
     /// The correction row's runs of the older layout (a string set of run ids).
     pub const RUNS: &str = "runs";
     /// The last cut (epoch index) that corrected the item.
@@ -380,6 +385,12 @@ pub struct RunStateRow {
     pub compared_through: Option<String>,
     #[serde(default)]
     pub compare_tally: Option<String>,
+    #[serde(default)]
+    pub derived_at: Option<i64>,
+    #[serde(default)]
+    pub derived_tables: Vec<String>,
+    #[serde(default)]
+    pub derived_exports: Vec<String>,
     #[serde(default)]
     pub given_up: Vec<crate::reconciliation::GivenUpCut>,
     #[serde(default)]

@@ -106,15 +106,7 @@ impl Resources {
     pub fn resolve(&self, template: &Template, value: &Value) -> Option<String> {
         if let Some((function, arguments)) = intrinsic(value) {
             if function == "If" {
-                let [condition, then, otherwise] = arguments.as_sequence()?.as_slice() else {
-                    return None;
-                };
-                let chosen = if template.condition(condition.as_str()?)? {
-                    then
-                } else {
-                    otherwise
-                };
-                return self.resolve(template, chosen);
+                return self.resolve(template, template.branch(arguments)?);
             }
         }
         if let Some(target) = ref_target(value) {
@@ -189,8 +181,13 @@ pub async fn create(
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     for (logical_id, resource) in template.resources_of("AWS::DynamoDB::Table") {
         let name = format!("{prefix}-{logical_id}");
-        let table =
-            table::create_table(&dynamodb, &logical_id, &name, &resource["Properties"]).await?;
+        let table = table::create_table(
+            &dynamodb,
+            &logical_id,
+            &name,
+            &template.chosen(&resource["Properties"]),
+        )
+        .await?;
         resources
             .attributes
             .insert(format!("{logical_id}.Arn"), table.arn);

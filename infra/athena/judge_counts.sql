@@ -1,0 +1,74 @@
+-- Judges every item's count rows against the recount at cut T, as the reconcile function's
+-- own compare does (likes_core::reconcile::judge), and lists only what the function must
+-- act on: the items that drifted, the census of the export and the totals.
+--
+-- ${recount}:         recount.sql, over the export of the Reactions table at T
+-- ${counts}:          the table over an export of the Counts table taken after the pipeline
+--                     had applied every flip before T + the uncertainty
+-- ${later_likes}:     `- COALESCE(CAST(item.e<j>l.n AS BIGINT), 0)` for every epoch j from
+--                     T's to the Counts export's: a row's likes applied before T are its
+--                     total less the subtotals of those epochs
+-- ${later_dislikes}:  the same for `e<j>d`
+-- ${near}:            `n<k>`, the row's changes within the uncertainty of T (epoch k)
+--
+-- An item whose rows hold changes near T is deferred, as the function defers it. Every
+-- other item whose recount differs from what its rows applied before T is listed as
+-- `drift`, with its recount, for the function to judge again from its live rows (which also
+-- hold what this run has corrected already) and correct. The lines, `drift` last and in
+-- item order so a paused compare can go on after an item:
+--
+--   kind       item_id   likes, dislikes   n
+--   in_sync              -                 items whose rows match the recount
+--   deferred             -                 items with changes near T
+--   drifted              -                 the drift lines that follow
+--   rows                 -                 rows of the export, every kind
+--   probes               -                 probe rows
+--   foreign              -                 foreign rows
+--   unknown    an item   -                 its rows in no known state
+--   drift      an item   its recount       -
+WITH recount AS (${recount}),
+counted AS (
+  SELECT
+    split_part(item.item_id.s, '#', 1) AS item_id,
+    SUM(COALESCE(CAST(item.like_count.n AS BIGINT), 0) ${later_likes}) AS likes,
+    SUM(COALESCE(CAST(item.dislike_count.n AS BIGINT), 0) ${later_dislikes}) AS dislikes,
+    SUM(COALESCE(CAST(item.${near}.n AS BIGINT), 0)) AS near
+  FROM ${counts}
+  WHERE item.shard.s LIKE 'D#%' AND item.item_id.s NOT LIKE '#%'
+  GROUP BY 1
+),
+judged AS (
+  SELECT
+    COALESCE(r.item_id, c.item_id) AS item_id,
+    COALESCE(r.likes, 0) AS likes,
+    COALESCE(r.dislikes, 0) AS dislikes,
+    COALESCE(c.near, 0) > 0 AS near,
+    COALESCE(r.likes, 0) = COALESCE(c.likes, 0)
+      AND COALESCE(r.dislikes, 0) = COALESCE(c.dislikes, 0) AS in_sync
+  FROM (SELECT * FROM recount WHERE item_id <> '#probe') r
+  FULL OUTER JOIN counted c ON r.item_id = c.item_id
+)
+SELECT kind, item_id, likes, dislikes, n
+FROM (
+  SELECT 'in_sync' AS kind, CAST(NULL AS VARCHAR) AS item_id, CAST(NULL AS BIGINT) AS likes,
+    CAST(NULL AS BIGINT) AS dislikes, COUNT(*) AS n
+  FROM judged WHERE NOT near AND in_sync
+  UNION ALL
+  SELECT 'deferred', NULL, NULL, NULL, COUNT(*) FROM judged WHERE near
+  UNION ALL
+  SELECT 'drifted', NULL, NULL, NULL, COUNT(*) FROM judged WHERE NOT near AND NOT in_sync
+  UNION ALL
+  SELECT 'rows', NULL, NULL, NULL, COALESCE(SUM(row_count), 0) FROM recount
+  UNION ALL
+  SELECT 'probes', NULL, NULL, NULL, COALESCE(SUM(row_count), 0) FROM recount
+  WHERE item_id = '#probe'
+  UNION ALL
+  SELECT 'foreign', NULL, NULL, NULL, COALESCE(SUM(row_count), 0) FROM recount
+  WHERE item_id IS NULL
+  UNION ALL
+  SELECT 'unknown', item_id, NULL, NULL, unknown_states FROM recount
+  WHERE unknown_states > 0 AND item_id <> '#probe'
+  UNION ALL
+  SELECT 'drift', item_id, likes, dislikes, NULL FROM judged WHERE NOT near AND NOT in_sync
+) lines
+ORDER BY CASE kind WHEN 'drift' THEN 1 ELSE 0 END, kind, item_id

@@ -1,0 +1,71 @@
+-- Judges every liked entry of the likers lists against the likes of the Reactions table at
+-- cut T, and lists the (item, user) pairs the function must repair, with both sides, for
+-- likes_core::likers::repair to decide and write conditionally, as the pipeline would.
+--
+-- ${reactions}:       the table over the export of the Reactions table at T
+-- ${likers}:          the table over an export of the Likers table taken after T
+-- ${settled_before}:  T - the uncertainty (epoch ms): a listed like given since may be one
+--                     the export is not sure of, and is left alone
+--
+-- A like of the export's (a reaction row in LIKE, its order read as the reader reads it:
+-- created_at, 0 when missing, then op_id; updated_at is when it was liked) that no entry
+-- lists, or lists at an older flip, is listed; so is a liked entry the export does not
+-- hold, liked before ${settled_before}. The lines, `repair` last and in (item, user) order:
+--
+--   kind        item_id, user_id   listed_*, exported_*            n
+--   unreadable                     -                               likes whose order is not
+--                                                                  a number: never listed
+--   repair      the pair           the entry's and the row's       -
+--                                  (created, op_id, liked at),
+--                                  NULL where it has none
+WITH liked AS (
+  SELECT
+    item.item_id.s AS item_id,
+    item.user_id.s AS user_id,
+    CASE WHEN item.created_at IS NULL THEN 0
+      ELSE TRY_CAST(item.created_at.n AS BIGINT) END AS created,
+    TRY_CAST(item.op_id.n AS BIGINT) AS op_id,
+    TRY_CAST(item.updated_at.n AS BIGINT) AS liked_at
+  FROM ${reactions}
+  WHERE item.state.s = 'LIKE'
+    AND length(item.item_id.s) BETWEEN 1 AND 128
+    AND translate(
+      item.item_id.s,
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-',
+      ''
+    ) = ''
+),
+exported AS (
+  SELECT * FROM liked
+  WHERE created IS NOT NULL AND op_id >= 0 AND liked_at IS NOT NULL
+),
+listed AS (
+  SELECT
+    split_part(item.bucket.s, '#', 1) AS item_id,
+    item.user_id.s AS user_id,
+    COALESCE(TRY_CAST(item.row_created.n AS BIGINT), 0) AS created,
+    COALESCE(TRY_CAST(item.op_id.n AS BIGINT), 0) AS op_id,
+    TRY_CAST(item.liked_at.n AS BIGINT) AS liked_at
+  FROM ${likers}
+  WHERE item.position.s IS NOT NULL
+)
+SELECT kind, item_id, user_id, listed_created, listed_op_id, listed_at,
+  exported_created, exported_op_id, exported_at, n
+FROM (
+  SELECT 'unreadable' AS kind, CAST(NULL AS VARCHAR) AS item_id,
+    CAST(NULL AS VARCHAR) AS user_id, CAST(NULL AS BIGINT) AS listed_created,
+    CAST(NULL AS BIGINT) AS listed_op_id, CAST(NULL AS BIGINT) AS listed_at,
+    CAST(NULL AS BIGINT) AS exported_created, CAST(NULL AS BIGINT) AS exported_op_id,
+    CAST(NULL AS BIGINT) AS exported_at, COUNT(*) AS n
+  FROM liked
+  WHERE created IS NULL OR op_id IS NULL OR op_id < 0 OR liked_at IS NULL
+  UNION ALL
+  SELECT 'repair', COALESCE(e.item_id, l.item_id), COALESCE(e.user_id, l.user_id),
+    l.created, l.op_id, l.liked_at, e.created, e.op_id, e.liked_at, NULL
+  FROM exported e
+  FULL OUTER JOIN listed l ON e.item_id = l.item_id AND e.user_id = l.user_id
+  WHERE (e.item_id IS NOT NULL AND (l.item_id IS NULL OR l.created < e.created
+      OR (l.created = e.created AND l.op_id < e.op_id)))
+    OR (e.item_id IS NULL AND l.liked_at < ${settled_before})
+) lines
+ORDER BY CASE kind WHEN 'repair' THEN 1 ELSE 0 END, item_id, user_id
