@@ -276,8 +276,7 @@ impl AthenaJudge {
         for (kind, export) in tables {
             if let Some(export) = export {
                 let sql = format!("DROP TABLE IF EXISTS {}", table_name(kind, export)?);
-                self.start(&sql, &token(&format!("{run_id}#drop-{kind}")))
-                    .await?;
+                self.start(&sql, &token(&format!("{run_id}#{sql}"))).await?;
             }
         }
         Ok(())
@@ -292,7 +291,9 @@ impl AthenaJudge {
         sql: &str,
     ) -> Result<Option<String>, ReconcileError> {
         let sql = without_comments(sql);
-        let mut chain = format!("{run_id}#{step}");
+        // The statement's text is in the token: an attempt of the run over new exports asks
+        // for new executions, and an invocation that gets here again finds its own.
+        let mut chain = format!("{run_id}#{step}#{}", token(&sql));
         let mut failures = Vec::new();
         while failures.len() < ATTEMPTS {
             let id = self.start(&sql, &token(&chain)).await?;

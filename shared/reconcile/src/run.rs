@@ -469,15 +469,13 @@ impl Reconciler {
                     let in_athena = match &self.athena {
                         None => None,
                         Some(athena) => {
-                            let exports = match self
+                            match self
                                 .derived_exports(athena, state, derived.as_ref(), deadline_ms)
                                 .await?
                             {
-                                Ready::Now(exports) => exports,
+                                Ready::Now((at_ms, exports)) => Some((athena, at_ms, exports)),
                                 Ready::Wait(step) => return Ok(step),
-                            };
-                            let at_ms = derived.as_ref().map_or(now_ms(), |d| d.at_ms);
-                            Some((athena, at_ms, exports))
+                            }
                         }
                     };
                     let judged = match &in_athena {
@@ -558,22 +556,35 @@ impl Reconciler {
 
     /// Athena mode: the read models' exports the run is judged over, taken at one moment
     /// the pipeline had passed the cut (the Counts and Likers tables; the Leaderboard table
-    /// too when its board had). Each is asked for once PITR can serve that moment, and waited for.
+    /// too when its board had), and that moment. Each is asked for once PITR can serve that moment, and waited for.
     async fn derived_exports(
         &self,
         athena: &AthenaJudge,
         state: &RunState,
         derived: Option<&DerivedExports>,
         deadline_ms: i64,
-    ) -> Result<Ready<Vec<(String, Export)>>, ReconcileError> {
+    ) -> Result<Ready<(i64, Vec<(String, Export)>)>, ReconcileError> {
         let Some(derived) = derived else {
             let needed = state.cut_ms + self.config.period.uncertainty_ms;
             let board_as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+            let board_passed = board_as_of.is_some_and(|a| a >= needed);
+            // The board passes a cut a refresh or so after the counts: it is waited for up
+            // to an epoch, then left out (`leaderboard_behind`) so it never holds counts up.
+            if !board_passed && now_ms() < needed + self.config.period.length_ms {
+                if now_ms() + (QUERY_POLL.as_millis() as i64) < deadline_ms {
+                    tokio::time::sleep(QUERY_POLL).await;
+                    return Ok(Ready::Wait(None));
+                }
+                return Ok(Ready::Wait(Some(Step::WaitingForPipeline {
+                    cut_ms: state.cut_ms,
+                    as_of_ms: board_as_of,
+                })));
+            }
             let mut tables = vec![
                 athena.config().counts_table_arn.clone(),
                 athena.config().likers_table_arn.clone(),
             ];
-            if board_as_of.is_some_and(|a| a >= needed) {
+            if board_passed {
                 tables.push(athena.config().leaderboard_table_arn.clone());
             }
             self.store.derive(state.cut_ms, now_ms(), &tables).await?;
@@ -627,7 +638,7 @@ impl Reconciler {
             }
             exports.push((table.clone(), self.open_export(arn).await?));
         }
-        Ok(Ready::Now(exports))
+        Ok(Ready::Now((derived.at_ms, exports)))
     }
 
     /// What Athena judges: the run's export of the Reactions table and the read models'.

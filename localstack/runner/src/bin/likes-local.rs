@@ -28,6 +28,31 @@ const USAGE: &str =
 #[tokio::main]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let options: &[&str] = match args.first().map(String::as_str) {
+        Some("run") => &[
+            "--addr",
+            "--ws-addr",
+            "--prefix",
+            "--pitr-lag",
+            "--parameter",
+        ],
+        Some("token") => &["--ttl"],
+        Some("reconcile") => &["--at", "--wait"],
+        _ => &[],
+    };
+    // A command's own arguments (after `exec`'s `--`) are not this program's options.
+    let own = args.iter().skip(1).take_while(|a| *a != "--");
+    if let Some(unknown) = own
+        .clone()
+        .find(|a| a.starts_with('-') && !options.contains(&a.as_str()))
+    {
+        if unknown == "--help" || unknown == "-h" {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        eprintln!("likes-local: unknown option {unknown}\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let result = match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]).await,
         Some("exec") => exec(&args[1..]).await,
