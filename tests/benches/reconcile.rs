@@ -3,15 +3,18 @@
 //!
 //! 1. Fills the Reactions table with `LIKES_BENCH_RECONCILE_ROWS` rows (default 100,000) over
 //!    `LIKES_BENCH_RECONCILE_ITEMS` items (10,000; 5 hot ones take a fifth of the rows), in
-//!    the shape the write path stores, by BatchWriteItem; and the Counts table with the count
-//!    rows the aggregator would have written for them, 1% of items then put off by a few.
+//!    the shape the write path stores, by BatchWriteItem; the Likers table with the entries
+//!    the likers consumer would have written for the likes; and the Counts table with the
+//!    count rows the aggregator would have written for them, 1% of items then put off by a
+//!    few.
 //! 2. Runs one reconciliation at the next cut (`Reconciler::run_at`, the export through the
 //!    emulator's point-in-time exports), timed by phase from its progress reports.
 //! 3. Prints rows read and rates, the drift report, and request units from what the run
 //!    really read and wrote (S3 GETs from the export's manifest; Scan read units and write
 //!    units of corrections and cleanup from the Counts items before and after, with AWS's
 //!    item-size rules).
-//! 4. Projects the run to 10^11 rows, in the function and as an Athena query.
+//! 4. Projects the run to 10^11 rows, in the function and as an Athena query, and says how
+//!    many rows one run in the function carries, from its measured rate and memory.
 //!
 //! The stream: the bulk rows' records reach the aggregator's mapping as records past their
 //! `MaximumRecordAgeInSeconds` (a fault that ages them), so the mapping gives them up to the
@@ -36,6 +39,8 @@ mod emf;
 mod figures;
 #[path = "reconcile/load.rs"]
 mod load;
+#[path = "reconcile/memory.rs"]
+mod memory;
 #[path = "reconcile/phases.rs"]
 mod phases;
 #[path = "reconcile/projection.rs"]
@@ -84,6 +89,16 @@ async fn main() {
         |done| eprintln!("  {done} reaction rows"),
     )
     .await;
+    let likes = std::sync::Arc::new(dataset::likes(size));
+    let liked = likes.clone();
+    let likers = load::put_all(
+        &stack.dynamodb(),
+        &stack.name("LikersTable"),
+        likes.len(),
+        move |k| dataset::liker_entry(liked[k], size, load_ms),
+        |done| eprintln!("  {done} likers entries"),
+    )
+    .await;
     let period = stack.reconcile_period();
     let now = now_ms();
     let data = dataset::build(size, period.epoch(now), now);
@@ -119,7 +134,11 @@ async fn main() {
 
     let before = usage::counts_table(&stack).await;
     eprintln!("reconciling at cut {cut}");
+    let resident = memory::reset_peak();
     let (report, phases) = phases::run(&stack.reconciler(), cut, now_ms() + RUN_TIMEOUT_MS).await;
+    let run_memory = resident
+        .zip(memory::peak())
+        .map(|(before, peak)| peak - before);
     let after = usage::counts_table(&stack).await;
     assert_eq!(
         (
@@ -144,6 +163,7 @@ async fn main() {
     figures::Figures {
         size,
         reactions,
+        likers,
         counts,
         table_bytes,
         report,
@@ -153,6 +173,7 @@ async fn main() {
         scan_half_units: before.scan_half_units,
         count_rows: before.rows.len(),
         export,
+        run_memory,
     }
     .print(&stack, started.elapsed());
     drop(stack);

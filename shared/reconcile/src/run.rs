@@ -556,7 +556,8 @@ impl Reconciler {
 
     /// Athena mode: the read models' exports the run is judged over, taken at one moment
     /// the pipeline had passed the cut (the Counts and Likers tables; the Leaderboard table
-    /// too when its board had), and that moment. Each is asked for once PITR can serve that moment, and waited for.
+    /// too when its board had), and that moment. Each is asked for once PITR can serve that
+    /// moment, and waited for.
     async fn derived_exports(
         &self,
         athena: &AthenaJudge,
@@ -1021,28 +1022,12 @@ impl Reconciler {
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Compared, ReconcileError> {
         let started = now_ms();
-        let census = match &judging {
-            Judging::InFunction(recount) => Recount {
-                per_item: BTreeMap::new(),
-                likes: None,
-                foreign: Vec::new(),
-                unknown_states: recount.unknown_states.clone(),
-                ..*recount
-            },
-            // Athena's census is in its result, read as the compare goes.
-            Judging::InAthena { .. } => Recount::default(),
-        };
-        let fresh = DriftReport {
+        let mut fresh = DriftReport {
             run_id: state.run_id(),
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
             recounted_by: self.recounted_by().to_owned(),
-            rows_read: census.rows_read,
-            probe_rows: census.probes,
-            foreign_rows: census.foreign_rows,
-            unknown_state_rows: census.unknown_state_rows,
-            unknown_states: census.unknown_states,
             cuts_given_up: state
                 .given_up
                 .iter()
@@ -1055,6 +1040,14 @@ impl Reconciler {
             cuts_given_up_dropped: state.given_up_dropped,
             ..DriftReport::default()
         };
+        // Athena's census is in its result, read as the compare goes.
+        if let Judging::InFunction(recount) = &judging {
+            fresh.rows_read = recount.rows_read;
+            fresh.probe_rows = recount.probes;
+            fresh.foreign_rows = recount.foreign_rows;
+            fresh.unknown_state_rows = recount.unknown_state_rows;
+            fresh.unknown_states = recount.unknown_states.clone();
+        }
         let (report, after) = match &state.paused {
             None => (fresh, None),
             Some(pause) => {

@@ -1,10 +1,11 @@
 //! The table the bench reconciles, made up deterministically: reaction rows in the shape the
-//! write path stores them, the count rows the aggregator would have written for them, and
-//! the drift injected on a known set of items.
+//! write path stores them, the count rows the aggregator and the likers entries the likers
+//! consumer would have written for them, and the drift injected on a known set of items.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::likers;
 use likes_core::pipeline::overflow_partition;
 use likes_core::reconcile::subtotal_attributes;
 use likes_core::{IdempotencyKey, ItemId, ReactionState};
@@ -131,6 +132,36 @@ pub fn reaction_row(i: usize, size: Size, load_ms: i64) -> Item {
         row.insert("liked_at".to_owned(), n(updated_at));
     }
     row
+}
+
+/// The reaction rows that are likes: the ones with a likers entry.
+pub fn likes(size: Size) -> Vec<usize> {
+    (0..size.reactions)
+        .filter(|i| state_of(*i) == ReactionState::Like)
+        .collect()
+}
+
+/// The likers entry of reaction row `i`, a like, as the likers consumer leaves it
+/// (`LikersStore::apply`): in the user's bucket of the item, at the row's order (no
+/// `created_at`: 0, then `op_id`), with its position and time.
+pub fn liker_entry(i: usize, size: Size, load_ms: i64) -> Item {
+    let row = reaction_row(i, size, load_ms);
+    let text = |name: &str| row[name].as_s().expect("a string").clone();
+    let number = |name: &str| row[name].as_n().expect("a number").clone();
+    let user = text("user_id");
+    let item = ItemId::parse(&text("item_id")).expect("a valid item id");
+    let liked_at: i64 = number("updated_at").parse().expect("a time");
+    HashMap::from([
+        (
+            "bucket".to_owned(),
+            s(likers::bucket_key(&item, likers::bucket_of(&user))),
+        ),
+        ("position".to_owned(), s(likers::position(liked_at, &user))),
+        ("user_id".to_owned(), s(user)),
+        ("row_created".to_owned(), n(0)),
+        ("op_id".to_owned(), AttributeValue::N(number("op_id"))),
+        ("liked_at".to_owned(), n(liked_at)),
+    ])
 }
 
 /// The count rows of every item, as the aggregator writes them (`row_update`): totals, the

@@ -18,6 +18,7 @@ const PER_ROWS: f64 = 100_000.0;
 pub struct Figures {
     pub size: Size,
     pub reactions: Loaded,
+    pub likers: Loaded,
     pub counts: Loaded,
     /// Σ DynamoDB item sizes of the reaction rows written.
     pub table_bytes: usize,
@@ -30,6 +31,8 @@ pub struct Figures {
     pub scan_half_units: u64,
     pub count_rows: usize,
     pub export: ExportObjects,
+    /// How much the bench's resident memory grew to during the run (bytes).
+    pub run_memory: Option<u64>,
 }
 
 fn seconds(d: Duration) -> String {
@@ -69,12 +72,15 @@ impl Figures {
             self.reactions.rows_per_second()
         );
         println!(
-            "         count rows {} requests in {}",
+            "         likers entries {} requests in {}, count rows {} requests in {}",
+            self.likers.requests,
+            seconds(self.likers.elapsed),
             self.counts.requests,
             seconds(self.counts.elapsed)
         );
         println!("  honest about: the count rows are written directly in the aggregator's layout (totals, one epoch's");
-        println!("    subtotals, updated_at; hot items over 8 overflow partitions); the stream records of the bulk rows");
+        println!("    subtotals, updated_at; hot items over 8 overflow partitions), the likers entries in the likers");
+        println!("    consumer's (no occupancy rows: nothing here reads a page); the stream records of the bulk rows");
         println!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
         println!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
         println!();
@@ -104,6 +110,13 @@ impl Figures {
             recount_rate,
             rows / p.total().as_secs_f64()
         );
+        if let Some(bytes) = self.run_memory {
+            println!(
+                "   memory: the process's peak grew by {:.1} MB during the run, {:.0} B per reaction row (a lower bound)",
+                bytes as f64 / 1e6,
+                bytes as f64 / rows
+            );
+        }
         println!("   The export wait is the reconciler's 10 s poll of DescribeExport (the emulator completes in 2 s;");
         println!("   AWS takes minutes). Cleanup and corrections are one UpdateItem each at the emulator's pace.");
         println!();
@@ -178,6 +191,13 @@ impl Figures {
             file_bytes: e.data_bytes as f64 / e.data_files as f64,
             table_bytes_per_row: self.table_bytes as f64 / self.size.reactions as f64,
             reaction_rows_per_item: self.size.reactions as f64 / self.size.items as f64,
+            memory_bytes_per_row: self.run_memory.map(|bytes| bytes as f64 / rows),
+            function_memory_mb: stack
+                .stack
+                .template
+                .function_property("ReconcileFunction", "MemorySize")
+                .and_then(serde_yaml::Value::as_f64)
+                .expect("the reconcile function's MemorySize"),
         });
     }
 }

@@ -30,6 +30,10 @@ pub struct Measured {
     /// DynamoDB item size (name + value bytes) per row: the table size exports are billed on.
     pub table_bytes_per_row: f64,
     pub reaction_rows_per_item: f64,
+    /// What the run held in memory per reaction row, when measured.
+    pub memory_bytes_per_row: Option<f64>,
+    /// The reconcile function's `MemorySize` in template.yaml (MB).
+    pub function_memory_mb: f64,
 }
 
 fn dollars(amount: f64) -> String {
@@ -106,6 +110,18 @@ pub fn print(m: &Measured) {
         dollars(get_cost(files_local))
     );
     println!("                         gzip is not splittable, so one reader per file: files stay the unit of parallelism.");
+    let by_time = m.recount_rows_per_second * LAMBDA_MAX_SECONDS;
+    println!(
+        "   what one run in the function carries: every invocation reads the whole export, so at most"
+    );
+    match m.memory_bytes_per_row {
+        Some(per_row) => println!(
+            "     {by_time:.1e} rows by time (15 min at this rate) and {:.1e} by memory ({:.0} MB at {per_row:.0} B/row)",
+            m.function_memory_mb * 1024.0 * 1024.0 / per_row,
+            m.function_memory_mb
+        ),
+        None => println!("     {by_time:.1e} rows by time (15 min at this rate); memory not measured here"),
+    }
     println!("   Assumptions: the same row shape and gzip ratio as here (mostly LIKE rows, one idempotency key each);");
     println!("     file counts between the bounds above (DynamoDB writes at least one file per partition and");
     println!("     publishes no size); the recount's rate is one process here on a shared 2-core machine, not");
