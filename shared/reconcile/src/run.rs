@@ -1165,13 +1165,7 @@ impl Reconciler {
                 .unwrap_or(Counts::default());
             self.judge_item(state, item, counted, &states, cut, &mut comparison.report)
                 .await?;
-            let done = comparison.report.items_checked;
-            if done % PROGRESS_EVERY == 0 || done == total {
-                progress(Progress::Comparing {
-                    items_done: done,
-                    items_total: total,
-                });
-            }
+            every_so_often(progress, comparison.report.items_checked, total);
         }
         Ok(None)
     }
@@ -1244,13 +1238,7 @@ impl Reconciler {
             let live = self.store.item_rows(&item).await?;
             self.judge_item(state, &item, recount, &live, cut, &mut comparison.report)
                 .await?;
-            let done = comparison.report.items_checked;
-            if done % PROGRESS_EVERY == 0 || done == total {
-                progress(Progress::Comparing {
-                    items_done: done,
-                    items_total: total,
-                });
-            }
+            every_so_often(progress, comparison.report.items_checked, total);
             last = Some(item);
         }
         check_rows_read(export, rows_read)?;
@@ -1625,6 +1613,16 @@ struct RecoveryWindow {
 
 /// An AWS error in one line an operator can read: the service's code and message, or what
 /// kept the request from an answer.
+/// Reports the compare's progress every [`PROGRESS_EVERY`] items, and at its last.
+fn every_so_often(progress: &mut (dyn FnMut(Progress) + Send), items_done: u64, items_total: u64) {
+    if items_done % PROGRESS_EVERY == 0 || items_done == items_total {
+        progress(Progress::Comparing {
+            items_done,
+            items_total,
+        });
+    }
+}
+
 /// An error unless Athena's census (`rows`) adds up to the export's item count.
 fn check_rows_read(export: &Export, rows_read: Option<u64>) -> Result<(), ReconcileError> {
     let expected = export.summary.item_count;
