@@ -2,7 +2,7 @@
 //! emulator's Athena in DuckDB over the data files of real local exports: it judges the
 //! items and scores the function's own compare judges, lists only the drifted ones, fails
 //! rather than half-reads a corrupt export, and carries a whole reconciliation run, paused
-//! and resumed, when the template selects it.
+//! and resumed, and started over after a failed attempt, when the template selects it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use likes_reconcile::{
     AthenaConfig, AthenaJudge, Export, ExportReader, Judged, JudgedExports, JudgedLine, Judgement,
     ReconcileError, Step, ATTEMPTS,
 };
-use likes_store::reconciliation::ReconciliationStore;
+use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::exports::create_bucket;
 use likes_tests::{unique_prefix, TestStack};
 
@@ -546,4 +546,115 @@ async fn a_run_judged_by_athena_corrects_counts_and_the_board_once_across_paused
         "the corrections are part of what was applied before the cut now: {rerun:?}"
     );
     stack.assert_counts_match_recount(&items).await;
+}
+
+/// An attempt whose judgement fails (a data file of its export corrupt) starts the cut over
+/// from new exports, and Athena runs the new attempt's statements afresh: the run completes
+/// and corrects once.
+#[tokio::test]
+async fn a_failed_athena_attempt_starts_over_and_the_next_is_judged_afresh() {
+    let stack = TestStack::start_for_reconciliation_with_boards_in("athena").await;
+    let item = "game:retried";
+    for u in 0..3 {
+        stack.react(&format!("u{u}"), item, Like).await;
+    }
+    stack.settle().await;
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("CountsTable"))
+        .key("item_id", AttributeValue::S(item.into()))
+        .key("shard", AttributeValue::S("D#0".into()))
+        .update_expression("ADD like_count :two")
+        .expression_attribute_values(":two", AttributeValue::N("2".into()))
+        .send()
+        .await
+        .unwrap();
+    let period = stack.reconcile_period();
+    let cut = period.cut_at(now_ms() + period.uncertainty_ms) + period.length_ms;
+    let wait = cut + period.uncertainty_ms + 1_200 - now_ms();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+
+    // Invocations with no time to wait, until the run has all its exports asked for.
+    let reconciler = stack.reconciler();
+    let runs = ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"));
+    let give_up_at = now_ms() + 60_000;
+    let first = loop {
+        assert!(
+            now_ms() < give_up_at,
+            "the run did not reach its exports in 60 s"
+        );
+        match reconciler
+            .run_at(Some(cut), true, now_ms(), &mut |_| {})
+            .await
+        {
+            Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {}
+            Err(err) => panic!("an invocation failed: {err}"),
+        }
+        let phase = runs.state().await.unwrap().map(|state| state.phase);
+        if let Some(Phase::Comparing {
+            export_arn,
+            derived: Some(derived),
+        }) = phase
+        {
+            if derived.exports.len() == derived.tables.len() {
+                break export_arn;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let manifest = stack
+        .dynamodb()
+        .describe_export()
+        .export_arn(&first)
+        .send()
+        .await
+        .unwrap()
+        .export_description
+        .and_then(|d| d.export_manifest)
+        .expect("a manifest");
+    let bucket = stack
+        .stack
+        .function_environment("ReconcileFunction")
+        .unwrap()["EXPORT_BUCKET"]
+        .clone();
+    let export = ExportReader::new(stack.s3())
+        .open(&bucket, &manifest)
+        .await
+        .unwrap();
+    for file in export.files.iter().filter(|f| f.item_count > 0) {
+        stack
+            .s3()
+            .put_object()
+            .bucket(&bucket)
+            .key(&file.data_file_s3_key)
+            .body(b"\x1f\x8b\x08\x00 not a gzip stream".to_vec().into())
+            .send()
+            .await
+            .unwrap();
+    }
+
+    let mut failed = Vec::new();
+    let report = loop {
+        assert!(now_ms() < give_up_at + 120_000, "the run did not finish");
+        match reconciler
+            .run_at(Some(cut), true, now_ms() + 60_000, &mut |_| {})
+            .await
+        {
+            Ok(Step::Reconciled(report)) => break *report,
+            Ok(_) => {}
+            Err(err) => failed.push(err),
+        }
+    };
+    assert!(
+        matches!(failed.as_slice(), [ReconcileError::Query { .. }]),
+        "the first attempt failed on its corrupt export, and only it: {failed:?}"
+    );
+    assert_ne!(report.export_arn, first, "{report:?}");
+    assert_eq!(
+        (report.items_drifted, report.items_corrected),
+        (1, 1),
+        "{report:?}"
+    );
+    stack.assert_counts_match_recount(&[item]).await;
 }
