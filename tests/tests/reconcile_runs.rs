@@ -15,6 +15,10 @@ use likes_reconcile::{DriftReport, Progress, ReconcileError, Step, MAX_ATTEMPTS}
 use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::TestStack;
 
+#[allow(dead_code)]
+#[path = "../benches/dynamodb/capacity.rs"]
+mod capacity;
+
 fn run_state(stack: &TestStack) -> ReconciliationStore {
     ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"))
 }
@@ -845,6 +849,152 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
     );
 }
 
+/// The shards of the logs come and go (a stream's roll over every few hours, an on-demand
+/// log's reshard with its traffic), and what each leaves goes after it: a stream shard's
+/// watermark row expires by TTL past the stream's retention from its last write; a log shard
+/// that expired from the log (listed no more, its last record older than any replay) has its
+/// progress row retired by the refresher, and the next cleaning pass drops its intent number
+/// from every all-time score row, then forgets it.
+#[tokio::test]
+async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
+    let stack = TestStack::start_for_reconciliation_with_boards().await;
+    let item = "game:kept";
+    for u in 0..3 {
+        stack.react(&format!("u{u}"), item, Like).await;
+    }
+    let wrote_ms = now_ms();
+    stack.settle().await;
+    stack.settle_leaderboard().await;
+    let watermarks: Vec<_> = stack
+        .rows("CountsTable")
+        .await
+        .into_iter()
+        .filter(|row| matches!(row.get("item_id"), Some(AttributeValue::S(id)) if id.starts_with("#wm#")))
+        .collect();
+    assert!(!watermarks.is_empty(), "the aggregator wrote watermarks");
+    let horizon_s = likes_core::pipeline::REPLAY_HORIZON_MS / 1000;
+    for row in &watermarks {
+        let Some(AttributeValue::N(expires)) = row.get("expires_at") else {
+            panic!("a watermark row without expiry: {row:?}");
+        };
+        let expires: i64 = expires.parse().unwrap();
+        assert!(
+            (wrote_ms / 1000 - 60 + horizon_s..=now_ms() / 1000 + horizon_s).contains(&expires),
+            "a watermark expires a replay horizon after its last write: {row:?}"
+        );
+    }
+
+    // A log shard a reshard closed long ago: its progress, and its intent number on the
+    // item's score row, as its consumer left them.
+    let gone = "shardId-000000009999";
+    let leaderboard = stack.name("LeaderboardTable");
+    let three_days_ago = now_ms() - 3 * 86_400_000;
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(&leaderboard)
+        .item("board", AttributeValue::S("#progress".into()))
+        .item("item_id", AttributeValue::S(gone.into()))
+        .item("through_seq", AttributeValue::S("42".into()))
+        .item(
+            "applied_through",
+            AttributeValue::N(three_days_ago.to_string()),
+        )
+        .item("intents", AttributeValue::N("7".into()))
+        .send()
+        .await
+        .unwrap();
+    let score_row_key = || {
+        [
+            (
+                "board".to_owned(),
+                AttributeValue::S(stack.all_time_board(item)),
+            ),
+            ("item_id".to_owned(), AttributeValue::S(item.into())),
+        ]
+        .into_iter()
+        .collect::<std::collections::HashMap<_, _>>()
+    };
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(&leaderboard)
+        .set_key(Some(score_row_key()))
+        .update_expression("SET #n = :n")
+        .expression_attribute_names("#n", "n#9999")
+        .expression_attribute_values(":n", AttributeValue::N("7".into()))
+        .send()
+        .await
+        .unwrap();
+    let markers = || async {
+        stack
+            .dynamodb()
+            .get_item()
+            .table_name(&leaderboard)
+            .set_key(Some(score_row_key()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the item's all-time score row")
+            .into_keys()
+            .filter(|name| name.starts_with("n#"))
+            .collect::<BTreeSet<_>>()
+    };
+    let live = markers().await;
+    assert!(
+        live.len() > 1,
+        "live shards' numbers beside the gone one's: {live:?}"
+    );
+
+    // The refresher, ticking once a second, retires it.
+    let store = stack.leaderboard_store();
+    let deadline = now_ms() + 30_000;
+    while store
+        .progress()
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p.shard == gone)
+    {
+        assert!(now_ms() < deadline, "the gone shard's progress stayed");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        store.retired().await.unwrap(),
+        BTreeSet::from(["9999".to_owned()])
+    );
+
+    // A scheduled invocation's cleaning pass drops its number, and then forgets it.
+    let _run = stack
+        .reconciler()
+        .advance(now_ms() + 60_000, &mut |_| {})
+        .await;
+    let kept = markers().await;
+    assert_eq!(
+        kept,
+        live.iter()
+            .filter(|m| *m != "n#9999")
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        "only the gone shard's number went"
+    );
+    assert!(
+        store.retired().await.unwrap().is_empty(),
+        "the retired shard is forgotten"
+    );
+    stack.react("u9", item, Like).await;
+    stack.settle().await;
+    stack.settle_leaderboard().await;
+    stack
+        .leaderboard_until(
+            "window=all",
+            &serde_json::json!([{"item_id": item, "like_count": 4}]),
+        )
+        .await;
+}
+
 /// A deployment's life, in compressed time: epochs of a few seconds and a subtotal horizon
 /// of three epochs, so the test's minute of stalled reconciliation is many horizons, as a
 /// week is many 6-hour horizons. What the service never reads from its configuration (the
@@ -1166,5 +1316,45 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
             epoch >= period.epoch(cut),
             "epoch {epoch} is before the cut"
         );
+    }
+    assert_rows_within_their_bounds(&stack, &["game:busy", "game:crowd"]).await;
+}
+
+/// Every row within the bound docs/architecture.md states for it: a reaction row and the count
+/// rows of an item that is not `busy` under 1 KB (one write unit a write), a busy item's count
+/// rows and any score row under 8 KB, a likers entry under 1 KB, the run state under 100 KB.
+async fn assert_rows_within_their_bounds(stack: &TestStack, busy: &[&str]) {
+    let text = |row: &likes_store::rows::Item, name: &str| match row.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        other => panic!("{name} is {other:?} in {row:?}"),
+    };
+    let within = |table: &str, row: &likes_store::rows::Item, bound: usize| {
+        let size = capacity::item_size(row);
+        assert!(
+            size < bound,
+            "a {table} row of {size} B, over {bound} B: {row:?}"
+        );
+    };
+    for row in stack.rows("ReactionsTable").await {
+        within("Reactions", &row, 1024);
+    }
+    for row in stack.rows("CountsTable").await {
+        let item = text(&row, "item_id");
+        let base = item.split('#').next().unwrap_or_default();
+        let bound = match item.as_str() {
+            "#reconcile" => 100 * 1024,
+            _ if busy.contains(&base) => 8 * 1024,
+            _ => 1024,
+        };
+        within("Counts", &row, bound);
+    }
+    for row in stack.rows("LikersTable").await {
+        within("Likers", &row, 1024);
+    }
+    for row in stack.rows("LeaderboardTable").await {
+        let board = text(&row, "board");
+        if board.starts_with("all#") || board.starts_with("day#") {
+            within("Leaderboard score", &row, 8 * 1024);
+        }
     }
 }

@@ -19,7 +19,8 @@ use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
 use likes_core::leaderboard::{
-    board_as_of, score_deltas, sequence_after, LogProgress, Window, MAX_RUN_EPOCHS,
+    board_as_of, expired_log_shards, score_deltas, sequence_after, LogProgress, Window,
+    MAX_RUN_EPOCHS,
 };
 use likes_core::pipeline::{LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
@@ -308,6 +309,8 @@ pub struct RefreshReport {
     pub boards_refreshed: usize,
     pub as_of_ms: Option<i64>,
     pub heartbeats: usize,
+    /// Log shards whose progress went because they expired from the log.
+    pub log_shards_retired: usize,
 }
 
 /// A log shard's progress as the last tick read it: its last record and intents applied.
@@ -364,22 +367,21 @@ impl BoardRefresher {
     /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
     /// is the lowest progress of the shards not done with ([`board_as_of`]), read before any
     /// score. Then puts a heartbeat on each open shard that applied nothing for
-    /// `heartbeat_after`.
+    /// `heartbeat_after`, and retires the shards that have expired from the log
+    /// ([`expired_log_shards`]).
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
         let shards = self.log_shards.list().await?;
-        let as_of_ms = board_as_of(
-            &shards,
-            &progress
-                .iter()
-                .map(|p| LogProgress {
-                    shard_id: p.shard.clone(),
-                    through_seq: p.through_seq.clone(),
-                    applied_through_ms: p.applied_through_ms,
-                })
-                .collect::<Vec<_>>(),
-        );
+        let logged: Vec<_> = progress
+            .iter()
+            .map(|p| LogProgress {
+                shard_id: p.shard.clone(),
+                through_seq: p.through_seq.clone(),
+                applied_through_ms: p.applied_through_ms,
+            })
+            .collect();
+        let as_of_ms = board_as_of(&shards, &logged);
         let today = Window::day_of(started_ms);
         let mut boards = BTreeSet::new();
         let mut moved = false;
@@ -431,14 +433,32 @@ impl BoardRefresher {
                 .expect("heartbeats")
                 .insert(shard.shard_id.clone(), started_ms);
         }
+        let mut retired = 0;
+        for shard in expired_log_shards(&shards, &logged, started_ms) {
+            // Refused: an intent of it is pending, or its progress moved; the next tick
+            // decides again.
+            if self
+                .store
+                .retire(&shard.shard_id, shard.through_seq.as_deref())
+                .await?
+            {
+                retired += 1;
+            }
+        }
         let report = RefreshReport {
             boards_refreshed: boards.len(),
             as_of_ms,
             heartbeats: quiet.len(),
+            log_shards_retired: retired,
         };
         Report::new("Likes/Leaderboard")
             .value("BoardsRefreshed", "Count", report.boards_refreshed as f64)
             .value("HeartbeatsPut", "Count", report.heartbeats as f64)
+            .value(
+                "LogShardsRetired",
+                "Count",
+                report.log_shards_retired as f64,
+            )
             .emit();
         Ok(report)
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use crate::pipeline::{user_hash, ReactionEvent};
+use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::reconcile::Period;
 use crate::ValidationError;
 
@@ -214,6 +214,23 @@ pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64>
         .filter(|p| !done(p))
         .map(|p| p.applied_through_ms)
         .min()
+}
+
+/// The log shards whose progress is no longer needed: not listed by the log (a closed shard
+/// is listed until its records expire), and whose last record applied arrived more than
+/// [`REPLAY_HORIZON_MS`] ago, past any retention the log keeps, so no delivery can come from
+/// them again. Their progress rows, and the intent numbers their consumers left on score
+/// rows, can go.
+pub fn expired_log_shards<'p>(
+    shards: &[LogShard],
+    progress: &'p [LogProgress],
+    now_ms: i64,
+) -> Vec<&'p LogProgress> {
+    progress
+        .iter()
+        .filter(|p| !shards.iter().any(|s| s.shard_id == p.shard_id))
+        .filter(|p| p.applied_through_ms < now_ms - REPLAY_HORIZON_MS)
+        .collect()
 }
 
 /// One item's place on a board.
@@ -434,5 +451,27 @@ mod tests {
             Some(9_000)
         );
         assert_eq!(board_as_of(&shards, &[]), None);
+    }
+
+    #[test]
+    fn a_shard_is_expired_once_unlisted_and_past_every_replay() {
+        let now = 10 * REPLAY_HORIZON_MS;
+        let shards = [
+            log_shard("open", None, None),
+            log_shard("closed", None, Some("9")),
+        ];
+        let old = now - REPLAY_HORIZON_MS - 1;
+        let progress = [
+            at("open", "5", old),
+            at("closed", "9", old),
+            at("gone", "7", old),
+            // Unlisted but recent: a listing that lags is never taken for an expiry.
+            at("just-gone", "7", now - 1_000),
+        ];
+        let expired: Vec<_> = expired_log_shards(&shards, &progress, now)
+            .into_iter()
+            .map(|p| p.shard_id.as_str())
+            .collect();
+        assert_eq!(expired, ["gone"]);
     }
 }

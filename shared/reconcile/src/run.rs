@@ -704,7 +704,10 @@ impl Reconciler {
                         (false, true) => horizon,
                         (false, false) => return Ok(()),
                     };
-                    self.pruning.begin(through, segments).await?;
+                    // The log shards retired by now: no row can take their intent numbers
+                    // after, so once the pass is done no row keeps them.
+                    let retiring = self.leaderboard.retired().await?;
+                    self.pruning.begin(through, segments, &retiring).await?;
                     continue;
                 }
             };
@@ -746,9 +749,11 @@ impl Reconciler {
                     _ => None,
                 };
                 let (rows, next) = self.leaderboard.all_time_page(shard, start).await?;
-                for (item, row) in &rows {
+                for row in &rows {
+                    let mut dropped = reconciled_attributes(&row.state, state.through);
+                    dropped.extend(row.retired_attributes(&state.retiring));
                     self.leaderboard
-                        .drop_reconciled(item, &reconciled_attributes(row, state.through))
+                        .drop_reconciled(&row.item_id, &dropped)
                         .await?;
                 }
                 rows_done += rows.len() as u64;
@@ -773,6 +778,7 @@ impl Reconciler {
                 }
             }
             self.pruning.finish(state.through).await?;
+            self.leaderboard.forget_retired(&state.retiring).await?;
         }
         Ok(())
     }

@@ -3,7 +3,9 @@
 //!
 //! - `#wm#<shard id>` / `W`: a stream shard's watermark, written by the aggregator after each
 //!   batch (`stream_time`, and the last probe key it saw on that shard). One partition key per
-//!   shard, so hundreds of shards never share one.
+//!   shard, so hundreds of shards never share one. A stream's shards roll over every few
+//!   hours, so each row carries a TTL (`expires_at`) past the stream's retention from its last
+//!   write: the rows of shards long gone leave the table.
 //! - `#asof#<r>` / `A`, r < [`AS_OF_REPLICAS`]: the `as_of` the pulse computed from every
 //!   shard's watermark, copied R times so a million count reads a second, each container
 //!   reading at most once a second, spread over R partition keys.
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+
+use likes_core::pipeline::REPLAY_HORIZON_MS;
 
 use crate::batch;
 use crate::error::condition_held;
@@ -81,7 +85,8 @@ impl FreshnessStore {
     }
 
     /// Moves a shard's watermark forward to `stream_time_ms` (never back: a late duplicate
-    /// delivery of older records must not lower it), noting the last probe seen.
+    /// delivery of older records must not lower it), noting the last probe seen, and puts
+    /// off its expiry to [`REPLAY_HORIZON_MS`] from `now_ms`.
     pub async fn advance(
         &self,
         shard_id: &str,
@@ -96,12 +101,17 @@ impl FreshnessStore {
             .set_key(Some(watermark_key(shard_id)))
             .condition_expression("attribute_not_exists(stream_time) OR stream_time <= :t")
             .expression_attribute_values(":t", AttributeValue::N(stream_time_ms.to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()));
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            .expression_attribute_values(
+                ":expires",
+                AttributeValue::N(((now_ms + REPLAY_HORIZON_MS) / 1000).to_string()),
+            );
+        let set = "SET stream_time = :t, updated_at = :now, expires_at = :expires";
         update = match probe_key {
             Some(probe) => update
-                .update_expression("SET stream_time = :t, updated_at = :now, probe_key = :p")
+                .update_expression(format!("{set}, probe_key = :p"))
                 .expression_attribute_values(":p", AttributeValue::S(probe.to_owned())),
-            None => update.update_expression("SET stream_time = :t, updated_at = :now"),
+            None => update.update_expression(set),
         };
         // Refused: another delivery already moved it further.
         condition_held("UpdateItem", update.send().await).map(drop)

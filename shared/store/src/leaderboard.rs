@@ -6,18 +6,22 @@
 //! - **event claims** `#event#<flip key>`: the log record that owns an event (`by`), so an
 //!   event on the log twice scores once;
 //! - per Kinesis shard, its **progress** (`#progress` / shard: the last record applied, its
-//!   arrival, which `as_of` is read from, and the intents applied) and its pending
+//!   arrival, which `as_of` is read from, and the intents applied), dropped once the shard
+//!   has expired from the log, and its pending
 //!   **intent** (`#intent#<shard>` / `head`: the deltas of a run of records, frozen before
 //!   any is applied, so a retry cut longer or shorter than the crashed invocation finishes
 //!   exactly what it began);
+//! - the **retired** log shards (`#retired` / `log_shards`: `markers`, the names of expired
+//!   shards whose intent numbers may still be on all-time score rows), which reconciliation's
+//!   cleaning pass drops from the rows it goes over and then from the set;
 //! - per board, the **materialized top** (`#top` / window key) a read is one GetItem of,
 //!   refreshed by a scheduled function from the board's shards.
 //!
 //! Each score row takes one ADD per intent, however many of the run's events it holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{days, item_shard, rank, Entry, ScoreDelta, Window, TOP_SIZE};
@@ -49,6 +53,9 @@ pub const IN_FLIGHT: usize = 32;
 const PROGRESS_BOARD: &str = "#progress";
 const EVENT_CLAIM_PREFIX: &str = "#event#";
 const TOP_BOARD: &str = "#top";
+const RETIRED_BOARD: &str = "#retired";
+const RETIRED_ROW: &str = "log_shards";
+const RETIRED_MARKERS: &str = "markers";
 const INTENT_HEAD: &str = "head";
 
 /// A board as the route reads it.
@@ -91,6 +98,27 @@ pub struct ShardProgress {
     pub intents: u64,
     /// The boards its last intent scored on.
     pub windows: Vec<Window>,
+}
+
+/// An all-time score row as a cleaning pass reads it.
+#[derive(Debug, Clone)]
+pub struct AllTimeRow {
+    pub item_id: String,
+    /// Its score, subtotals and near-cut counts, as reconciliation judges them.
+    pub state: CountRowState,
+    /// The log shards that left their last intent's number on it, by their name there.
+    pub markers: Vec<String>,
+}
+
+impl AllTimeRow {
+    /// The attributes of the intent numbers it keeps for shards in `retired`.
+    pub fn retired_attributes(&self, retired: &BTreeSet<String>) -> Vec<String> {
+        self.markers
+            .iter()
+            .filter(|marker| retired.contains(*marker))
+            .map(|marker| marker_attribute(marker))
+            .collect()
+    }
 }
 
 /// An event the batch scores, and the log record (`<shard>:<sequence number>`) it came in.
@@ -260,7 +288,7 @@ impl LeaderboardStore {
         intent: &Intent,
         through_seq: Option<&str>,
     ) -> Result<(), StoreError> {
-        let marker = format!("{INTENT_N}#{}", shard_marker(shard));
+        let marker = marker_attribute(shard_marker(shard));
         stream::iter(
             intent
                 .rows
@@ -446,6 +474,94 @@ impl LeaderboardStore {
             .collect()
     }
 
+    /// Retires a log shard that has expired from the log: its marker joins the retired set
+    /// and its progress row goes, in one transaction, on condition the progress is still
+    /// `through_seq` and no intent of it is pending (one that is keeps it). `false` when a
+    /// condition failed.
+    pub async fn retire(&self, shard: &str, through_seq: Option<&str>) -> Result<bool, StoreError> {
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Request(e.to_string());
+        let retired = Update::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(RETIRED_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(RETIRED_ROW.into()))
+            .update_expression("ADD #markers :marker")
+            .expression_attribute_names("#markers", RETIRED_MARKERS)
+            .expression_attribute_values(
+                ":marker",
+                AttributeValue::Ss(vec![shard_marker(shard).to_owned()]),
+            )
+            .build()
+            .map_err(build)?;
+        let progress = Delete::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(PROGRESS_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(shard.into()))
+            .expression_attribute_names("#seq", THROUGH_SEQ);
+        let progress = match through_seq {
+            None => progress.condition_expression("attribute_not_exists(#seq)"),
+            Some(seq) => progress
+                .condition_expression("#seq = :seq")
+                .expression_attribute_values(":seq", AttributeValue::S(seq.into())),
+        }
+        .build()
+        .map_err(build)?;
+        let no_intent = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(intent_board(shard)))
+            .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
+            .condition_expression("attribute_not_exists(#board)")
+            .expression_attribute_names("#board", BOARD)
+            .build()
+            .map_err(build)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(retired).build())
+            .transact_items(TransactWriteItem::builder().delete(progress).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(no_intent)
+                    .build(),
+            )
+            .send()
+            .await;
+        Ok(cancelled("TransactWriteItems", result)?.is_none())
+    }
+
+    /// The retired log shards' markers (strongly consistent).
+    pub async fn retired(&self) -> Result<BTreeSet<String>, StoreError> {
+        let row = self.get(RETIRED_BOARD, RETIRED_ROW).await?;
+        match row.as_ref().and_then(|row| row.get(RETIRED_MARKERS)) {
+            None => Ok(BTreeSet::new()),
+            Some(AttributeValue::Ss(markers)) => Ok(markers.iter().cloned().collect()),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "the retired log shards are {other:?}"
+            ))),
+        }
+    }
+
+    /// Forgets `markers` once no score row keeps them.
+    pub async fn forget_retired(&self, markers: &BTreeSet<String>) -> Result<(), StoreError> {
+        if markers.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(RETIRED_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(RETIRED_ROW.into()))
+            .update_expression("DELETE #markers :markers")
+            .expression_attribute_names("#markers", RETIRED_MARKERS)
+            .expression_attribute_values(
+                ":markers",
+                AttributeValue::Ss(markers.iter().cloned().collect()),
+            )
+            .send()
+            .await
+            .map_err(|e| StoreError::aws("UpdateItem", e))
+            .map(drop)
+    }
+
     /// Refreshes each of `windows` at once ([`Self::refresh_board`]).
     pub async fn refresh(
         &self,
@@ -595,13 +711,12 @@ impl LeaderboardStore {
     }
 
     /// A page of the all-time board's shard `shard` (a Query of `all#<shard>`, strongly
-    /// consistent, from `start`): each item's score with its subtotals and near-cut counts
-    /// as reconciliation reads them, and where the next page starts.
+    /// consistent, from `start`), and where the next page starts.
     pub async fn all_time_page(
         &self,
         shard: u32,
         start: Option<rows::Item>,
-    ) -> Result<(Vec<(String, CountRowState)>, Option<rows::Item>), StoreError> {
+    ) -> Result<(Vec<AllTimeRow>, Option<rows::Item>), StoreError> {
         let output = self
             .client
             .query()
@@ -620,7 +735,17 @@ impl LeaderboardStore {
             .into_iter()
             .map(|item| {
                 let row: ReconciledScoreRow = rows::from_item(item)?;
-                Ok((row.item_id.clone(), score_row_state(row)))
+                let markers = row
+                    .others
+                    .keys()
+                    .filter_map(|name| attribute_marker(name))
+                    .map(str::to_owned)
+                    .collect();
+                Ok(AllTimeRow {
+                    item_id: row.item_id.clone(),
+                    state: score_row_state(row),
+                    markers,
+                })
             })
             .collect::<Result<_, StoreError>>()?;
         Ok((rows, output.last_evaluated_key))
@@ -658,7 +783,7 @@ impl LeaderboardStore {
                         return Ok::<_, StoreError>((rows, false));
                     }
                     let (page, next) = self.all_time_page(shard, start).await?;
-                    rows.extend(page);
+                    rows.extend(page.into_iter().map(|row| (row.item_id, row.state)));
                     match next {
                         None => return Ok((rows, true)),
                         next => start = next,
@@ -704,8 +829,8 @@ impl LeaderboardStore {
         condition_held("UpdateItem", result)
     }
 
-    /// Drops `attributes` (subtotals and near-cut counts no cut needs) from an item's
-    /// all-time score row.
+    /// Drops `attributes` (subtotals and near-cut counts no cut needs, retired shards'
+    /// intent numbers) from an item's all-time score row.
     pub async fn drop_reconciled(
         &self,
         item_id: &str,
@@ -790,6 +915,16 @@ pub fn intent_bytes(event: &ReactionEvent) -> usize {
 const ROW_BYTES_BESIDES_ITEM: usize = 3 + 6 * 2 + 19 + 2 * 21 + 2 * 3;
 /// A list of two numbers in a list: 3 + 2 × (1 + 21) + 1.
 const PAIR_BYTES: usize = 3 + 2 * (1 + 21) + 1;
+
+/// How a score row names a log shard's intent number: `n#<marker>`.
+fn marker_attribute(marker: &str) -> String {
+    format!("{INTENT_N}#{marker}")
+}
+
+/// The marker a score row's attribute names, if it is an intent number.
+fn attribute_marker(name: &str) -> Option<&str> {
+    name.strip_prefix(INTENT_N)?.strip_prefix('#')
+}
 
 fn intent_board(shard: &str) -> String {
     format!("#intent#{shard}")

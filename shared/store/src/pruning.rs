@@ -12,9 +12,12 @@
 //!   segment (`seg<i>`: absent before the segment starts, the next page's key while it goes,
 //!   `done` after it), the all-time board's cursor (`board_shard`, the board shard it
 //!   reads, and `board_at`, as a segment's cursor), `done` once every segment and the board
-//!   are, `cleaned` (the latest epoch before
+//!   are, `retiring` (the retired log shards whose intent numbers the pass drops from the
+//!   all-time score rows: no row keeps them once it is done), `cleaned` (the latest epoch before
 //!   which a finished pass dropped everything) and `wanted` (the latest cut a completed run
 //!   asked a pass through).
+
+use std::collections::BTreeSet;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -32,6 +35,7 @@ const WANTED: &str = "wanted";
 const SEGMENT_DONE: &str = "done";
 const BOARD_SHARD: &str = "board_shard";
 const BOARD_AT: &str = "board_at";
+const RETIRING: &str = "retiring";
 
 /// Where one Scan segment of a pass is.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +53,8 @@ pub struct PruneState {
     pub segments: Vec<SegmentCursor>,
     /// The all-time board: the board shard the pass reads, and where in it.
     pub board: (u32, SegmentCursor),
+    /// The retired log shards' markers the pass drops from the all-time score rows.
+    pub retiring: BTreeSet<String>,
     pub done: bool,
     /// Every count row holds nothing before this epoch (the last finished pass's `through`).
     pub cleaned: i64,
@@ -124,10 +130,20 @@ impl PruningStore {
             .map(|segment| cursor(&segment_attribute(segment)))
             .collect::<Result<_, _>>()?;
         let board = (number(BOARD_SHARD)?.max(0) as u32, cursor(BOARD_AT)?);
+        let retiring = match row.get(RETIRING) {
+            None => BTreeSet::new(),
+            Some(AttributeValue::Ss(markers)) => markers.iter().cloned().collect(),
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!(
+                    "prune state {RETIRING} is {other:?}"
+                )))
+            }
+        };
         Ok(Some(PruneState {
             through: number(THROUGH)?,
             segments,
             board,
+            retiring,
             // A row with no pass yet (a run's `wanted` alone) has none going.
             done: !row.contains_key(THROUGH)
                 || matches!(row.get(DONE), Some(AttributeValue::Bool(true))),
@@ -136,20 +152,35 @@ impl PruningStore {
         }))
     }
 
-    /// Starts a pass dropping epochs before `through`, unless a pass is still going (it goes
-    /// on to its end, however long the table takes: a pass is never restarted) or the last
-    /// one reached `through` already. `false` when nothing was started.
-    pub async fn begin(&self, through: i64, segments: usize) -> Result<bool, StoreError> {
-        let cursors: Vec<String> = (0..segments)
+    /// Starts a pass dropping epochs before `through`, and the intent numbers of the
+    /// `retiring` log shards, unless a pass is still going (it goes on to its end, however
+    /// long the table takes: a pass is never restarted) or the last one reached `through`
+    /// already. `false` when nothing was started.
+    pub async fn begin(
+        &self,
+        through: i64,
+        segments: usize,
+        retiring: &BTreeSet<String>,
+    ) -> Result<bool, StoreError> {
+        let mut cleared: Vec<String> = (0..segments)
             .map(segment_attribute)
             .chain([BOARD_SHARD.to_owned(), BOARD_AT.to_owned()])
             .collect();
-        let result = self
+        let mut set = "SET #through = :through, #done = :false".to_owned();
+        let mut update = self
             .update()
-            .update_expression(format!(
-                "SET #through = :through, #done = :false REMOVE {}",
-                cursors.join(", ")
-            ))
+            .expression_attribute_names("#retiring", RETIRING);
+        if retiring.is_empty() {
+            cleared.push("#retiring".to_owned());
+        } else {
+            set.push_str(", #retiring = :retiring");
+            update = update.expression_attribute_values(
+                ":retiring",
+                AttributeValue::Ss(retiring.iter().cloned().collect()),
+            );
+        }
+        let result = update
+            .update_expression(format!("{set} REMOVE {}", cleared.join(", ")))
             .condition_expression(
                 "attribute_not_exists(#through) OR (#done = :true AND #through < :through)",
             )
