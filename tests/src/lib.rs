@@ -376,6 +376,14 @@ pub fn percentile(values: &[u64], p: f64) -> u64 {
     sorted[rank - 1]
 }
 
+/// Sleeps until `t_ms`.
+pub async fn until(t_ms: i64) {
+    let wait = t_ms - likes_core::clock::now_ms();
+    if wait > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
+    }
+}
+
 pub fn now_seconds() -> i64 {
     likes_core::clock::now_ms() / 1000
 }
@@ -648,6 +656,55 @@ impl TestStack {
             length_ms: seconds("RECONCILE_EPOCH_SECONDS") * 1000,
             uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS") * 1000,
         }
+    }
+
+    /// The first cut at least `margin_ms` from now, so every write so far is clear of its
+    /// uncertainty.
+    pub fn next_cut(&self, margin_ms: i64) -> i64 {
+        let period = self.reconcile_period();
+        period.cut_at(likes_core::clock::now_ms() + margin_ms + period.uncertainty_ms)
+            + period.length_ms
+    }
+
+    /// The first moment a write is clear of the cut's uncertainty, even as the stream records
+    /// it: `ApproximateCreationDateTime` is rounded down to the second.
+    pub fn clear_of(&self, cut: i64) -> i64 {
+        cut + self.reconcile_period().uncertainty_ms + 1_200
+    }
+
+    /// A count row edited by hand: `likes` added to `item`'s row `shard`.
+    pub async fn edit_count_row(&self, item: &str, shard: &str, likes: i64) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        self.dynamodb()
+            .update_item()
+            .table_name(self.name("CountsTable"))
+            .key("item_id", AttributeValue::S(item.into()))
+            .key("shard", AttributeValue::S(shard.into()))
+            .update_expression("ADD like_count :likes")
+            .expression_attribute_values(":likes", AttributeValue::N(likes.to_string()))
+            .send()
+            .await
+            .expect("UpdateItem of a count row");
+    }
+
+    /// A reaction row put behind the API, with `attributes` beside its keys.
+    pub async fn put_reaction_row(
+        &self,
+        user: &str,
+        item: &str,
+        attributes: &[(&str, aws_sdk_dynamodb::types::AttributeValue)],
+    ) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut request = self
+            .dynamodb()
+            .put_item()
+            .table_name(self.name("ReactionsTable"))
+            .item("user_id", AttributeValue::S(user.into()))
+            .item("item_id", AttributeValue::S(item.into()));
+        for (name, value) in attributes {
+            request = request.item(*name, value.clone());
+        }
+        request.send().await.expect("PutItem of a reaction row");
     }
 
     /// Waits until the published `as_of` is at least `at_ms` (panics after `timeout`).

@@ -20,7 +20,7 @@ use likes_reconcile::{
 };
 use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::exports::create_bucket;
-use likes_tests::{unique_prefix, TestStack};
+use likes_tests::{unique_prefix, until, TestStack};
 
 /// An Athena judge as the stack's reconcile function is configured for it.
 fn athena_judge(stack: &TestStack) -> AthenaJudge {
@@ -107,30 +107,13 @@ async fn drifted_exports(stack: &TestStack) -> Exports {
     // Rows no writer of the service makes: one foreign, one a reaction in no known state.
     for (user, item, state) in [("import", "batch/7", "LIKE"), ("mallory", "game:1", "LOVE")] {
         stack
-            .dynamodb()
-            .put_item()
-            .table_name(stack.name("ReactionsTable"))
-            .item("user_id", AttributeValue::S(user.into()))
-            .item("item_id", AttributeValue::S(item.into()))
-            .item("state", AttributeValue::S(state.into()))
-            .send()
-            .await
-            .unwrap();
+            .put_reaction_row(user, item, &[("state", AttributeValue::S(state.into()))])
+            .await;
     }
     stack.settle().await;
     stack.settle_leaderboard().await;
     for (item, likes) in [("game:1", 3), ("ghost:1", 2)] {
-        stack
-            .dynamodb()
-            .update_item()
-            .table_name(stack.name("CountsTable"))
-            .key("item_id", AttributeValue::S(item.into()))
-            .key("shard", AttributeValue::S("D#0".into()))
-            .update_expression("ADD like_count :likes")
-            .expression_attribute_values(":likes", AttributeValue::N(likes.to_string()))
-            .send()
-            .await
-            .unwrap();
+        stack.edit_count_row(item, "D#0", likes).await;
     }
     stack.edit_all_time_score("exp.4_b-c", 5).await;
     lose_and_invent_likers(stack, ("exp.4_b-c", "erin"), ("place:2", "zed")).await;
@@ -454,24 +437,12 @@ async fn a_run_judged_by_athena_corrects_counts_and_the_board_once_across_paused
     stack.settle_leaderboard().await;
     // Likes nobody gave on two items' count rows, and a score that lost two likes.
     for item in &items[..2] {
-        stack
-            .dynamodb()
-            .update_item()
-            .table_name(stack.name("CountsTable"))
-            .key("item_id", AttributeValue::S((*item).into()))
-            .key("shard", AttributeValue::S("D#0".into()))
-            .update_expression("ADD like_count :three")
-            .expression_attribute_values(":three", AttributeValue::N("3".into()))
-            .send()
-            .await
-            .unwrap();
+        stack.edit_count_row(item, "D#0", 3).await;
     }
     stack.edit_all_time_score(items[2], -2).await;
     lose_and_invent_likers(&stack, (items[0], "u0"), (items[1], "zed")).await;
-    let period = stack.reconcile_period();
-    let cut = period.cut_at(now_ms() + period.uncertainty_ms) + period.length_ms;
-    let wait = cut + period.uncertainty_ms + 1_200 - now_ms();
-    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     // Likes from many users after the cut move every log shard's progress, and so the
     // board's `as_of`, past it.
     for n in 0..40 {
@@ -559,21 +530,9 @@ async fn a_failed_athena_attempt_starts_over_and_the_next_is_judged_afresh() {
         stack.react(&format!("u{u}"), item, Like).await;
     }
     stack.settle().await;
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(stack.name("CountsTable"))
-        .key("item_id", AttributeValue::S(item.into()))
-        .key("shard", AttributeValue::S("D#0".into()))
-        .update_expression("ADD like_count :two")
-        .expression_attribute_values(":two", AttributeValue::N("2".into()))
-        .send()
-        .await
-        .unwrap();
-    let period = stack.reconcile_period();
-    let cut = period.cut_at(now_ms() + period.uncertainty_ms) + period.length_ms;
-    let wait = cut + period.uncertainty_ms + 1_200 - now_ms();
-    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+    stack.edit_count_row(item, "D#0", 2).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
 
     // Invocations with no time to wait, until the run has all its exports asked for.
     let reconciler = stack.reconciler();

@@ -13,7 +13,7 @@ use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{DriftReport, Progress, ReconcileError, Step, MAX_ATTEMPTS};
 use likes_store::reconciliation::{Phase, ReconciliationStore};
-use likes_tests::TestStack;
+use likes_tests::{until, TestStack};
 
 #[allow(dead_code)]
 #[path = "../benches/dynamodb/capacity.rs"]
@@ -21,40 +21,6 @@ mod capacity;
 
 fn run_state(stack: &TestStack) -> ReconciliationStore {
     ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"))
-}
-
-/// A count row edited by hand: `likes` added to `item`'s row `shard`.
-async fn edit_count_row(stack: &TestStack, item: &str, shard: &str, likes: i64) {
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(stack.name("CountsTable"))
-        .key("item_id", AttributeValue::S(item.into()))
-        .key("shard", AttributeValue::S(shard.into()))
-        .update_expression("ADD like_count :likes")
-        .expression_attribute_values(":likes", AttributeValue::N(likes.to_string()))
-        .send()
-        .await
-        .unwrap();
-}
-
-/// A reaction row put behind the API, with `attributes` beside its keys.
-async fn put_reaction_row(
-    stack: &TestStack,
-    user: &str,
-    item: &str,
-    attributes: &[(&str, AttributeValue)],
-) {
-    let mut request = stack
-        .dynamodb()
-        .put_item()
-        .table_name(stack.name("ReactionsTable"))
-        .item("user_id", AttributeValue::S(user.into()))
-        .item("item_id", AttributeValue::S(item.into()));
-    for (name, value) in attributes {
-        request = request.item(*name, value.clone());
-    }
-    request.send().await.unwrap();
 }
 
 /// Runs reconciliation at the cut `at_ms` to the end (at most a minute).
@@ -73,30 +39,9 @@ async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
 
 /// Reconciles the first cut clear of every write so far, once it is clear.
 async fn reconcile_next(stack: &TestStack) -> DriftReport {
-    let cut = next_cut(stack, 0);
-    until(clear_of(stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     reconcile(stack, cut).await
-}
-
-/// Sleeps until `t_ms`.
-async fn until(t_ms: i64) {
-    let wait = t_ms - now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-    }
-}
-
-/// The first moment a write is clear of the cut's uncertainty, even as the stream records
-/// it: `ApproximateCreationDateTime` is rounded down to the second.
-fn clear_of(stack: &TestStack, cut: i64) -> i64 {
-    cut + stack.reconcile_period().uncertainty_ms + 1_200
-}
-
-/// The first cut at least `margin_ms` from now, so every write so far is clear of its
-/// uncertainty.
-fn next_cut(stack: &TestStack, margin_ms: i64) -> i64 {
-    let period = stack.reconcile_period();
-    period.cut_at(now_ms() + margin_ms + period.uncertainty_ms) + period.length_ms
 }
 
 #[tokio::test]
@@ -109,8 +54,8 @@ async fn no_drift_means_no_corrections_while_reactions_keep_flowing() {
             stack.react(&format!("a{u}"), items[u % 3], Dislike).await;
         }
     }
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     // Flips after the cut, before and while the run compares.
     for u in 0..6 {
         stack.react(&format!("b{u}"), items[u % 3], Like).await;
@@ -145,7 +90,7 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     }
     stack.settle().await;
     // 1. A count row edited by hand: five likes nobody gave.
-    edit_count_row(&stack, edited, "D#0", 5).await;
+    stack.edit_count_row(edited, "D#0", 5).await;
     // 2. A batch the mapping gives up on: its records are too old, so it goes to the DLQ.
     let faults = stack.pipeline().faults();
     faults.age_records_by(Duration::from_secs(2 * 86_400));
@@ -159,17 +104,17 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
     );
     faults.clear();
     // 3. A row the aggregator cannot read (op_id is no number): counted as no change.
-    put_reaction_row(
-        &stack,
-        "p0",
-        poisoned,
-        &[
-            ("state", AttributeValue::S("LIKE".into())),
-            ("op_id", AttributeValue::S("one".into())),
-            ("updated_at", AttributeValue::N(now_ms().to_string())),
-        ],
-    )
-    .await;
+    stack
+        .put_reaction_row(
+            "p0",
+            poisoned,
+            &[
+                ("state", AttributeValue::S("LIKE".into())),
+                ("op_id", AttributeValue::S("one".into())),
+                ("updated_at", AttributeValue::N(now_ms().to_string())),
+            ],
+        )
+        .await;
     stack.settle().await;
     // The edited item's correction row as an older layout wrote it: every run in a set.
     stack
@@ -185,8 +130,8 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
         .await
         .unwrap();
     let drifted = [edited, skipped, poisoned];
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     // After the cut: a like on each item, which no correction may overwrite.
     for item in drifted {
         stack.react("late", item, Like).await;
@@ -254,10 +199,10 @@ async fn a_compare_out_of_time_pauses_and_the_next_invocation_goes_on_from_there
     }
     stack.settle().await;
     for (n, item) in items.iter().enumerate() {
-        edit_count_row(&stack, item, "D#0", n as i64 + 1).await;
+        stack.edit_count_row(item, "D#0", n as i64 + 1).await;
     }
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
 
     // Invocations whose deadline has passed: each takes the run one step, and a compare
     // judges one item (every invocation makes progress) before it pauses.
@@ -314,19 +259,19 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
     let stack = TestStack::start_for_reconciliation().await;
     let item = "game:near";
     // Drift: a row the aggregator cannot read.
-    put_reaction_row(
-        &stack,
-        "p0",
-        item,
-        &[("state", AttributeValue::S("DISLIKE".into()))],
-    )
-    .await;
+    stack
+        .put_reaction_row(
+            "p0",
+            item,
+            &[("state", AttributeValue::S("DISLIKE".into()))],
+        )
+        .await;
     let period = stack.reconcile_period();
-    let cut = next_cut(&stack, 500);
+    let cut = stack.next_cut(500);
     // A like inside the cut's uncertainty: the run cannot tell which side it fell on.
     until(cut - period.uncertainty_ms / 2).await;
     stack.react("near", item, Like).await;
-    until(clear_of(&stack, cut)).await;
+    until(stack.clear_of(cut)).await;
     let first = reconcile(&stack, cut).await;
     assert_eq!(
         (first.items_deferred, first.items_corrected),
@@ -394,21 +339,21 @@ async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succe
     }
     stack.settle().await;
     // An under-count beside it: one like taken off by hand.
-    edit_count_row(&stack, item, "D#0", -1).await;
-    put_reaction_row(
-        &stack,
-        "bot",
-        item,
-        &[
-            ("state", AttributeValue::S("LOVE".into())),
-            ("op_id", AttributeValue::N("1".into())),
-            ("updated_at", AttributeValue::N(now_ms().to_string())),
-        ],
-    )
-    .await;
+    stack.edit_count_row(item, "D#0", -1).await;
+    stack
+        .put_reaction_row(
+            "bot",
+            item,
+            &[
+                ("state", AttributeValue::S("LOVE".into())),
+                ("op_id", AttributeValue::N("1".into())),
+                ("updated_at", AttributeValue::N(now_ms().to_string())),
+            ],
+        )
+        .await;
     stack.settle().await;
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
 
     let report = reconcile(&stack, cut).await;
     assert_eq!(report.unknown_state_rows, 1, "{report:?}");
@@ -485,8 +430,8 @@ async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_pr
     let stack = TestStack::start_for_reconciliation().await;
     let item = "game:given-up";
     stack.react("u0", item, Like).await;
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     // DynamoDB fails an export whose bucket it cannot write.
     let broken = stack.reconciler_with(&[("EXPORT_BUCKET", "likes-no-such-bucket")]);
     let mut errors = Vec::new();
@@ -584,8 +529,8 @@ async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
     stack.assert_counts_match_recount(&[item]).await;
 
     // The next run that can complete finds nothing to correct.
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     let report = reconcile(&stack, cut).await;
     assert_eq!(
         (report.items_checked, report.items_drifted),
@@ -710,8 +655,8 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
         ["erased", "unliked", "veteran", "kept", "ghost"]
     );
 
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     stack.react("late", item, Like).await;
     stack.settle_likers().await;
 
@@ -792,8 +737,8 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
             .collect()
     };
 
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     // After the cut: a like the repair must not undo, and likes from many users of another
     // item, which move every log shard's progress (and so the board's `as_of`) past it.
     stack.react("late", lost, Like).await;
@@ -1017,17 +962,17 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
     stack.settle().await;
 
     // A row the service never wrote, put behind the API.
-    put_reaction_row(
-        &stack,
-        "bot",
-        "game:c",
-        &[
-            ("state", AttributeValue::S("LOVE".into())),
-            ("op_id", AttributeValue::N("1".into())),
-            ("updated_at", AttributeValue::N(now_ms().to_string())),
-        ],
-    )
-    .await;
+    stack
+        .put_reaction_row(
+            "bot",
+            "game:c",
+            &[
+                ("state", AttributeValue::S("LOVE".into())),
+                ("op_id", AttributeValue::N("1".into())),
+                ("updated_at", AttributeValue::N(now_ms().to_string())),
+            ],
+        )
+        .await;
     // A count batch given up to the dead-letter queue (its records outlived the stream).
     let counts_faults = stack.pipeline().faults();
     counts_faults.age_records_by(Duration::from_secs(2 * 86_400));
@@ -1120,10 +1065,10 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
     // (as the bucket's lifecycle would expire them under a run waiting too long), so it
     // starts again from a new export.
     let scheduled = stack.reconciler();
-    let cut = next_cut(&stack, 0);
-    until(clear_of(&stack, cut)).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
     stack
-        .wait_for_as_of(clear_of(&stack, cut), Duration::from_secs(60))
+        .wait_for_as_of(stack.clear_of(cut), Duration::from_secs(60))
         .await;
     // Likes from many users after the cut move every log shard's progress past it.
     for n in 0..40 {
@@ -1139,7 +1084,7 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
         .await
         .unwrap()
         .as_of_ms
-        .is_none_or(|a| a < clear_of(&stack, cut))
+        .is_none_or(|a| a < stack.clear_of(cut))
     {
         assert!(
             now_ms() < deadline,
