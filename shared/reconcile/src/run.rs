@@ -466,37 +466,39 @@ impl Reconciler {
                     }
                     progress(Progress::Recounting);
                     let export = self.open_export(export_arn).await?;
-                    let in_athena = match &self.athena {
+                    let derived = match &self.athena {
                         None => None,
                         Some(athena) => {
                             match self
                                 .derived_exports(athena, state, derived.as_ref(), deadline_ms)
                                 .await?
                             {
-                                Ready::Now((at_ms, exports)) => Some((athena, at_ms, exports)),
+                                Ready::Now(derived) => Some((athena, derived)),
                                 Ready::Wait(step) => return Ok(step),
                             }
                         }
                     };
+                    let in_athena = derived.as_ref().map(|(athena, (at_ms, exports))| {
+                        (
+                            *athena,
+                            self.judged_exports(state, *at_ms, &export, exports),
+                        )
+                    });
                     let judged = match &in_athena {
                         None => None,
-                        Some((athena, at_ms, exports)) => {
-                            let inputs = self.judged_exports(state, *at_ms, &export, exports);
-                            match athena.poll(&state.run_id(), &inputs).await? {
-                                Some(judged) => Some(judged),
-                                None if now_ms() + (QUERY_POLL.as_millis() as i64)
-                                    < deadline_ms =>
-                                {
-                                    tokio::time::sleep(QUERY_POLL).await;
-                                    return Ok(None);
-                                }
-                                None => {
-                                    return Ok(Some(Step::WaitingForRecount {
-                                        cut_ms: state.cut_ms,
-                                    }))
-                                }
+                        Some((athena, inputs)) => match athena.poll(&state.run_id(), inputs).await?
+                        {
+                            Some(judged) => Some(judged),
+                            None if now_ms() + (QUERY_POLL.as_millis() as i64) < deadline_ms => {
+                                tokio::time::sleep(QUERY_POLL).await;
+                                return Ok(None);
                             }
-                        }
+                            None => {
+                                return Ok(Some(Step::WaitingForRecount {
+                                    cut_ms: state.cut_ms,
+                                }))
+                            }
+                        },
                     };
                     // A compare that never returns (its invocation died before it could
                     // pause) is counted by its lease, so it cannot hold the cut for ever
@@ -518,7 +520,7 @@ impl Reconciler {
                         return Ok(Some(Step::Idle));
                     }
                     let judging = match (&in_athena, judged) {
-                        (Some((athena, ..)), Some(judged)) => Judging::InAthena { athena, judged },
+                        (Some((athena, _)), Some(judged)) => Judging::InAthena { athena, judged },
                         _ => Judging::InFunction(
                             self.reader
                                 .recount_with_likes(&export, |read| {
@@ -543,9 +545,8 @@ impl Reconciler {
                             }))
                         }
                     };
-                    if let Some((athena, at_ms, exports)) = &in_athena {
-                        let inputs = self.judged_exports(state, *at_ms, &export, exports);
-                        athena.drop_tables(&state.run_id(), &inputs).await?;
+                    if let Some((athena, inputs)) = &in_athena {
+                        athena.drop_tables(&state.run_id(), inputs).await?;
                     }
                     return Ok(Some(Step::Reconciled(report)));
                 }
