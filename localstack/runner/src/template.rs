@@ -665,17 +665,9 @@ Resources:
                 }
             }
         }
-        let root = default_path().parent().expect("the repository").to_owned();
-        let mut pages = vec![root.join("README.md")];
-        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "md") {
-                pages.push(path);
-            }
-        }
         let mut checked = 0;
         let mut wrong = Vec::new();
-        for page in &pages {
+        for page in &doc_pages() {
             let text = std::fs::read_to_string(page).unwrap();
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             for (name, values) in &defaults {
@@ -697,6 +689,60 @@ Resources:
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
         assert!(checked >= 8, "only {checked} quoted defaults found");
+    }
+
+    /// The README and every page under docs/.
+    fn doc_pages() -> Vec<PathBuf> {
+        let root = default_path().parent().expect("the repository").to_owned();
+        let mut pages = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+        pages.sort();
+        pages
+    }
+
+    /// Each thing is said on one page: no run of twelve words of prose (code blocks and
+    /// code spans left out) is on two pages; a page links to the other instead.
+    #[test]
+    fn no_page_repeats_another() {
+        const RUN: usize = 12;
+        let mut said: BTreeMap<String, PathBuf> = BTreeMap::new();
+        let mut repeats = Vec::new();
+        for page in doc_pages() {
+            let text = std::fs::read_to_string(&page).unwrap();
+            let prose: String = text
+                .split("```")
+                .step_by(2)
+                .flat_map(|outside| outside.split('`').step_by(2))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let words: Vec<String> = prose
+                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            let mut own = std::collections::BTreeSet::new();
+            for run in words.windows(RUN) {
+                let run = run.join(" ");
+                match said.get(&run) {
+                    Some(other) if *other != page => repeats.push(format!(
+                        "{} repeats {}: {run}",
+                        page.display(),
+                        other.display()
+                    )),
+                    Some(_) => {}
+                    None => {
+                        own.insert(run);
+                    }
+                }
+            }
+            said.extend(own.into_iter().map(|run| (run, page.clone())));
+        }
+        assert!(repeats.is_empty(), "{repeats:#?}");
     }
 
     /// The default quoted right after `` `name` `` (`rest`), in the name's own unit.
