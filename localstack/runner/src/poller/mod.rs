@@ -53,8 +53,12 @@ pub use reader::virtual_shard_id;
 pub use record::SequenceNumber;
 pub use window::Bounds;
 
-/// How often an idle shard is read (Lambda polls a shard about four times a second).
+/// How often a virtual shard with nothing to deliver looks at its buffer again (in memory).
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often an idle stream shard is read, as Lambda polls: a DynamoDB stream shard about
+/// four times a second, a Kinesis shard once a second. A settle asks for a read at once.
+const DYNAMODB_READ_INTERVAL: Duration = Duration::from_millis(250);
+const KINESIS_READ_INTERVAL: Duration = Duration::from_secs(1);
 /// Invocations kept for [`Pipeline::deliveries`].
 const DELIVERY_LOG: usize = 10_000;
 
@@ -171,6 +175,8 @@ struct Shared {
     deliveries: Mutex<VecDeque<Delivery>>,
     /// Why the mapping's thread ended early, if it did.
     failure: Mutex<Option<String>>,
+    /// Wakes every idle stream reader for a read now.
+    read_now: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -269,6 +275,7 @@ impl Pipeline {
             progress: Mutex::default(),
             deliveries: Mutex::default(),
             failure: Mutex::default(),
+            read_now: tokio::sync::Notify::new(),
         });
         let thread_shared = shared.clone();
         let sdk = sdk.clone();
@@ -352,6 +359,8 @@ impl Pipeline {
         counted: impl Fn(&ShardProgress) -> bool,
     ) -> Result<Counters, SettleError> {
         let since = Instant::now();
+        // The stream as it is now is read at once, not at the next idle poll.
+        self.shared.read_now.notify_waiters();
         loop {
             if let Some(failure) = self.shared.failure.lock().expect("failure").clone() {
                 return Err(SettleError::Stopped(failure));

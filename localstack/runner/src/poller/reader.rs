@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::mapping::StreamSource;
 use super::record::{BufferedRecord, RecordError};
 use super::stream::StreamClient;
-use super::{epoch_now, Shared, POLL_INTERVAL};
+use super::{epoch_now, Shared, DYNAMODB_READ_INTERVAL, KINESIS_READ_INTERVAL};
 use crate::faults::CounterCells;
 
 /// Pause after a failed stream read before the iterator is acquired again.
@@ -67,7 +67,16 @@ impl StreamReader {
     }
 
     pub async fn run(mut self) {
+        let idle = match self.shared.config.source {
+            StreamSource::DynamoDb { .. } => DYNAMODB_READ_INTERVAL,
+            StreamSource::Kinesis => KINESIS_READ_INTERVAL,
+        };
+        let shared = self.shared.clone();
         loop {
+            // Waiting from before the read: a settle that begins during it is not missed.
+            let read_now = shared.read_now.notified();
+            tokio::pin!(read_now);
+            read_now.as_mut().enable();
             let started = (Instant::now(), epoch_now());
             let pause = match self.read().await {
                 Ok(read) => {
@@ -84,7 +93,7 @@ impl StreamReader {
                         return;
                     }
                     if read == 0 {
-                        POLL_INTERVAL
+                        idle
                     } else {
                         Duration::ZERO
                     }
@@ -99,7 +108,10 @@ impl StreamReader {
                     READ_ERROR_PAUSE
                 }
             };
-            tokio::time::sleep(pause).await;
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = read_now => {}
+            }
         }
     }
 

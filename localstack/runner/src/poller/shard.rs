@@ -398,6 +398,7 @@ mod tests {
             progress: Default::default(),
             deliveries: Default::default(),
             failure: Default::default(),
+            read_now: Default::default(),
         });
         let script = Arc::new(Script::default());
         // The first batch fails at its third record (and its fifth: the lowest counts); the
