@@ -48,7 +48,7 @@ lint-template: .venv
 
 # The API document is OpenAPI 3.1 (pinned openapi-spec-validator, offline). That it lists exactly
 # the template's routes, and that the local front answers as it says, are tests in
-# tests/tests/contract.rs (schemathesis, every check but `unsupported_method`: API Gateway
+# tests/tests/suite/contract.rs (schemathesis, every check but `unsupported_method`: API Gateway
 # answers an undeclared method 404, not 405, and the local front answers as AWS does).
 lint-openapi: .venv
 	openapi-spec-validator openapi.yaml

@@ -15,9 +15,7 @@ use likes_reconcile::{DriftReport, Progress, ReconcileError, Step, MAX_ATTEMPTS}
 use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::{until, TestStack};
 
-#[allow(dead_code)]
-#[path = "../benches/dynamodb/capacity.rs"]
-mod capacity;
+use crate::capacity;
 
 fn run_state(stack: &TestStack) -> ReconciliationStore {
     ReconciliationStore::new(stack.dynamodb(), stack.name("CountsTable"))

@@ -3,25 +3,7 @@
 //! conflicts, per-second worst keys and percentiles. Here rather than beside the code: a
 //! `harness = false` bench compiles its `#[cfg(test)]` modules but never runs them.
 
-#[allow(dead_code)]
-#[path = "../benches/dynamodb/capacity.rs"]
-mod capacity;
-#[allow(dead_code)]
-#[path = "../benches/scale/kinesis.rs"]
-mod kinesis;
-#[allow(dead_code)]
-#[path = "../benches/scale/mapping.rs"]
-mod mapping;
-#[allow(dead_code)]
-#[path = "../benches/scale/meter.rs"]
-mod meter;
-#[allow(dead_code)]
-#[path = "../benches/scale/table.rs"]
-mod table;
-#[allow(dead_code)]
-#[path = "../benches/scale/traffic.rs"]
-mod traffic;
-
+use crate::{capacity, kinesis, mapping, meter, table};
 use likes_core::pipeline::{CountTarget, Lane};
 use likes_core::ItemId;
 

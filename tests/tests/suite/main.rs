@@ -1,0 +1,45 @@
+//! Every integration and end-to-end test, in one binary: one link instead of one per file.
+//! Each module is the tests of one part (`http_*` the HTTP API, `pipeline_*` the stream
+//! consumers, `reconcile_*` reconciliation, `live_counts` the WebSocket API, `contract` the
+//! API document); nextest still runs each test in a process of its own.
+
+// The billing arithmetic and the scale simulation's parts the benches use, checked here.
+#[allow(dead_code)]
+#[path = "../../benches/dynamodb/capacity.rs"]
+mod capacity;
+#[allow(dead_code)]
+#[path = "../../benches/scale/kinesis.rs"]
+mod kinesis;
+#[allow(dead_code)]
+#[path = "../../benches/scale/mapping.rs"]
+mod mapping;
+#[allow(dead_code)]
+#[path = "../../benches/scale/meter.rs"]
+mod meter;
+#[allow(dead_code)]
+#[path = "../../benches/scale/table.rs"]
+mod table;
+#[allow(dead_code)]
+#[path = "../../benches/scale/traffic.rs"]
+mod traffic;
+
+mod contract;
+mod http_counts;
+mod http_erasure;
+mod http_leaderboard;
+mod http_likers;
+mod http_reactions;
+mod live_counts;
+mod pipeline_faults;
+mod pipeline_freshness;
+mod pipeline_histories;
+mod pipeline_hot_item;
+mod pipeline_http;
+mod pipeline_records;
+mod pipeline_shards;
+mod reactions_store;
+mod reconcile_athena;
+mod reconcile_export;
+mod reconcile_local_export;
+mod reconcile_runs;
+mod scale_model;
