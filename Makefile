@@ -90,15 +90,19 @@ reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT)) $(if $(WAIT),--wait)
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
-# packaging of every function, then unit, integration and end-to-end tests (the schemathesis
-# run against the local front included) against one emulator that `likes-local exec` starts
-# for the run and stops after it.
+# every function built into its bootstrap, then unit, integration and end-to-end tests (the
+# schemathesis run against the local front included) against one emulator that
+# `likes-local exec` starts for the run and stops after it. The bootstraps and the tests are
+# one build, so the dependencies compile once; each function's binary is put where cargo
+# lambda puts it (`make build-native` builds them through cargo lambda itself).
 test: .venv
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(MAKE) --no-print-directory lint-template
 	$(MAKE) --no-print-directory lint-openapi
-	$(MAKE) --no-print-directory build-native
+	cargo build --workspace --bins --tests
+	@for f in $(FUNCTIONS); do install -D "$(TARGET_DIR)/debug/$$f" "$(TARGET_DIR)/lambda/$$f/bootstrap"; done
+	@$(MAKE) --no-print-directory check-bootstraps
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
