@@ -95,12 +95,17 @@ reconcile: .venv
 # `likes-local exec` starts for the run and stops after it. The bootstraps and the tests are
 # one build, so the dependencies compile once; each function's binary is put where cargo
 # lambda puts it (`make build-native` builds them through cargo lambda itself).
-test: .venv
-	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+# The Python tools install while the Rust code compiles (neither needs the other).
+test:
+	@$(MAKE) --no-print-directory .venv > $(VENV).log 2>&1 & venv=$$!; \
+	  status=0; \
+	  { cargo fmt --all -- --check && \
+	    cargo clippy --workspace --all-targets -- -D warnings && \
+	    cargo build --workspace --bins --tests; } || status=$$?; \
+	  wait $$venv || { cat $(VENV).log >&2; echo "make test: installing .venv failed" >&2; exit 1; }; \
+	  exit $$status
 	$(MAKE) --no-print-directory lint-template
 	$(MAKE) --no-print-directory lint-openapi
-	cargo build --workspace --bins --tests
 	@for f in $(FUNCTIONS); do install -D "$(TARGET_DIR)/debug/$$f" "$(TARGET_DIR)/lambda/$$f/bootstrap"; done
 	@$(MAKE) --no-print-directory check-bootstraps
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
