@@ -758,6 +758,32 @@ impl TestStack {
             .expect("LEADERBOARD_SHARDS is a number")
     }
 
+    /// The key of `item`'s all-time score row.
+    pub fn all_time_score_key(&self, item: &str) -> likes_store::rows::Item {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        likes_store::rows::Item::from([
+            (
+                "board".to_owned(),
+                AttributeValue::S(self.all_time_board(item)),
+            ),
+            ("item_id".to_owned(), AttributeValue::S(item.into())),
+        ])
+    }
+
+    /// `item`'s all-time score row, read strongly consistent (panics when it has none).
+    pub async fn all_time_score_row(&self, item: &str) -> likes_store::rows::Item {
+        self.dynamodb()
+            .get_item()
+            .table_name(self.name("LeaderboardTable"))
+            .set_key(Some(self.all_time_score_key(item)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("GetItem of a score row")
+            .item
+            .unwrap_or_else(|| panic!("{item} has no all-time score row"))
+    }
+
     /// `delta` added to `item`'s all-time score row by hand, as a lost event would leave it.
     pub async fn edit_all_time_score(&self, item: &str, delta: i64) {
         self.dynamodb()

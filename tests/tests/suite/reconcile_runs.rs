@@ -558,17 +558,7 @@ async fn subtotal_epochs(stack: &TestStack, item: &str) -> Vec<i64> {
         .unwrap()
         .items
         .unwrap_or_default();
-    let score_row = stack
-        .dynamodb()
-        .get_item()
-        .table_name(stack.name("LeaderboardTable"))
-        .key("board", AttributeValue::S(stack.all_time_board(item)))
-        .key("item_id", AttributeValue::S(item.into()))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("the item has an all-time score row");
+    let score_row = stack.all_time_score_row(item).await;
     rows.push(score_row);
     rows.iter()
         .flat_map(|row| row.keys())
@@ -847,22 +837,11 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
         .send()
         .await
         .unwrap();
-    let score_row_key = || {
-        [
-            (
-                "board".to_owned(),
-                AttributeValue::S(stack.all_time_board(item)),
-            ),
-            ("item_id".to_owned(), AttributeValue::S(item.into())),
-        ]
-        .into_iter()
-        .collect::<std::collections::HashMap<_, _>>()
-    };
     stack
         .dynamodb()
         .update_item()
         .table_name(&leaderboard)
-        .set_key(Some(score_row_key()))
+        .set_key(Some(stack.all_time_score_key(item)))
         .update_expression("SET #n = :n")
         .expression_attribute_names("#n", "n#9999")
         .expression_attribute_values(":n", AttributeValue::N("7".into()))
@@ -871,16 +850,8 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
         .unwrap();
     let markers = || async {
         stack
-            .dynamodb()
-            .get_item()
-            .table_name(&leaderboard)
-            .set_key(Some(score_row_key()))
-            .consistent_read(true)
-            .send()
+            .all_time_score_row(item)
             .await
-            .unwrap()
-            .item
-            .expect("the item's all-time score row")
             .into_keys()
             .filter(|name| name.starts_with("n#"))
             .collect::<BTreeSet<_>>()
