@@ -231,6 +231,7 @@ impl TestStack {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             ws_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            web_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             environment_overrides,
             schedules,
             mapping_overrides,

@@ -2,11 +2,14 @@
 //! template's `HttpApi` events, runs the JWT authorizer on the routes that have one (a route
 //! with `Authorizer: NONE` is public), builds the v2 payload with the claims in the authorizer
 //! context, and invokes the function's handler through `lambda_http`'s own adapter, the code
-//! path a deployed bootstrap runs.
+//! path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers preflights
+//! and sets CORS headers as API Gateway does ([`crate::cors`]).
 
 use likes_core::clock::now_ms;
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use aws_lambda_events::apigw::{
@@ -32,6 +35,7 @@ use likes_api::{App, Endpoint};
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 
+use crate::cors::Cors;
 use crate::jwt::JwtAuthorizer;
 use crate::template::HttpRoute;
 
@@ -48,40 +52,51 @@ pub struct RouteTarget {
 pub struct Front {
     routes: Vec<RouteTarget>,
     authorizer: JwtAuthorizer,
+    cors: Option<Cors>,
 }
 
-type HttpResponse = hyper::Response<Full<Bytes>>;
+pub(crate) type HttpResponse = hyper::Response<Full<Bytes>>;
 
 impl Front {
-    pub fn new(routes: Vec<RouteTarget>, authorizer: JwtAuthorizer) -> Self {
-        Self { routes, authorizer }
+    pub fn new(routes: Vec<RouteTarget>, authorizer: JwtAuthorizer, cors: Option<Cors>) -> Self {
+        Self {
+            routes,
+            authorizer,
+            cors,
+        }
     }
 
     /// Serves until the task is dropped or aborted.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        loop {
-            let Ok((stream, peer)) = listener.accept().await else {
-                continue;
-            };
+        serve_http(listener, move |request, peer| {
             let front = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let front = front.clone();
-                    async move { Ok::<_, Infallible>(front.handle(request, peer).await) }
-                });
-                let connection =
-                    http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                if let Err(err) = connection.await {
-                    tracing::debug!(error = %err, "connection closed with an error");
-                }
-            });
-        }
+            async move { front.handle(request, peer).await }
+        })
+        .await;
     }
 
-    async fn handle(
+    async fn handle(&self, request: hyper::Request<Incoming>, peer: SocketAddr) -> HttpResponse {
+        let Some(cors) = &self.cors else {
+            return self.route_and_invoke(request, peer).await;
+        };
+        if Cors::is_preflight(request.method(), request.headers()) {
+            let mut answer = hyper::Response::builder()
+                .status(204)
+                .body(Full::new(Bytes::new()))
+                .expect("static response is valid");
+            *answer.headers_mut() = cors.preflight(request.headers());
+            return answer;
+        }
+        let asked = request.headers().clone();
+        let mut answer = self.route_and_invoke(request, peer).await;
+        cors.apply(&asked, answer.headers_mut());
+        answer
+    }
+
+    async fn route_and_invoke(
         &self,
         request: hyper::Request<Incoming>,
-        peer: std::net::SocketAddr,
+        peer: SocketAddr,
     ) -> HttpResponse {
         let (parts, body) = request.into_parts();
         let body = match Limited::new(body, MAX_PAYLOAD).collect().await {
@@ -158,6 +173,31 @@ impl Front {
                     .filter(|s| !s.starts_with('{'))
                     .count()
             })
+    }
+}
+
+/// Accepts HTTP/1.1 connections on `listener` and answers each request with `handle`, until
+/// the task is dropped or aborted.
+pub(crate) async fn serve_http<F, Fut>(listener: TcpListener, handle: F)
+where
+    F: Fn(hyper::Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = HttpResponse> + Send + 'static,
+{
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let answer = handle(request, peer);
+                async move { Ok::<_, Infallible>(answer.await) }
+            });
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "connection closed with an error");
+            }
+        });
     }
 }
 
@@ -366,7 +406,7 @@ fn v2_response(response: ApiGatewayV2httpResponse) -> Result<HttpResponse, Strin
 }
 
 /// API Gateway's own answers (no route, authorizer refusal) carry `{"message": …}`.
-fn gateway_message(status: u16, message: &str) -> HttpResponse {
+pub(crate) fn gateway_message(status: u16, message: &str) -> HttpResponse {
     hyper::Response::builder()
         .status(status)
         .header(CONTENT_TYPE, "application/json")

@@ -1,8 +1,10 @@
 //! The offline local stack of Likes: the emulator, resources created from `template.yaml`,
-//! the HTTP front that routes like the template's HTTP API, and the event source mappings
+//! the HTTP front that routes like the template's HTTP API (its CORS too), the reference web
+//! client's origin, and the event source mappings
 //! that feed the template's stream functions (with fault injection for tests). `make run` and the tests
 //! both start it through [`stack::Stack`].
 
+pub mod cors;
 pub mod emulator;
 pub mod faults;
 pub mod front;
@@ -14,6 +16,7 @@ pub mod schedule;
 pub mod socket_front;
 pub mod stack;
 pub mod template;
+pub mod web;
 
 use std::path::PathBuf;
 

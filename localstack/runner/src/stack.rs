@@ -20,6 +20,7 @@ use crate::resources::{self, ResourceError, Resources};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::socket_front::{SocketFront, SocketTarget};
 use crate::template::{self, Template, TemplateError};
+use crate::web::WebOrigin;
 
 /// The documented local default for secrets the template generates in AWS (the cursor
 /// signing key). `LIKES_LOCAL_CURSOR_KEY` overrides it.
@@ -125,6 +126,9 @@ pub struct StackOptions {
     pub http_addr: SocketAddr,
     /// Where the WebSocket API is served (its management API too).
     pub ws_addr: SocketAddr,
+    /// Where the reference web client (`web/`) is served: an origin of its own, which the
+    /// HTTP API's CORS allows unless `AllowedOrigins` is among `parameters`.
+    pub web_addr: SocketAddr,
     /// Environment variables set over the template's values, for every function that
     /// declares them (tests use it to cut smaller chunks); empty runs the template as is.
     pub environment_overrides: BTreeMap<String, String>,
@@ -184,6 +188,7 @@ pub struct Stack {
     pub resources: Resources,
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
+    pub web_addr: SocketAddr,
     /// The WebSocket front, when the template declares a WebSocket API.
     socket_front: Option<Arc<SocketFront>>,
     tasks: Vec<JoinHandle<()>>,
@@ -195,8 +200,11 @@ pub struct Stack {
 impl Stack {
     /// Creates the template's resources, serves its HTTP API and polls its streams.
     pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
-        let template = Template::load(&template::default_path())?
-            .with_parameters(local_parameters(options.parameters.clone()));
+        let web_listener = listen(options.web_addr).await?;
+        let web_addr = local_addr(&web_listener, options.web_addr)?;
+        let template = Template::load(&template::default_path())?.with_parameters(
+            local_parameters(options.parameters.clone(), &format!("http://{web_addr}")),
+        );
         let secrets: BTreeMap<String, String> = template
             .resources_of("AWS::SecretsManager::Secret")
             .into_keys()
@@ -251,8 +259,20 @@ impl Stack {
         .into_iter()
         .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
-        let front = Arc::new(Front::new(routes, JwtAuthorizer::from_env()));
-        let mut tasks = vec![tokio::spawn(front.serve(listener))];
+        let front = Arc::new(Front::new(
+            routes,
+            JwtAuthorizer::from_env(),
+            template.http_api_cors()?,
+        ));
+        let web = Arc::new(WebOrigin::new(
+            crate::repo_root().join("web"),
+            &format!("http://{http_addr}"),
+            &format!("ws://{ws_addr}"),
+        ));
+        let mut tasks = vec![
+            tokio::spawn(front.serve(listener)),
+            tokio::spawn(web.serve(web_listener)),
+        ];
         let socket_front = socket_front.map(Arc::new);
         if let Some(socket_front) = &socket_front {
             tasks.push(tokio::spawn(socket_front.clone().serve(ws_listener)));
@@ -268,6 +288,7 @@ impl Stack {
             resources,
             http_addr,
             ws_addr,
+            web_addr,
             socket_front,
             tasks,
             pipelines,
@@ -277,6 +298,11 @@ impl Stack {
 
     pub fn http_url(&self) -> String {
         format!("http://{}", self.http_addr)
+    }
+
+    /// The reference web client's origin.
+    pub fn web_url(&self) -> String {
+        format!("http://{}", self.web_addr)
     }
 
     /// The WebSocket front (its fault switches), when the template declares a WebSocket API.
@@ -360,11 +386,15 @@ fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, S
 
 /// The parameters the template is deployed with locally: the caller's, over the local
 /// token issuer's (its issuer, audience and signing key, which the live API's `$connect`
-/// checks tokens against as it checks the real issuer's in AWS), and over a few board
-/// shards: a leaderboard refresh Queries every shard, and the emulator's Query reads its
-/// whole table each time.
-fn local_parameters(mut parameters: BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// checks tokens against as it checks the real issuer's in AWS), over the web client's
+/// origin as the one CORS allows, and over a few board shards: a leaderboard refresh
+/// Queries every shard, and the emulator's Query reads its whole table each time.
+fn local_parameters(
+    mut parameters: BTreeMap<String, String>,
+    web_origin: &str,
+) -> BTreeMap<String, String> {
     for (name, value) in [
+        ("AllowedOrigins", web_origin.to_owned()),
         ("JwtIssuer", LOCAL_ISSUER.to_owned()),
         ("JwtAudience", LOCAL_AUDIENCE.to_owned()),
         ("JwtJwks", JwtAuthorizer::from_env().jwks()),

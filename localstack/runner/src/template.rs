@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
+use crate::cors::Cors;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     #[error("cannot read {path}: {source}")]
@@ -225,6 +227,65 @@ impl Template {
             }
         }
         Ok(routes)
+    }
+
+    /// The HTTP API's `CorsConfiguration`, values resolved (a list may be a `!Ref` of a
+    /// `CommaDelimitedList` parameter); `None` when the API declares no CORS.
+    pub fn http_api_cors(&self) -> Result<Option<Cors>, TemplateError> {
+        let apis = self.resources_of("AWS::Serverless::HttpApi");
+        let Some(config) = apis
+            .values()
+            .map(|api| &api["Properties"]["CorsConfiguration"])
+            .find(|c| !c.is_null())
+        else {
+            return Ok(None);
+        };
+        let list = |name: &str| -> Result<Vec<String>, TemplateError> {
+            let value = &config[name];
+            if let Some(parameter) = ref_target(value) {
+                let text = self.parameter(parameter).unwrap_or_default();
+                return Ok(text
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+                    .collect());
+            }
+            match value {
+                Value::Null => Ok(Vec::new()),
+                Value::Sequence(items) => items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_owned))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        TemplateError::Shape(format!(
+                            "CorsConfiguration.{name}: not a list of strings"
+                        ))
+                    }),
+                _ => Err(TemplateError::Shape(format!(
+                    "CorsConfiguration.{name}: not a list or a !Ref of one"
+                ))),
+            }
+        };
+        let max_age = match &config["MaxAge"] {
+            Value::Null => None,
+            value => Some(
+                value
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        TemplateError::Shape("CorsConfiguration.MaxAge: not a whole number".into())
+                    })?,
+            ),
+        };
+        Ok(Some(Cors {
+            allow_origins: list("AllowOrigins")?,
+            allow_methods: list("AllowMethods")?,
+            allow_headers: list("AllowHeaders")?,
+            expose_headers: list("ExposeHeaders")?,
+            max_age,
+            allow_credentials: config["AllowCredentials"].as_bool().unwrap_or(false),
+        }))
     }
 
     /// The template's WebSocket APIs with their routes: each route's `Target`

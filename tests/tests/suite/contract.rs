@@ -60,6 +60,107 @@ fn openapi_yaml_declares_exactly_the_templates_routes() {
     );
 }
 
+/// The CORS configuration openapi.yaml states is the template's (with `AllowedOrigins` at its
+/// default), and it lets a page send every request header the document declares and read
+/// every response header it declares, but for those a browser always shows a page
+/// (CORS-safelisted) and API Gateway's own `WWW-Authenticate` (a page needs only the 401).
+#[test]
+fn openapi_yaml_states_the_templates_cors_and_it_covers_every_documented_header() {
+    let template = Template::load(&likes_local::template::default_path()).expect("template");
+    let cors = template
+        .http_api_cors()
+        .expect("CorsConfiguration")
+        .expect("the HTTP API declares CORS");
+    let stated = &document()["x-amazon-apigateway-cors"];
+    let list = |name: &str| -> Vec<String> {
+        stated[name]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("x-amazon-apigateway-cors.{name} is a list"))
+            .iter()
+            .map(|v| v.as_str().expect("a string").to_owned())
+            .collect()
+    };
+    assert_eq!(list("allowOrigins"), cors.allow_origins);
+    assert_eq!(list("allowMethods"), cors.allow_methods);
+    assert_eq!(list("allowHeaders"), cors.allow_headers);
+    assert_eq!(list("exposeHeaders"), cors.expose_headers);
+    assert_eq!(stated["maxAge"].as_u64(), cors.max_age.map(u64::from));
+    assert_eq!(
+        stated["allowCredentials"].as_bool(),
+        Some(cors.allow_credentials)
+    );
+    assert!(
+        !(cors.allow_credentials && cors.allow_origins.iter().any(|o| o == "*")),
+        "`*` with credentials lets every site act as the user"
+    );
+
+    // Request headers: the declared header parameters, the token and the JSON bodies' type.
+    let document = document();
+    let mut named = BTreeSet::new();
+    // Not `components.headers`: its keys are the shared definitions' own names.
+    for part in [
+        &document["paths"],
+        &document["components"]["parameters"],
+        &document["components"]["responses"],
+    ] {
+        collect_headers(part, &mut named);
+    }
+    let mut sent = named.clone();
+    sent.retain(|(place, _)| place == "parameter");
+    let mut sent: BTreeSet<String> = sent.into_iter().map(|(_, name)| name).collect();
+    sent.extend(["authorization".to_owned(), "content-type".to_owned()]);
+    let unsendable: Vec<_> = sent
+        .iter()
+        .filter(|h| !cors.allow_headers.contains(h))
+        .collect();
+    assert!(unsendable.is_empty(), "not in AllowHeaders: {unsendable:?}");
+    // Response headers: every `headers:` entry of an answer.
+    let read: BTreeSet<String> = named
+        .into_iter()
+        .filter(|(place, _)| place == "answer")
+        .map(|(_, name)| name)
+        .collect();
+    const SHOWN_ANYWAY: [&str; 2] = ["cache-control", "www-authenticate"];
+    let unreadable: Vec<_> = read
+        .iter()
+        .filter(|h| !SHOWN_ANYWAY.contains(&h.as_str()) && !cors.expose_headers.contains(h))
+        .collect();
+    assert!(
+        !read.is_empty() && unreadable.is_empty(),
+        "not in ExposeHeaders: {unreadable:?}"
+    );
+}
+
+/// Every header the document names, lower-cased: `("parameter", name)` for a parameter
+/// `in: header`, `("answer", name)` for a key of an answer's `headers:`.
+fn collect_headers(value: &serde_yaml::Value, into: &mut BTreeSet<(String, String)>) {
+    match value {
+        serde_yaml::Value::Mapping(map) => {
+            if value["in"].as_str() == Some("header") {
+                if let Some(name) = value["name"].as_str() {
+                    into.insert(("parameter".into(), name.to_ascii_lowercase()));
+                }
+            }
+            for (key, child) in map {
+                if key.as_str() == Some("headers") {
+                    for name in child.as_mapping().into_iter().flat_map(|h| h.keys()) {
+                        if let Some(name) = name.as_str() {
+                            into.insert(("answer".into(), name.to_ascii_lowercase()));
+                        }
+                    }
+                }
+                collect_headers(child, into);
+            }
+        }
+        serde_yaml::Value::Sequence(items) => {
+            for item in items {
+                collect_headers(item, into);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// schemathesis generates requests from openapi.yaml (valid and invalid ones, with and
 /// without the token) and checks every answer: no 5xx, documented statuses, bodies, content
 /// types and headers, refusals of invalid data and of missing auth. The one check left out,

@@ -24,6 +24,7 @@ mod table;
 mod traffic;
 
 mod contract;
+mod http_cors;
 mod http_counts;
 mod http_erasure;
 mod http_leaderboard;

@@ -1,9 +1,10 @@
 //! `likes-local`: runs Likes on this machine with no AWS account and no Docker.
 //!
-//! - `likes-local run [--addr 127.0.0.1:3000] [--ws-addr 127.0.0.1:3001] [--prefix likes]
-//!   [--pitr-lag 300] [--parameter NAME=VALUE]…`: the whole service until Ctrl-C: resources, the HTTP front,
-//!   the live WebSocket front and the stream pollers, with template parameters set over their
-//!   defaults as a deploy sets them.
+//! - `likes-local run [--addr 127.0.0.1:3000] [--ws-addr 127.0.0.1:3001]
+//!   [--web-addr 127.0.0.1:8080] [--prefix likes] [--pitr-lag 300] [--parameter NAME=VALUE]…`:
+//!   the whole service until Ctrl-C: resources, the HTTP front, the live WebSocket front, the
+//!   reference web client's origin and the stream pollers, with template parameters set over
+//!   their defaults as a deploy sets them.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
@@ -20,7 +21,7 @@ use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
 
 const USAGE: &str =
-    "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--prefix NAME] [--pitr-lag SECONDS] [--parameter NAME=VALUE]...
+    "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--web-addr HOST:PORT] [--prefix NAME] [--pitr-lag SECONDS] [--parameter NAME=VALUE]...
        likes-local exec -- CMD [ARGS...]
        likes-local token SUB [--ttl SECONDS]
        likes-local reconcile [--at RFC3339] [--wait]";
@@ -32,6 +33,7 @@ async fn main() -> ExitCode {
         Some("run") => &[
             "--addr",
             "--ws-addr",
+            "--web-addr",
             "--prefix",
             "--pitr-lag",
             "--parameter",
@@ -87,6 +89,10 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         .unwrap_or("127.0.0.1:3001")
         .parse()
         .map_err(|e| format!("--ws-addr: {e}"))?;
+    let web_addr: SocketAddr = option(args, "--web-addr")
+        .unwrap_or("127.0.0.1:8080")
+        .parse()
+        .map_err(|e| format!("--web-addr: {e}"))?;
     let prefix = option(args, "--prefix").unwrap_or("likes").to_owned();
     let parameters = args
         .windows(2)
@@ -112,6 +118,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         prefix,
         http_addr,
         ws_addr,
+        web_addr,
         environment_overrides: Default::default(),
         mapping_overrides: Default::default(),
         stream_shards: stack::stream_shards_from_env().map_err(|e| e.to_string())?,
@@ -131,6 +138,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         "  Live counts   {}/?token=<token> (WebSocket)",
         stack.ws_url()
     );
+    println!("  Web client    {} (open it in a browser)", stack.web_url());
     println!("  AWS endpoint  {} ({emulator})", stack.aws.endpoint_url);
     for (logical_id, name) in &stack.resources.names {
         println!("  {logical_id:<13} {name}");

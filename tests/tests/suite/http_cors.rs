@@ -1,0 +1,136 @@
+//! CORS through the local front, as API Gateway answers a page on another origin: the
+//! template's `CorsConfiguration`, with the stack's web client origin allowed.
+
+use likes_tests::TestStack;
+
+const PATH: &str = "/v1/items/cors:1/reaction";
+
+#[tokio::test]
+async fn a_preflight_from_the_allowed_origin_is_answered_before_any_authorizer() {
+    let stack = TestStack::start().await;
+    let origin = stack.stack.web_url();
+    // No token: API Gateway answers the preflight itself.
+    let answer = stack
+        .request("OPTIONS", PATH, None)
+        .header("origin", &origin)
+        .header("access-control-request-method", "PUT")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type,idempotency-key,if-match",
+        )
+        .send()
+        .await;
+    answer.assert_status(204);
+    assert_eq!(
+        answer.header("access-control-allow-origin"),
+        Some(origin.as_str())
+    );
+    let methods = answer
+        .header("access-control-allow-methods")
+        .unwrap_or_default();
+    for method in ["GET", "PUT", "POST", "DELETE"] {
+        assert!(
+            methods.split(',').any(|m| m == method),
+            "{method} not in {methods:?}"
+        );
+    }
+    let headers = answer
+        .header("access-control-allow-headers")
+        .unwrap_or_default();
+    for header in [
+        "authorization",
+        "content-type",
+        "idempotency-key",
+        "if-match",
+    ] {
+        assert!(
+            headers.split(',').any(|h| h == header),
+            "{header} not in {headers:?}"
+        );
+    }
+    assert_eq!(answer.header("access-control-max-age"), Some("600"));
+    assert_eq!(answer.header("access-control-allow-credentials"), None);
+}
+
+#[tokio::test]
+async fn a_preflight_from_another_origin_gets_no_cors_headers() {
+    let stack = TestStack::start().await;
+    let answer = stack
+        .request("OPTIONS", PATH, None)
+        .header("origin", "https://elsewhere.example")
+        .header("access-control-request-method", "PUT")
+        .send()
+        .await;
+    answer.assert_status(204);
+    let cors: Vec<_> = answer
+        .headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("access-control-"))
+        .collect();
+    assert!(
+        cors.is_empty(),
+        "CORS headers for a refused origin: {cors:?}"
+    );
+    // A plain OPTIONS is no preflight: no route has that method.
+    stack
+        .request("OPTIONS", PATH, None)
+        .send()
+        .await
+        .assert_status(404);
+}
+
+#[tokio::test]
+async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
+    let stack = TestStack::start().await;
+    let origin = stack.stack.web_url();
+    let write = stack
+        .request("PUT", PATH, Some("cora"))
+        .header("origin", &origin)
+        .header("idempotency-key", "k1")
+        .json(&serde_json::json!({"state": "LIKE"}))
+        .send()
+        .await;
+    write.assert_status(200);
+    assert_eq!(
+        write.header("access-control-allow-origin"),
+        Some(origin.as_str())
+    );
+    let exposed = write
+        .header("access-control-expose-headers")
+        .unwrap_or_default();
+    for header in [
+        "etag",
+        "location",
+        "retry-after",
+        "ratelimit",
+        "ratelimit-policy",
+    ] {
+        assert!(
+            exposed.split(',').any(|h| h == header),
+            "{header} not in {exposed:?}"
+        );
+    }
+    assert!(
+        write.header("etag").is_some(),
+        "the ETag the page keeps for If-Match"
+    );
+    // API Gateway's own answers carry them too, so a page can read a 401.
+    let refused = stack
+        .request("PUT", PATH, None)
+        .header("origin", &origin)
+        .send()
+        .await;
+    refused.assert_status(401);
+    assert_eq!(
+        refused.header("access-control-allow-origin"),
+        Some(origin.as_str())
+    );
+    // Another origin's answer has none: its page cannot read it.
+    let other = stack
+        .request("GET", "/v1/items/cors:1/like-count", None)
+        .header("origin", "https://elsewhere.example")
+        .send()
+        .await;
+    other.assert_status(200);
+    assert_eq!(other.header("access-control-allow-origin"), None);
+}
