@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv lock lint-template lint-openapi build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
+.PHONY: .venv chromium lock lint-template lint-openapi test-web build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -31,6 +31,18 @@ $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
 	touch $@
 
 .venv: $(VENV_STAMP)
+
+# Debian's Chromium, for the web client's browser test (tests/browser/web_client.py):
+# installed from the machine's package manager when missing (Debian's security updates
+# replace its version, so it is the distribution's current one, not a pin). The package
+# lists are refreshed only when the install cannot find it.
+CHROMIUM := /usr/bin/chromium
+APT := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
+$(CHROMIUM):
+	$(APT) install -y --no-install-recommends chromium || \
+	  { $(APT) update && $(APT) install -y --no-install-recommends chromium; }
+
+chromium: $(CHROMIUM)
 
 # Re-resolve requirements.txt from scratch and rewrite constraints.txt.
 lock:
@@ -52,6 +64,10 @@ lint-template: .venv
 # answers an undeclared method 404, not 405, and the local front answers as AWS does).
 lint-openapi: .venv
 	openapi-spec-validator openapi.yaml
+
+# The web client's count arithmetic (web/item.js), without a browser: Node's own test runner.
+test-web:
+	node --test web/
 
 # Release binaries for the template's Architectures: [arm64], cross-linked by zig.
 build: .venv
@@ -91,21 +107,24 @@ reconcile: .venv
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
 # every function built into its bootstrap, then unit, integration and end-to-end tests (the
-# schemathesis run against the local front included) against one emulator that
+# schemathesis run against the local front and the web client in Chromium included) against one emulator that
 # `likes-local exec` starts for the run and stops after it. The bootstraps and the tests are
 # one build, so the dependencies compile once; each function's binary is put where cargo
 # lambda puts it (`make build-native` builds them through cargo lambda itself).
-# The Python tools install while the Rust code compiles (neither needs the other).
+# The Python tools and Chromium install while the Rust code compiles (none needs another).
 test:
 	@$(MAKE) --no-print-directory .venv > $(VENV).log 2>&1 & venv=$$!; \
+	  $(MAKE) --no-print-directory chromium > .chromium.log 2>&1 & browser=$$!; \
 	  status=0; \
 	  { cargo fmt --all -- --check && \
 	    cargo clippy --workspace --all-targets -- -D warnings && \
 	    cargo build --workspace --bins --tests; } || status=$$?; \
 	  wait $$venv || { cat $(VENV).log >&2; echo "make test: installing .venv failed" >&2; exit 1; }; \
+	  wait $$browser || { cat .chromium.log >&2; echo "make test: installing Chromium failed" >&2; exit 1; }; \
 	  exit $$status
 	$(MAKE) --no-print-directory lint-template
 	$(MAKE) --no-print-directory lint-openapi
+	$(MAKE) --no-print-directory test-web
 	@for f in $(FUNCTIONS); do install -D "$(TARGET_DIR)/debug/$$f" "$(TARGET_DIR)/lambda/$$f/bootstrap"; done
 	@$(MAKE) --no-print-directory check-bootstraps
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast

@@ -177,7 +177,7 @@ impl Front {
 }
 
 /// Accepts HTTP/1.1 connections on `listener` and answers each request with `handle`, until
-/// the task is dropped or aborted.
+/// the task is dropped or aborted. A connection may be upgraded (the WebSocket front's).
 pub(crate) async fn serve_http<F, Fut>(listener: TcpListener, handle: F)
 where
     F: Fn(hyper::Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
@@ -193,7 +193,9 @@ where
                 let answer = handle(request, peer);
                 async move { Ok::<_, Infallible>(answer.await) }
             });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            let connection = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
             if let Err(err) = connection.await {
                 tracing::debug!(error = %err, "connection closed with an error");
             }

@@ -8,7 +8,6 @@
 //! connection after 10 minutes without a client frame or 2 hours in all.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +25,6 @@ use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, CONTENT_TYPE, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
-use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use lambda_runtime::{Context, LambdaEvent};
 use likes_core::clock::{now_ms, rfc3339};
@@ -39,7 +37,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::front::form_decode;
+use crate::front::{form_decode, serve_http, HttpResponse};
 use crate::template::WebSocketApi;
 
 /// API Gateway closes a connection with no client frame for this long...
@@ -48,8 +46,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(2 * 3600);
 /// A WebSocket frame (and so a posted message) is at most 128 KB on API Gateway.
 const MAX_MESSAGE: usize = 128 * 1024;
-
-type HttpResponse = hyper::Response<Full<Bytes>>;
 
 /// A route of the WebSocket API and the function behind it.
 pub struct SocketTarget {
@@ -125,24 +121,10 @@ impl SocketFront {
 
     /// Serves until the task is dropped or aborted.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        loop {
-            let Ok((stream, peer)) = listener.accept().await else {
-                continue;
-            };
-            let front = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let front = front.clone();
-                    async move { Ok::<_, Infallible>(front.handle(request, peer).await) }
-                });
-                let connection = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .with_upgrades();
-                if let Err(err) = connection.await {
-                    tracing::debug!(error = %err, "connection closed with an error");
-                }
-            });
-        }
+        serve_http(listener, move |request, peer| {
+            self.clone().handle(request, peer)
+        })
+        .await;
     }
 
     async fn handle(

@@ -1,7 +1,7 @@
 //! CORS through the local front, as API Gateway answers a page on another origin: the
 //! template's `CorsConfiguration`, with the stack's web client origin allowed.
 
-use likes_tests::TestStack;
+use likes_tests::{TestResponse, TestStack};
 
 const PATH: &str = "/v1/items/cors:1/reaction";
 
@@ -25,29 +25,21 @@ async fn a_preflight_from_the_allowed_origin_is_answered_before_any_authorizer()
         answer.header("access-control-allow-origin"),
         Some(origin.as_str())
     );
-    let methods = answer
-        .header("access-control-allow-methods")
-        .unwrap_or_default();
-    for method in ["GET", "PUT", "POST", "DELETE"] {
-        assert!(
-            methods.split(',').any(|m| m == method),
-            "{method} not in {methods:?}"
-        );
-    }
-    let headers = answer
-        .header("access-control-allow-headers")
-        .unwrap_or_default();
-    for header in [
-        "authorization",
-        "content-type",
-        "idempotency-key",
-        "if-match",
-    ] {
-        assert!(
-            headers.split(',').any(|h| h == header),
-            "{header} not in {headers:?}"
-        );
-    }
+    assert_lists(
+        &answer,
+        "access-control-allow-methods",
+        &["GET", "PUT", "POST", "DELETE"],
+    );
+    assert_lists(
+        &answer,
+        "access-control-allow-headers",
+        &[
+            "authorization",
+            "content-type",
+            "idempotency-key",
+            "if-match",
+        ],
+    );
     assert_eq!(answer.header("access-control-max-age"), Some("600"));
     assert_eq!(answer.header("access-control-allow-credentials"), None);
 }
@@ -95,21 +87,17 @@ async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
         write.header("access-control-allow-origin"),
         Some(origin.as_str())
     );
-    let exposed = write
-        .header("access-control-expose-headers")
-        .unwrap_or_default();
-    for header in [
-        "etag",
-        "location",
-        "retry-after",
-        "ratelimit",
-        "ratelimit-policy",
-    ] {
-        assert!(
-            exposed.split(',').any(|h| h == header),
-            "{header} not in {exposed:?}"
-        );
-    }
+    assert_lists(
+        &write,
+        "access-control-expose-headers",
+        &[
+            "etag",
+            "location",
+            "retry-after",
+            "ratelimit",
+            "ratelimit-policy",
+        ],
+    );
     assert!(
         write.header("etag").is_some(),
         "the ETag the page keeps for If-Match"
@@ -133,4 +121,15 @@ async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
         .await;
     other.assert_status(200);
     assert_eq!(other.header("access-control-allow-origin"), None);
+}
+
+/// `header` of `answer` is a comma-separated list holding each of `expected`.
+fn assert_lists(answer: &TestResponse, header: &str, expected: &[&str]) {
+    let list = answer.header(header).unwrap_or_default();
+    for value in expected {
+        assert!(
+            list.split(',').any(|v| v == *value),
+            "{value} not in {header}: {list:?}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! Every integration and end-to-end test, in one binary: one link instead of one per file.
 //! Each module is the tests of one part (`http_*` the HTTP API, `pipeline_*` the stream
 //! consumers, `reconcile_*` reconciliation, `live_counts` the WebSocket API, `contract` the
-//! API document); nextest still runs each test in a process of its own.
+//! API document, `web_client` the reference web client in a browser); nextest still runs
+//! each test in a process of its own.
 
 // The billing arithmetic and the scale simulation's parts the benches use, checked here.
 #[allow(dead_code)]
@@ -44,3 +45,4 @@ mod reconcile_export;
 mod reconcile_local_export;
 mod reconcile_runs;
 mod scale_model;
+mod web_client;
