@@ -178,6 +178,26 @@ def a_lost_answer_is_retried_with_the_same_key(run: Run):
     assert len(keys) == 2 and keys[0] == keys[1], f"the retry sent another key: {keys}"
 
 
+def a_stale_item_is_polled_until_live_counts_return(run: Run):
+    item = run.item("stale")
+    sockets = []
+
+    def route(socket):
+        socket.connect_to_server()
+        sockets.append(socket)
+
+    page = run.open("sal", item, before_load=lambda p: p.route_web_socket(re.compile(".*"), route))
+    expect(run.row(page, item)).to_have_attribute("data-source", "live", timeout=CONVERGED_MS)
+    # As the broadcaster says it when it falls behind: this item's live counts are late.
+    sockets[-1].send(json.dumps({"type": "stale", "item_id": item}))
+    expect(run.row(page, item)).to_have_attribute("data-source", "poll")
+    expect(page.locator("#connection")).to_have_attribute("data-live", "true")
+    run.like_elsewhere("ted", item)
+    expect(run.count(page, item)).to_have_text("1", timeout=CONVERGED_MS)
+    # The item's next counts message takes it back to live.
+    expect(run.row(page, item)).to_have_attribute("data-source", "live", timeout=CONVERGED_MS)
+
+
 def a_dropped_socket_falls_back_to_polling_and_recovers(run: Run):
     item = run.item("dropped")
     sockets = []
@@ -215,6 +235,7 @@ SCENARIOS = [
     a_reload_keeps_the_state,
     a_refused_write_shows_why_and_rolls_back,
     a_lost_answer_is_retried_with_the_same_key,
+    a_stale_item_is_polled_until_live_counts_return,
     a_dropped_socket_falls_back_to_polling_and_recovers,
 ]
 
