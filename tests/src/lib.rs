@@ -1094,8 +1094,16 @@ impl TestStack {
 
     /// Splits every open shard of the Reactions stream in two, as DynamoDB does over a
     /// table's life (the emulator's own operation: AWS has no API for it). Each child's id,
-    /// by parent.
+    /// by parent. Lambda finishes a parent's open tumbling window before its children
+    /// start, so the split comes near a window's end: what is written after it is not held
+    /// back for most of a window.
     pub async fn split_reactions_stream(&self) -> BTreeMap<String, Vec<String>> {
+        if let Some(window) = self.pipeline().config().tumbling_window {
+            let now = likes_core::clock::now_ms() as u128;
+            let into = std::time::Duration::from_millis((now % window.as_millis()) as u64);
+            let before_end = std::time::Duration::from_millis(1_500);
+            tokio::time::sleep((window - into).saturating_sub(before_end)).await;
+        }
         let endpoint = &self.stack.aws.endpoint_url;
         let addr = endpoint
             .trim_start_matches("http://")

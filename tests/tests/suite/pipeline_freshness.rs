@@ -171,12 +171,6 @@ async fn a_split_of_the_reactions_stream_keeps_as_of_moving() {
     }
     assert_eq!(read_as_of(&stack, item, now_ms()).await, 6);
 
-    // Lambda finishes a parent's open tumbling window before its children start: split
-    // near the window's end, so the test does not wait most of a window for it.
-    if let Some(window) = stack.pipeline().config().tumbling_window {
-        let into = Duration::from_millis((now_ms() as u128 % window.as_millis()) as u64);
-        tokio::time::sleep((window - into).saturating_sub(Duration::from_millis(1_500))).await;
-    }
     let children = stack.split_reactions_stream().await;
     let opened: Vec<&String> = children.values().flatten().collect();
     assert!(

@@ -1070,11 +1070,13 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
         _ => {}
     };
     // Every run of the cut that completes, in order: an invocation may finish one before
-    // another pauses (then the operator's next run of the cut compares it again).
+    // another pauses (then the operator's next run of the cut compares it again). The run
+    // the stall left going may pause too, and how many attempts it has left depends on
+    // where the stall ended: only a pause of this cut's run is the one whose export expires.
     let mut completed: Vec<DriftReport> = Vec::new();
     let paused = loop {
         match scheduled.run_at(Some(cut), true, now_ms(), &mut note).await {
-            Ok(step @ Step::Comparing { .. }) => break step,
+            Ok(step @ Step::Comparing { cut_ms, .. }) if cut_ms == cut => break step,
             Ok(Step::Reconciled(report)) => completed.push(*report),
             Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {
                 tokio::time::sleep(Duration::from_millis(200)).await
