@@ -107,8 +107,9 @@ reconcile: .venv
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
 # every function built into its bootstrap, then unit, integration and end-to-end tests (the
-# schemathesis run against the local front and the web client in Chromium included) against one emulator that
-# `likes-local exec` starts for the run and stops after it. The bootstraps and the tests are
+# schemathesis run against the local front and the web client in Chromium included), each
+# test on an emulator of its own that its process starts and stops (.config/nextest.toml
+# says how many run at once and which start first). The bootstraps and the tests are
 # one build, so the dependencies compile once; each function's binary is put where cargo
 # lambda puts it (`make build-native` builds them through cargo lambda itself).
 # The Python tools and Chromium install while the Rust code compiles (none needs another).
@@ -127,7 +128,7 @@ test:
 	$(MAKE) --no-print-directory test-web
 	@for f in $(FUNCTIONS); do install -D "$(TARGET_DIR)/debug/$$f" "$(TARGET_DIR)/lambda/$$f/bootstrap"; done
 	@$(MAKE) --no-print-directory check-bootstraps
-	cargo run -q -p likes-local --bin likes-local -- exec -- cargo nextest run --workspace --no-fail-fast
+	cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
 # build against a fresh emulator (docs/performance.md).

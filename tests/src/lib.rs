@@ -1,6 +1,6 @@
-//! The test harness: one local stack per test, with its own uniquely named resources, so
-//! tests run in parallel against one emulator (`make test` starts it and sets
-//! `AWS_ENDPOINT_URL`); run alone, a test starts an emulator of its own.
+//! The test harness: one local stack per test, with its own uniquely named resources, on an
+//! emulator the test's process starts and stops (or on `AWS_ENDPOINT_URL` when it is set:
+//! LocalStack, or one emulator `likes-local exec` shares between tests).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -57,6 +57,18 @@ fn parameters_of(parameters: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// Virtual shards per stream shard for test stacks: `LIKES_STREAM_SHARDS`, 4 unless set.
+/// The project's pinned copy of `tool` in `.venv/bin` (panics, saying how to install it,
+/// when it is missing).
+pub fn venv_tool(tool: &str) -> std::path::PathBuf {
+    let path = likes_local::repo_root().join(".venv/bin").join(tool);
+    assert!(
+        path.exists(),
+        "{} is missing: `make .venv` installs the project's pinned tools",
+        path.display()
+    );
+    path
+}
+
 pub fn stream_shards() -> usize {
     stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
 }

@@ -116,6 +116,19 @@ impl Watcher {
             .flatten()
     }
 
+    /// The next `n` messages, each within `timeout` of the one before: fewer when the socket
+    /// falls quiet first.
+    pub async fn take(&mut self, n: usize, timeout: Duration) -> Vec<Received> {
+        let mut all = Vec::new();
+        while all.len() < n {
+            match self.next(timeout).await {
+                Some(received) => all.push(received),
+                None => break,
+            }
+        }
+        all
+    }
+
     /// Every message received within `window`.
     pub async fn collect(&mut self, window: Duration) -> Vec<Received> {
         let deadline = Instant::now() + window;

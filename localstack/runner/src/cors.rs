@@ -38,7 +38,7 @@ impl Cors {
     /// echoed back, since a browser reads `*` literally when credentials are allowed).
     pub fn preflight(&self, request: &HeaderMap) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        let Some(origin) = self.allowed_origin(request) else {
+        let Some(origin) = self.allowed_origin(request.get(ORIGIN)) else {
             return headers;
         };
         headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -64,9 +64,9 @@ impl Cors {
         headers
     }
 
-    /// Replaces whatever CORS headers an answer has with the configured ones for the
-    /// request's origin (none when it is not allowed).
-    pub fn apply(&self, request: &HeaderMap, answer: &mut HeaderMap) {
+    /// Replaces whatever CORS headers an answer has with the configured ones for a request
+    /// from `origin`, its `Origin` header (none when it is not allowed).
+    pub fn apply(&self, origin: Option<&HeaderValue>, answer: &mut HeaderMap) {
         let names: Vec<HeaderName> = answer
             .keys()
             .filter(|name| name.as_str().starts_with("access-control-"))
@@ -75,7 +75,7 @@ impl Cors {
         for name in names {
             answer.remove(name);
         }
-        let Some(origin) = self.allowed_origin(request) else {
+        let Some(origin) = self.allowed_origin(origin) else {
             return;
         };
         answer.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -90,10 +90,10 @@ impl Cors {
         }
     }
 
-    /// The `Access-Control-Allow-Origin` for the request: its own origin when listed, `*`
-    /// when any origin is (and no credentials are allowed).
-    fn allowed_origin(&self, request: &HeaderMap) -> Option<HeaderValue> {
-        let origin = request.get(ORIGIN)?;
+    /// The `Access-Control-Allow-Origin` for a request from `origin`: that origin when
+    /// listed, `*` when any origin is (and no credentials are allowed).
+    fn allowed_origin(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
+        let origin = origin?;
         let text = origin.to_str().ok()?;
         if self.allow_origins.iter().any(|allowed| allowed == text) {
             return Some(origin.clone());
@@ -169,7 +169,7 @@ mod tests {
             .is_empty());
         let mut answer = HeaderMap::new();
         answer.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-        config().apply(&request("http://evil.example"), &mut answer);
+        config().apply(request("http://evil.example").get(ORIGIN), &mut answer);
         assert!(
             answer.is_empty(),
             "the function's own CORS header is dropped"
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn an_answer_exposes_the_configured_headers() {
         let mut answer = HeaderMap::new();
-        config().apply(&request("http://127.0.0.1:8080"), &mut answer);
+        config().apply(request("http://127.0.0.1:8080").get(ORIGIN), &mut answer);
         assert_eq!(answer[ACCESS_CONTROL_ALLOW_ORIGIN], "http://127.0.0.1:8080");
         assert_eq!(answer[ACCESS_CONTROL_EXPOSE_HEADERS], "etag,retry-after");
     }

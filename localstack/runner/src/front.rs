@@ -87,9 +87,9 @@ impl Front {
             *answer.headers_mut() = cors.preflight(request.headers());
             return answer;
         }
-        let asked = request.headers().clone();
+        let origin = request.headers().get(hyper::header::ORIGIN).cloned();
         let mut answer = self.route_and_invoke(request, peer).await;
-        cors.apply(&asked, answer.headers_mut());
+        cors.apply(origin.as_ref(), answer.headers_mut());
         answer
     }
 

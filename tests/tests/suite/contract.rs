@@ -168,13 +168,7 @@ fn collect_headers(value: &serde_yaml::Value, into: &mut BTreeSet<(String, Strin
 /// before any function runs, and the local front answers as AWS does.
 #[tokio::test]
 async fn the_local_front_answers_as_openapi_yaml_says() {
-    let root = likes_local::repo_root();
-    let schemathesis = root.join(".venv/bin/schemathesis");
-    assert!(
-        schemathesis.exists(),
-        "{} is missing: `make .venv` installs the project's pinned tools",
-        schemathesis.display()
-    );
+    let schemathesis = likes_tests::venv_tool("schemathesis");
     // The pulse runs, so `as_of` is a time and not only null. Every request comes from one
     // user, hundreds a second: under the template's write limit (5/s, bursts of 30) most
     // writes would meet the documented 429 and the generated cases would never reach the
@@ -189,7 +183,7 @@ async fn the_local_front_answers_as_openapi_yaml_says() {
     let examples = likes_tests::env_count("LIKES_CONTRACT_EXAMPLES", MAX_EXAMPLES).to_string();
     let seed = std::env::var("LIKES_CONTRACT_SEED").unwrap_or_else(|_| SEED.to_owned());
     let output = tokio::process::Command::new(&schemathesis)
-        .current_dir(&root)
+        .current_dir(likes_local::repo_root())
         // Hypothesis keeps its caches here rather than in the checkout.
         .env(
             "HYPOTHESIS_STORAGE_DIRECTORY",

@@ -21,10 +21,7 @@ async fn a_preflight_from_the_allowed_origin_is_answered_before_any_authorizer()
         .send()
         .await;
     answer.assert_status(204);
-    assert_eq!(
-        answer.header("access-control-allow-origin"),
-        Some(origin.as_str())
-    );
+    assert_allow_origin(&answer, Some(&origin));
     assert_lists(
         &answer,
         "access-control-allow-methods",
@@ -83,10 +80,7 @@ async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
         .send()
         .await;
     write.assert_status(200);
-    assert_eq!(
-        write.header("access-control-allow-origin"),
-        Some(origin.as_str())
-    );
+    assert_allow_origin(&write, Some(&origin));
     assert_lists(
         &write,
         "access-control-expose-headers",
@@ -109,10 +103,7 @@ async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
         .send()
         .await;
     refused.assert_status(401);
-    assert_eq!(
-        refused.header("access-control-allow-origin"),
-        Some(origin.as_str())
-    );
+    assert_allow_origin(&refused, Some(&origin));
     // Another origin's answer has none: its page cannot read it.
     let other = stack
         .request("GET", "/v1/items/cors:1/like-count", None)
@@ -120,7 +111,12 @@ async fn an_answer_to_the_allowed_origin_exposes_the_headers_a_page_reads() {
         .send()
         .await;
     other.assert_status(200);
-    assert_eq!(other.header("access-control-allow-origin"), None);
+    assert_allow_origin(&other, None);
+}
+
+/// The origin `answer` lets read it: `origin`, or none.
+fn assert_allow_origin(answer: &TestResponse, origin: Option<&str>) {
+    assert_eq!(answer.header("access-control-allow-origin"), origin);
 }
 
 /// `header` of `answer` is a comma-separated list holding each of `expected`.

@@ -142,7 +142,11 @@ async fn dropped_and_gone_connections_lose_their_rows() {
     let item = "game:live-3";
     let mut dropped = stack.watcher("dropped").await;
     dropped.subscribe(&[item, "game:live-3b"]).await;
-    dropped.collect(Duration::from_secs(2)).await;
+    assert_eq!(
+        dropped.take(2, ANSWER).await.len(),
+        2,
+        "counts on subscribe"
+    );
     assert_eq!(stack.rows("LiveConnectionsTable").await.len(), 1);
     assert_eq!(stack.rows("LiveSubscriptionsTable").await.len(), 2);
     // The client vanishes without a close frame: $disconnect removes its rows.
@@ -277,7 +281,10 @@ async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
     let (slow, other) = ("game:live-throttled", "game:live-other");
     let mut watcher = stack.watcher("w").await;
     watcher.subscribe(&[slow, other]).await;
-    assert_eq!(watcher.collect(Duration::from_secs(2)).await.len(), 2);
+    let snapshots = watcher.take(2, ANSWER).await;
+    for item in [slow, other] {
+        assert_eq!(counts_of(&snapshots, item).len(), 1, "{snapshots:?}");
+    }
     let front = stack
         .stack
         .socket_front()
@@ -437,13 +444,7 @@ async fn bad_messages_are_answered_with_an_error_and_change_nothing() {
     watcher
         .send(&json!({"action": "subscribe", "item_ids": fifty}))
         .await;
-    let mut answers = Vec::new();
-    while answers.len() < 50 {
-        match watcher.next(Duration::from_secs(30)).await {
-            Some(answer) => answers.push(answer),
-            None => break,
-        }
-    }
+    let mut answers = watcher.take(50, ANSWER).await;
     // And nothing more.
     answers.extend(watcher.collect(Duration::from_secs(1)).await);
     assert_eq!(counts_of(&answers, "game:7").len(), 1, "{answers:?}");
