@@ -9,8 +9,8 @@ SHELL := bash
 PYTHON ?= python3
 VENV := .venv
 VENV_STAMP := $(VENV)/.installed
-REQUIREMENTS := localstack/requirements.txt
-CONSTRAINTS := localstack/constraints.txt
+REQUIREMENTS := local/requirements.txt
+CONSTRAINTS := local/constraints.txt
 TARGET_DIR = $${CARGO_TARGET_DIR:-target}
 # One crate per Lambda; its package and bin name is its folder name (template.yaml's Binary).
 FUNCTIONS := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard functions/*/Cargo.toml)))
@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv chromium lock lint-template lint-openapi test-web build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
+.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -68,6 +68,15 @@ lint-openapi: .venv
 # The web client's count arithmetic (web/item.js), without a browser: Node's own test runner.
 test-web:
 	node --test web/
+
+# The quick check while changing code: formatting, lints, and every test that needs no
+# emulator (each crate's unit tests, the web client's arithmetic). `make test` is the whole
+# suite, and what CI runs.
+check:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo nextest run --workspace --lib --bins
+	$(MAKE) --no-print-directory test-web
 
 # Release binaries for the template's Architectures: [arm64], cross-linked by zig.
 build: .venv

@@ -38,7 +38,7 @@ use likes_core::clock::now_ms;
 use likes_core::likers::{bucket_of, buckets, LikerChange, LikerUpdate};
 use likes_core::reconcile::subtotal_attributes;
 use likes_core::{CursorKey, ItemId};
-use likes_local::front::GatewayRequest;
+use likes_local::http_api::GatewayRequest;
 use likes_store::freshness::AS_OF_REPLICAS;
 use likes_store::likers::POSITION_INDEX;
 use likes_store::{CountsStore, LikersStore};

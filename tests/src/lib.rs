@@ -558,21 +558,21 @@ pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Coun
 
 impl TestStack {
     /// The aggregator's event source mapping: its fault switches, counters and `settle`.
-    pub fn pipeline(&self) -> &likes_local::poller::Pipeline {
+    pub fn pipeline(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.stack
             .pipeline(AGGREGATOR_FUNCTION)
             .expect("template.yaml maps the Reactions stream to AggregatorFunction")
     }
 
     /// The publisher's event source mapping: the event log's faults and counters.
-    pub fn publisher(&self) -> &likes_local::poller::Pipeline {
+    pub fn publisher(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.stack
             .pipeline(PUBLISHER_FUNCTION)
             .expect("template.yaml maps the Reactions stream to PublisherFunction")
     }
 
     /// The eraser's event source mapping: its fault switches and counters.
-    pub fn eraser(&self) -> &likes_local::poller::Pipeline {
+    pub fn eraser(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.stack
             .pipeline(ERASE_FUNCTION)
             .expect("template.yaml maps the Erasures stream to EraseFunction")
@@ -588,16 +588,16 @@ impl TestStack {
     }
 
     /// The leaderboard's event source mapping (on the Kinesis log): its faults and counters.
-    pub fn leaderboard(&self) -> &likes_local::poller::Pipeline {
+    pub fn leaderboard(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.log_reader(LEADERBOARD_FUNCTION)
     }
 
     /// The likers consumer's event source mapping (on the Kinesis log).
-    pub fn likers(&self) -> &likes_local::poller::Pipeline {
+    pub fn likers(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.log_reader(LIKERS_FUNCTION)
     }
 
-    fn log_reader(&self, function: &str) -> &likes_local::poller::Pipeline {
+    fn log_reader(&self, function: &str) -> &likes_local::event_source_mapping::Pipeline {
         self.stack
             .pipeline(function)
             .unwrap_or_else(|| panic!("template.yaml maps the event log to {function}"))
@@ -616,7 +616,7 @@ impl TestStack {
 
     async fn settle_log_reader(
         &self,
-        reader: &likes_local::poller::Pipeline,
+        reader: &likes_local::event_source_mapping::Pipeline,
     ) -> likes_local::faults::Counters {
         self.settle_events().await;
         reader

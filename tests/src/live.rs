@@ -210,7 +210,7 @@ impl TestStack {
     }
 
     /// The broadcaster's event source mapping (on the Kinesis log).
-    pub fn broadcaster(&self) -> &likes_local::poller::Pipeline {
+    pub fn broadcaster(&self) -> &likes_local::event_source_mapping::Pipeline {
         self.stack
             .pipeline(BROADCAST_FUNCTION)
             .expect("template.yaml maps the event log to LiveBroadcastFunction")

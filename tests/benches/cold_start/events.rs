@@ -3,7 +3,7 @@
 //! batch of one INSERT with NEW_AND_OLD_IMAGES, in a tumbling window as the aggregator's
 //! mapping declares one.
 
-use likes_local::front::GatewayRequest;
+use likes_local::http_api::GatewayRequest;
 use serde_json::{json, Map, Value};
 
 /// The item every request and record is about.

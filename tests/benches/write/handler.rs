@@ -11,7 +11,7 @@ use lambda_http::{service_fn, Adapter, Request, Service};
 use likes_api::{App, Endpoint};
 use likes_core::clock::now_ms;
 use likes_core::{IdempotencyKey, ItemId, UserId, WriteRequest};
-use likes_local::front::GatewayRequest;
+use likes_local::http_api::GatewayRequest;
 use likes_local::jwt::JwtAuthorizer;
 use likes_store::ReactionsStore;
 use likes_tests::TestStack;

@@ -287,7 +287,7 @@ async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
     }
     let front = stack
         .stack
-        .socket_front()
+        .websocket_api()
         .expect("the template has a WebSocket API");
     // The first post is refused twice (429); its third attempt goes through, and the other
     // item's push arrives too.

@@ -90,7 +90,7 @@ async fn a_stalled_shard_holds_its_records_while_the_others_are_applied() {
         "its records piled up: {progress:?}"
     );
     match pipeline.settle(Duration::from_millis(500)).await {
-        Err(likes_local::poller::SettleError::Timeout { held, .. }) => {
+        Err(likes_local::event_source_mapping::SettleError::Timeout { held, .. }) => {
             assert_eq!(
                 held,
                 vec![stalled_id],

@@ -13,14 +13,14 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::emulator::{Emulator, EmulatorError};
-use crate::front::{Front, RouteTarget};
+use crate::event_source_mapping::{MappingConfig, MappingError, Pipeline};
+use crate::http_api::{HttpApi, RouteTarget};
 use crate::jwt::{JwtAuthorizer, LOCAL_AUDIENCE, LOCAL_ISSUER};
-use crate::poller::{MappingConfig, MappingError, Pipeline};
 use crate::resources::{self, ResourceError, Resources};
-use crate::schedule::{Schedule, ScheduleError};
-use crate::socket_front::{SocketFront, SocketTarget};
+use crate::scheduler::{Schedule, ScheduleError};
 use crate::template::{self, Template, TemplateError};
 use crate::web::WebOrigin;
+use crate::websocket_api::{SocketTarget, WebSocketApi};
 
 /// The documented local default for secrets the template generates in AWS (the cursor
 /// signing key). `LIKES_LOCAL_CURSOR_KEY` overrides it.
@@ -190,7 +190,7 @@ pub struct Stack {
     pub ws_addr: SocketAddr,
     pub web_addr: SocketAddr,
     /// The WebSocket front, when the template declares a WebSocket API.
-    socket_front: Option<Arc<SocketFront>>,
+    websocket_api: Option<Arc<WebSocketApi>>,
     tasks: Vec<JoinHandle<()>>,
     /// One per `Type: DynamoDB` function event; dropping them stops their pollers.
     pipelines: Vec<Pipeline>,
@@ -214,7 +214,7 @@ impl Stack {
             resources::create(&template, &aws.sdk, &options.prefix, secrets).await?;
         let ws_listener = listen(options.ws_addr).await?;
         let ws_addr = local_addr(&ws_listener, options.ws_addr)?;
-        let socket_front = socket_front(
+        let websocket_api = websocket_api(
             &template,
             &mut resources,
             &aws.sdk,
@@ -259,7 +259,7 @@ impl Stack {
         .into_iter()
         .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
-        let front = Arc::new(Front::new(
+        let front = Arc::new(HttpApi::new(
             routes,
             JwtAuthorizer::from_env(),
             template.http_api_cors()?,
@@ -273,9 +273,9 @@ impl Stack {
             tokio::spawn(front.serve(listener)),
             tokio::spawn(web.serve(web_listener)),
         ];
-        let socket_front = socket_front.map(Arc::new);
-        if let Some(socket_front) = &socket_front {
-            tasks.push(tokio::spawn(socket_front.clone().serve(ws_listener)));
+        let websocket_api = websocket_api.map(Arc::new);
+        if let Some(websocket_api) = &websocket_api {
+            tasks.push(tokio::spawn(websocket_api.clone().serve(ws_listener)));
         }
         for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
             if options.schedules.fires(&schedule.function) {
@@ -289,7 +289,7 @@ impl Stack {
             http_addr,
             ws_addr,
             web_addr,
-            socket_front,
+            websocket_api,
             tasks,
             pipelines,
             environment_overrides: options.environment_overrides,
@@ -306,8 +306,8 @@ impl Stack {
     }
 
     /// The WebSocket front (its fault switches), when the template declares a WebSocket API.
-    pub fn socket_front(&self) -> Option<&SocketFront> {
-        self.socket_front.as_deref()
+    pub fn websocket_api(&self) -> Option<&WebSocketApi> {
+        self.websocket_api.as_deref()
     }
 
     /// The WebSocket API's URL, as a client connects to it.
@@ -408,14 +408,14 @@ fn local_parameters(
 /// The template's WebSocket API on `ws_addr`: its `!Ref`s (the API id, the stage name) and
 /// its management endpoint resolve to the local front, and each route's function is built
 /// from its environment as the template declares it.
-fn socket_front(
+fn websocket_api(
     template: &Template,
     resources: &mut Resources,
     sdk: &SdkConfig,
     prefix: &str,
     ws_addr: SocketAddr,
     overrides: &BTreeMap<String, String>,
-) -> Result<Option<SocketFront>, StackError> {
+) -> Result<Option<WebSocketApi>, StackError> {
     let apis = template.websocket_apis()?;
     let api = match apis.as_slice() {
         [] => return Ok(None),
@@ -455,7 +455,7 @@ fn socket_front(
             })
         })
         .collect::<Result<Vec<_>, StackError>>()?;
-    Ok(Some(SocketFront::new(api, api_id, targets)))
+    Ok(Some(WebSocketApi::new(api, api_id, targets)))
 }
 
 fn local_cursor_key() -> String {

@@ -17,7 +17,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use crate::front::{gateway_message, serve_http, HttpResponse};
+use crate::http_api::{gateway_message, serve_http, HttpResponse};
 use crate::jwt::JwtAuthorizer;
 
 /// How long a development token lasts: a working day.

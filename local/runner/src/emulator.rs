@@ -1,4 +1,4 @@
-//! The offline AWS emulator: `localstack/emulator.py` (moto's server behind one global lock)
+//! The offline AWS emulator: `local/emulator/emulator.py` (moto's server behind one global lock)
 //! from the project's virtualenv, on 127.0.0.1 and a free port. Stopped when dropped, and by
 //! its own watchdog if this process dies first.
 
@@ -50,7 +50,7 @@ impl Emulator {
             }
         };
         let mut child = Command::new(&python)
-            .arg(root.join("localstack/emulator.py"))
+            .arg(root.join("local/emulator/emulator.py"))
             .args(["--host", "127.0.0.1", "--port", "0", "--parent-pid"])
             .arg(std::process::id().to_string())
             .arg("--pitr-lag-seconds")

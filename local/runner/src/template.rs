@@ -53,7 +53,7 @@ pub struct HttpRoute {
 /// The WebSocket API of the template (`AWS::ApiGatewayV2::Api`, protocol WEBSOCKET), its
 /// stage and routes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebSocketApi {
+pub struct DeclaredWebSocketApi {
     pub api: String,
     /// The stage's logical id and `StageName`.
     pub stage: String,
@@ -291,7 +291,7 @@ impl Template {
     /// The template's WebSocket APIs with their routes: each route's `Target`
     /// (`integrations/${Integration}`) names an integration whose `IntegrationUri` holds
     /// `${Function.Arn}`.
-    pub fn websocket_apis(&self) -> Result<Vec<WebSocketApi>, TemplateError> {
+    pub fn websocket_apis(&self) -> Result<Vec<DeclaredWebSocketApi>, TemplateError> {
         let shape = |message: String| TemplateError::Shape(message);
         let mut apis = Vec::new();
         for (api, resource) in self.resources_of("AWS::ApiGatewayV2::Api") {
@@ -340,7 +340,7 @@ impl Template {
                         .any(|rr| ref_target(&rr["Properties"]["RouteId"]) == Some(route.as_str())),
                 });
             }
-            apis.push(WebSocketApi {
+            apis.push(DeclaredWebSocketApi {
                 route_selection: props["RouteSelectionExpression"]
                     .as_str()
                     .unwrap_or_default()

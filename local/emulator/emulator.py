@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Offline AWS emulator for the Likes local stack: moto's server app behind one lock.
 
-    .venv/bin/python localstack/emulator.py [--host 127.0.0.1] [--port 0] [--parent-pid PID]
+    .venv/bin/python local/emulator/emulator.py [--host 127.0.0.1] [--port 0] [--parent-pid PID]
 
 Prints exactly one line on stdout once the socket listens, then nothing more:
 

@@ -1,9 +1,9 @@
-//! The local HTTP front: what API Gateway's HTTP API does in AWS. It routes exactly the
-//! template's `HttpApi` events, runs the JWT authorizer on the routes that have one (a route
-//! with `Authorizer: NONE` is public), builds the v2 payload with the claims in the authorizer
-//! context, and invokes the function's handler through `lambda_http`'s own adapter, the code
-//! path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers preflights
-//! and sets CORS headers as API Gateway does ([`crate::cors`]).
+//! The HTTP API, locally (the local front): what API Gateway's HTTP API does in AWS. It routes
+//! exactly the template's `HttpApi` events, runs the JWT authorizer on the routes that have one
+//! (a route with `Authorizer: NONE` is public), builds the v2 payload with the claims in the
+//! authorizer context, and invokes the function's handler through `lambda_http`'s own adapter,
+//! the code path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers
+//! preflights and sets CORS headers as API Gateway does ([`crate::cors`]).
 
 use likes_core::clock::now_ms;
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ pub struct RouteTarget {
     pub app: App,
 }
 
-pub struct Front {
+pub struct HttpApi {
     routes: Vec<RouteTarget>,
     authorizer: JwtAuthorizer,
     cors: Option<Cors>,
@@ -57,7 +57,7 @@ pub struct Front {
 
 pub(crate) type HttpResponse = hyper::Response<Full<Bytes>>;
 
-impl Front {
+impl HttpApi {
     pub fn new(routes: Vec<RouteTarget>, authorizer: JwtAuthorizer, cors: Option<Cors>) -> Self {
         Self {
             routes,

@@ -29,7 +29,7 @@ mkdir -p "$work"
 if [ ! -x "$work/venv/bin/samlocal" ]; then
   python3 -m venv "$work/venv"
   "$work/venv/bin/pip" install --quiet aws-sam-cli==1.170.0 aws-sam-cli-local==1.71.0 \
-    -c "$src/localstack/constraints.txt"
+    -c "$src/local/constraints.txt"
 fi
 
 sed "s#^\( *\)CodeUri: functions/\(.*\)\$#\1CodeUri: $src/target/lambda/\2/#" \

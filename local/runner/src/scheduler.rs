@@ -1,6 +1,7 @@
-//! The template's schedules, really fired: every `ScheduleV2` event of a function invokes
-//! its handler in-process at the schedule's `rate(...)`, once at start and then every period,
-//! with the Lambda context (deadline from the function's `Timeout`) the cloud would give it.
+//! EventBridge Scheduler, locally: the template's schedules, really fired. Every `ScheduleV2`
+//! event of a function invokes its handler in-process at the schedule's `rate(...)`, once at
+//! start and then every period, with the Lambda context (deadline from the function's
+//! `Timeout`) the cloud would give it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

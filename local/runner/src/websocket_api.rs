@@ -1,4 +1,4 @@
-//! The local WebSocket front: what API Gateway's WebSocket API does in AWS. It routes exactly
+//! The WebSocket API, locally: what API Gateway's WebSocket API does in AWS. It routes exactly
 //! the template's WebSocket routes (`$connect`, `$disconnect`, the route selection expression's
 //! keys, `$default`), invokes their functions in process with API Gateway's WebSocket proxy
 //! events, refuses the upgrade when `$connect` answers non-2xx, sends a route's answer back
@@ -37,8 +37,8 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::front::{form_decode, serve_http, HttpResponse};
-use crate::template::WebSocketApi;
+use crate::http_api::{form_decode, serve_http, HttpResponse};
+use crate::template::DeclaredWebSocketApi;
 
 /// API Gateway closes a connection with no client frame for this long...
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -69,7 +69,7 @@ struct Link {
     user_agent: String,
 }
 
-pub struct SocketFront {
+pub struct WebSocketApi {
     api_id: String,
     stage: String,
     /// The body member the route selection expression names (`action`).
@@ -90,8 +90,8 @@ struct Caller {
     user_agent: String,
 }
 
-impl SocketFront {
-    pub fn new(api: &WebSocketApi, api_id: String, targets: Vec<SocketTarget>) -> Self {
+impl WebSocketApi {
+    pub fn new(api: &DeclaredWebSocketApi, api_id: String, targets: Vec<SocketTarget>) -> Self {
         Self {
             api_id,
             stage: api.stage_name.clone(),

@@ -330,8 +330,8 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::poller::invoke::Script;
-    use crate::poller::mapping::{StartingPosition, StreamSource};
+    use crate::event_source_mapping::invoke::Script;
+    use crate::event_source_mapping::mapping::{StartingPosition, StreamSource};
 
     const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/events";
     const SHARD: &str = "shardId-000000000001";
