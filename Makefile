@@ -12,16 +12,17 @@ VENV_STAMP := $(VENV)/.installed
 REQUIREMENTS := local/requirements.txt
 CONSTRAINTS := local/constraints.txt
 TARGET_DIR = $${CARGO_TARGET_DIR:-target}
-# One crate per Lambda; its package and bin name is its folder name (template.yaml's Binary).
-FUNCTIONS := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard functions/*/Cargo.toml)))
-PACKAGES := $(addprefix -p ,$(FUNCTIONS))
+# Every Lambda runs one bootstrap (functions/, bin `likes`, template.yaml's Binary) that
+# dispatches on the function's Handler.
+BOOTSTRAP := likes
+PACKAGES := -p likes-functions
 ARM64_TARGET := aarch64-unknown-linux-gnu
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstraps run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
+.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstrap run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -78,30 +79,28 @@ check:
 	cargo nextest run --workspace --lib --bins
 	$(MAKE) --no-print-directory test-web
 
-# Release binaries for the template's Architectures: [arm64], cross-linked by zig.
+# The release bootstrap for the template's Architectures: [arm64], cross-linked by zig.
 build: .venv
 	@if ! ls "$$(rustc --print target-libdir --target $(ARM64_TARGET))"/libstd-*.rlib >/dev/null 2>&1; then \
 	  echo "make build: the Rust standard library for $(ARM64_TARGET) is not installed." >&2; \
 	  echo "  The template deploys arm64 (Graviton) functions, so cargo lambda build --arm64 needs it." >&2; \
 	  echo "  Add it with:  rustup target add $(ARM64_TARGET)   (needs network access to the Rust dist server)" >&2; \
-	  echo "  Without it, 'make build-native' builds x86_64 bootstraps to prove packaging." >&2; \
+	  echo "  Without it, 'make build-native' builds an x86_64 bootstrap to prove packaging." >&2; \
 	  exit 1; \
 	fi
 	cargo lambda build --release --arm64 $(PACKAGES)
-	@$(MAKE) --no-print-directory check-bootstraps
+	@$(MAKE) --no-print-directory check-bootstrap
 
-# Debug bootstraps for the host (x86_64): proves every function packages, no cross std needed.
+# A debug bootstrap for the host (x86_64): proves the functions package, no cross std needed.
 build-native: .venv
 	cargo lambda build $(PACKAGES)
-	@$(MAKE) --no-print-directory check-bootstraps
+	@$(MAKE) --no-print-directory check-bootstrap
 
-# Every functions/<name> crate must have produced target/lambda/<name>/bootstrap.
-check-bootstraps:
-	@for f in $(FUNCTIONS); do \
-	  b="$(TARGET_DIR)/lambda/$$f/bootstrap"; \
+# The build must have produced target/lambda/likes/bootstrap.
+check-bootstrap:
+	@b="$(TARGET_DIR)/lambda/$(BOOTSTRAP)/bootstrap"; \
 	  if [ ! -x "$$b" ]; then echo "missing $$b" >&2; exit 1; fi; \
-	  echo "$$b $$(stat -c %s "$$b") bytes"; \
-	done
+	  echo "$$b $$(stat -c %s "$$b") bytes"
 
 # The whole service on this machine: emulator, resources from template.yaml, the HTTP API on
 # 127.0.0.1:3000, stream pollers. Ctrl-C stops everything it started.
@@ -115,12 +114,12 @@ reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT)) $(if $(WAIT),--wait)
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
-# every function built into its bootstrap, then unit, integration and end-to-end tests (the
+# the bootstrap every function runs, then unit, integration and end-to-end tests (the
 # schemathesis run against the local front and the web client in Chromium included), each
 # test on an emulator of its own that its process starts and stops (.config/nextest.toml
-# says how many run at once and which start first). The bootstraps and the tests are
-# one build, so the dependencies compile once; each function's binary is put where cargo
-# lambda puts it (`make build-native` builds them through cargo lambda itself).
+# says how many run at once and which start first). The bootstrap and the tests are one
+# build, so the dependencies compile once; the bootstrap is put where cargo lambda puts it
+# (`make build-native` builds it through cargo lambda itself).
 # The Python tools and Chromium install while the Rust code compiles (none needs another).
 test:
 	@$(MAKE) --no-print-directory .venv > $(VENV).log 2>&1 & venv=$$!; \
@@ -135,8 +134,8 @@ test:
 	$(MAKE) --no-print-directory lint-template
 	$(MAKE) --no-print-directory lint-openapi
 	$(MAKE) --no-print-directory test-web
-	@for f in $(FUNCTIONS); do install -D "$(TARGET_DIR)/debug/$$f" "$(TARGET_DIR)/lambda/$$f/bootstrap"; done
-	@$(MAKE) --no-print-directory check-bootstraps
+	@install -D "$(TARGET_DIR)/debug/$(BOOTSTRAP)" "$(TARGET_DIR)/lambda/$(BOOTSTRAP)/bootstrap"
+	@$(MAKE) --no-print-directory check-bootstrap
 	cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
@@ -166,11 +165,11 @@ bench-reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench reconcile
 
 # Figures, not a timed test: bootstrap size, and cold start (spawn -> first invocation served)
-# of release bootstraps for the host (x86_64: the arm64 std is not installed here), each
+# of the release bootstrap for the host (x86_64: the arm64 std is not installed here), each
 # served one event by a stand-in Runtime API, against a fresh emulator.
 bench-cold-start: .venv
 	cargo lambda build --release $(PACKAGES)
-	@$(MAKE) --no-print-directory check-bootstraps
+	@$(MAKE) --no-print-directory check-bootstrap
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench cold_start
 
 # Figures, not a timed test: the design and a naive counter at AWS's scale (a viral item at

@@ -1,9 +1,9 @@
 //! `make bench-cold-start`: cold start of the real bootstraps and their size, as figures (not
 //! a timed test).
 //!
-//! Each `target/lambda/<fn>/bootstrap` that `cargo lambda build --release` made is spawned
-//! as Lambda would start it: an environment of Lambda's reserved variables and the function's
-//! own from template.yaml (resolved against a local stack on the emulator), with
+//! The one `target/lambda/likes/bootstrap` that `cargo lambda build --release` made is spawned
+//! as Lambda would start each function: an environment of Lambda's reserved variables (its
+//! `_HANDLER` the function's `Handler`) and the function's own from template.yaml (resolved against a local stack on the emulator), with
 //! `AWS_LAMBDA_RUNTIME_API` pointing at a stand-in Runtime API in this process that hands it
 //! one event. Timed from just before the spawn to the bootstrap's first `GET …/next` (init:
 //! runtime, config, SDK clients) and to its response `POST` (the first invocation served,
@@ -134,7 +134,7 @@ fn request_id(spawn: u64, now_ms: i64) -> String {
 /// A measured function and how Lambda would start it.
 struct Target {
     function: Measured,
-    binary: String,
+    handler: String,
     bootstrap: PathBuf,
     environment: BTreeMap<String, String>,
 }
@@ -160,27 +160,18 @@ async fn main() {
         pipeline.pause();
     }
     let template = &stack.stack.template;
-    let mut functions: Vec<(String, Bootstrap)> = template
-        .resources_of("AWS::Serverless::Function")
-        .into_keys()
-        .map(|id| {
-            let binary = template
-                .binary(&id)
-                .expect("every function names its Binary");
-            let bootstrap = Bootstrap::inspect(&lambda_dir, &binary);
-            (binary, bootstrap)
-        })
-        .collect();
-    functions.sort_by(|a, b| a.0.cmp(&b.0));
+    let bootstrap = Bootstrap::inspect(&lambda_dir);
 
     let targets: Vec<Target> = MEASURED
         .into_iter()
         .map(|function| {
-            let binary = template.binary(function.logical_id).expect("a Binary");
+            let handler = template
+                .handler(function.logical_id)
+                .expect("every function names its Handler");
             Target {
                 function,
-                bootstrap: lambda_dir.join(&binary).join("bootstrap"),
-                binary,
+                bootstrap: lambda_dir.join(BOOTSTRAP).join("bootstrap"),
+                handler,
                 environment: lambda_environment(&stack, function.logical_id),
             }
         })
@@ -201,7 +192,7 @@ async fn main() {
     }
 
     print_conditions(spawns);
-    print_sizes(&functions);
+    print_size(&bootstrap);
     print_cold_starts(&targets, &samples, spawns);
     println!(
         "   For scale, the emulator's round trips (not DynamoDB's), warm client in this process:"
@@ -330,6 +321,12 @@ fn lambda_environment(stack: &TestStack, logical_id: &str) -> BTreeMap<String, S
     environment.extend(
         [
             ("AWS_LAMBDA_FUNCTION_NAME", name.clone()),
+            (
+                "_HANDLER",
+                template
+                    .handler(logical_id)
+                    .expect("every function names its Handler"),
+            ),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.to_string()),
             ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_owned()),
             ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}")),
@@ -415,7 +412,10 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// What a `target/lambda/<binary>/bootstrap` is, read from the file.
+/// The bin every function runs (`functions/`): `target/lambda/likes/bootstrap`.
+const BOOTSTRAP: &str = "likes";
+
+/// What `target/lambda/likes/bootstrap` is, read from the file.
 struct Bootstrap {
     bytes: u64,
     arch: &'static str,
@@ -423,8 +423,8 @@ struct Bootstrap {
 }
 
 impl Bootstrap {
-    fn inspect(lambda_dir: &Path, binary: &str) -> Self {
-        let path = lambda_dir.join(binary).join("bootstrap");
+    fn inspect(lambda_dir: &Path) -> Self {
+        let path = lambda_dir.join(BOOTSTRAP).join("bootstrap");
         let bytes = std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
                 "{}: {e}; `make bench-cold-start` builds it first",
@@ -512,18 +512,15 @@ fn print_conditions(spawns: u64) {
     );
 }
 
-fn print_sizes(functions: &[(String, Bootstrap)]) {
-    println!("\n1. Bootstrap size (target/lambda/<fn>/bootstrap, as cargo lambda builds it)");
-    println!("   {:<24} {:>8}  {:<8} stripped", "function", "MB", "arch");
-    for (binary, bootstrap) in functions {
-        println!(
-            "   {:<24} {:>8.2}  {:<8} {}",
-            binary,
-            bootstrap.bytes as f64 / 1e6,
-            bootstrap.arch,
-            if bootstrap.stripped { "yes" } else { "no" }
-        );
-    }
+fn print_size(bootstrap: &Bootstrap) {
+    println!("\n1. Bootstrap size (target/lambda/{BOOTSTRAP}/bootstrap, as cargo lambda builds it; every function runs it)");
+    println!("   {:>8}  {:<8} stripped", "MB", "arch");
+    println!(
+        "   {:>8.2}  {:<8} {}",
+        bootstrap.bytes as f64 / 1e6,
+        bootstrap.arch,
+        if bootstrap.stripped { "yes" } else { "no" }
+    );
 }
 
 fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u64) {
@@ -558,7 +555,7 @@ fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u64) {
         let peak = samples.iter().map(|s| s.peak_rss_kib).max().unwrap_or(0);
         println!(
             "   {:<16} {:>4}MB {:>15} {:>15} {:>15} {:>7.1}ms {:>7.1}MiB",
-            target.binary,
+            target.handler,
             target.environment["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"],
             pair(ms(|s| s.init)),
             pair(ms(|s| s.served)),

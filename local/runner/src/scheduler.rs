@@ -35,7 +35,7 @@ pub struct Schedule {
     pub event: String,
     pub every: Duration,
     pub timeout: Duration,
-    binary: String,
+    handler: String,
     environment: BTreeMap<String, String>,
 }
 
@@ -74,8 +74,8 @@ impl Schedule {
                             .and_then(Value::as_u64)
                             .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
                     ),
-                    binary: template
-                        .binary(&function)
+                    handler: template
+                        .handler(&function)
                         .map_err(|e| failed(e.to_string()))?,
                     environment: resources
                         .function_environment(template, &function, overrides)
@@ -101,7 +101,7 @@ impl Schedule {
             message,
         };
         let lookup = |name: &str| self.environment.get(name).cloned();
-        let target = match self.binary.as_str() {
+        let target = match self.handler.as_str() {
             "pulse" => {
                 let mut config =
                     PulseConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?;
@@ -125,7 +125,7 @@ impl Schedule {
             ))),
             other => {
                 return Err(failed(format!(
-                    "no local handler for scheduled binary {other:?}"
+                    "no local handler for the scheduled function {other:?}"
                 )))
             }
         };

@@ -226,12 +226,11 @@ impl Stack {
             .http_routes()?
             .into_iter()
             .map(|route| {
-                let endpoint = Endpoint::from_crate_name(&route.binary).ok_or_else(|| {
-                    StackError::Function {
+                let endpoint =
+                    Endpoint::from_handler(&route.handler).ok_or_else(|| StackError::Function {
                         function: route.function.clone(),
-                        message: format!("no handler for binary {:?}", route.binary),
-                    }
-                })?;
+                        message: format!("no handler for {:?}", route.handler),
+                    })?;
                 let app = function_app(
                     &template,
                     &resources,
@@ -442,8 +441,8 @@ fn websocket_api(
             let environment = resources
                 .function_environment(template, &route.function, overrides)
                 .map_err(failed)?;
-            let function = likes_live::SocketFunction::for_binary(
-                &route.binary,
+            let function = likes_live::SocketFunction::for_handler(
+                &route.handler,
                 |name| environment.get(name).cloned(),
                 sdk,
             )

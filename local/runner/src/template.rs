@@ -42,8 +42,8 @@ pub struct HttpRoute {
     pub path: String,
     /// The function's logical id.
     pub function: String,
-    /// The function's binary (`Metadata.BuildProperties.Binary`): the crate under `functions/`.
-    pub binary: String,
+    /// The function's `Handler`: what the one bootstrap serves (`functions/src/lib.rs`).
+    pub handler: String,
     /// The authorizer API Gateway runs before the function: the event's `Auth.Authorizer`,
     /// else its API's `DefaultAuthorizer`. `None` on a public route (`Authorizer: NONE`, or
     /// an API without a default), where any token, or none, is let through unchecked.
@@ -69,7 +69,7 @@ pub struct WebSocketRoute {
     pub route_key: String,
     /// The function's logical id.
     pub function: String,
-    pub binary: String,
+    pub handler: String,
     /// A route response is declared: the function's answer body goes back to the client.
     pub responds: bool,
 }
@@ -221,7 +221,7 @@ impl Template {
                     method: method.to_ascii_uppercase(),
                     path: path.to_owned(),
                     function: function.clone(),
-                    binary: self.binary(&function)?,
+                    handler: self.handler(&function)?,
                     authorizer: self.route_authorizer(props),
                 });
             }
@@ -333,7 +333,7 @@ impl Template {
                     })?;
                 routes.push(WebSocketRoute {
                     route_key: route_key.to_owned(),
-                    binary: self.binary(&function)?,
+                    handler: self.handler(&function)?,
                     function,
                     responds: responses
                         .values()
@@ -367,14 +367,12 @@ impl Template {
         named.map(str::to_owned)
     }
 
-    /// The crate a function is built from.
-    pub fn binary(&self, function: &str) -> Result<String, TemplateError> {
+    /// A function's `Handler`: which function the one bootstrap serves in it.
+    pub fn handler(&self, function: &str) -> Result<String, TemplateError> {
         self.resource(function)
-            .and_then(|r| r["Metadata"]["BuildProperties"]["Binary"].as_str())
+            .and_then(|r| r["Properties"]["Handler"].as_str())
             .map(str::to_owned)
-            .ok_or_else(|| {
-                TemplateError::Shape(format!("{function}: no Metadata.BuildProperties.Binary"))
-            })
+            .ok_or_else(|| TemplateError::Shape(format!("{function}: no Handler")))
     }
 
     /// A function's environment variables (Globals merged under its own), values unresolved.
@@ -500,8 +498,9 @@ Resources:
     Type: AWS::Serverless::Function
     Metadata:
       BuildMethod: rust-cargolambda
-      BuildProperties: { Binary: put-reaction }
+      BuildProperties: { Binary: likes }
     Properties:
+      Handler: put-reaction
       Environment:
         Variables:
           REACTIONS_TABLE: !Ref Table
@@ -534,14 +533,14 @@ Resources:
                     method: "GET".into(),
                     path: "/v1/items/{item_id}/like-count".into(),
                     function: "Fn".into(),
-                    binary: "put-reaction".into(),
+                    handler: "put-reaction".into(),
                     authorizer: None,
                 },
                 HttpRoute {
                     method: "PUT".into(),
                     path: "/v1/items/{item_id}/reaction".into(),
                     function: "Fn".into(),
-                    binary: "put-reaction".into(),
+                    handler: "put-reaction".into(),
                     authorizer: Some("Jwt".into()),
                 },
             ]
@@ -649,10 +648,10 @@ Resources:
       IntegrationUri: !Sub "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/${MessageFn.Arn}/invocations"
   ConnectFn:
     Type: AWS::Serverless::Function
-    Metadata: { BuildProperties: { Binary: live-connect } }
+    Properties: { Handler: live-connect }
   MessageFn:
     Type: AWS::Serverless::Function
-    Metadata: { BuildProperties: { Binary: live-message } }
+    Properties: { Handler: live-message }
 "#;
 
     #[test]
@@ -677,17 +676,35 @@ Resources:
                 WebSocketRoute {
                     route_key: "$connect".into(),
                     function: "ConnectFn".into(),
-                    binary: "live-connect".into(),
+                    handler: "live-connect".into(),
                     responds: false,
                 },
                 WebSocketRoute {
                     route_key: "$default".into(),
                     function: "MessageFn".into(),
-                    binary: "live-message".into(),
+                    handler: "live-message".into(),
                     responds: true,
                 },
             ]
         );
+    }
+
+    /// The one bootstrap serves exactly the functions template.yaml declares: each
+    /// function's `Handler` is in the registry (`functions/src/lib.rs`), and every entry there
+    /// is a function of the template.
+    #[test]
+    fn every_functions_handler_is_in_the_registry_and_nothing_else_is() {
+        let template = Template::load(&default_path()).unwrap();
+        let declared: std::collections::BTreeSet<String> = template
+            .resources_of("AWS::Serverless::Function")
+            .into_keys()
+            .map(|id| template.handler(&id).unwrap())
+            .collect();
+        let registered: std::collections::BTreeSet<String> = likes_functions::FUNCTIONS
+            .iter()
+            .map(|(handler, _)| (*handler).to_owned())
+            .collect();
+        assert_eq!(declared, registered);
     }
 
     #[test]

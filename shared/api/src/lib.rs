@@ -1,5 +1,5 @@
-//! The HTTP edge of Likes: one handler per endpoint, shared by the Lambda bootstraps
-//! (`functions/<name>`) and the local HTTP front, so both run the very same code.
+//! The HTTP edge of Likes: one handler per endpoint, shared by the Lambda bootstrap
+//! (`functions/`) and the local HTTP front, so both run the very same code.
 
 mod counts;
 pub mod edge;
@@ -22,7 +22,7 @@ use likes_store::{
 
 pub use error::ApiError;
 
-/// Every HTTP endpoint; each is its own Lambda function, named after its crate.
+/// Every HTTP endpoint; each is its own Lambda function, named by its `Handler`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     PutReaction,
@@ -55,8 +55,8 @@ impl Endpoint {
         Self::ListLikers,
     ];
 
-    /// The function's crate under `functions/`, which template.yaml names as its code.
-    pub fn crate_name(self) -> &'static str {
+    /// The function's `Handler` in template.yaml.
+    pub const fn handler(self) -> &'static str {
         match self {
             Self::PutReaction => "put-reaction",
             Self::PutLike => "put-like",
@@ -73,8 +73,8 @@ impl Endpoint {
         }
     }
 
-    pub fn from_crate_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.crate_name() == name)
+    pub fn from_handler(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.handler() == name)
     }
 
     fn needs_reactions(self) -> bool {

@@ -1,5 +1,5 @@
-//! Live counts over API Gateway WebSockets, as Lambda handlers shared by the bootstraps
-//! (`functions/live-*`) and the local WebSocket front:
+//! Live counts over API Gateway WebSockets, as Lambda handlers shared by the bootstrap
+//! (`functions/`, the `live-*` handlers) and the local WebSocket API:
 //!
 //! - [`Connect`], [`Disconnect`], [`Message`]: the WebSocket API's routes.
 //! - [`Broadcaster`]: the event log's consumer that pushes coalesced counts to watchers.
@@ -22,7 +22,7 @@ pub use connections::{Connections, PostError, Posted};
 pub use socket::{Connect, Disconnect, Message};
 pub use token::{TokenError, TokenVerifier};
 
-/// A WebSocket route's function, by its binary: what the local front invokes.
+/// A WebSocket route's function, by its handler: what the local front invokes.
 #[derive(Debug, Clone)]
 pub enum SocketFunction {
     Connect(Connect),
@@ -31,20 +31,20 @@ pub enum SocketFunction {
 }
 
 impl SocketFunction {
-    pub fn for_binary(
-        binary: &str,
+    pub fn for_handler(
+        handler: &str,
         lookup: impl Fn(&str) -> Option<String>,
         sdk: &SdkConfig,
     ) -> Result<Self, String> {
         let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
-        match binary {
+        match handler {
             "live-connect" => ConnectConfig::from_lookup(lookup)
                 .map(|config| Self::Connect(Connect::new(config, dynamodb))),
             "live-disconnect" => DisconnectConfig::from_lookup(lookup)
                 .map(|config| Self::Disconnect(Disconnect::new(config, dynamodb))),
             "live-message" => MessageConfig::from_lookup(lookup)
                 .map(|config| Self::Message(Message::new(config, sdk, dynamodb))),
-            other => return Err(format!("no WebSocket handler for binary {other:?}")),
+            other => return Err(format!("no WebSocket handler {other:?}")),
         }
         .map_err(|err| err.to_string())
     }
@@ -61,11 +61,11 @@ impl SocketFunction {
     }
 }
 
-/// The whole of a WebSocket route function's `main`: `binary` is its crate.
-pub async fn run_socket(binary: &str) -> Result<(), lambda_runtime::Error> {
+/// A WebSocket route function's runtime loop: `handler` is its `Handler`.
+pub async fn run_socket(handler: &str) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let function = SocketFunction::for_binary(binary, |name| std::env::var(name).ok(), &sdk)?;
+    let function = SocketFunction::for_handler(handler, |name| std::env::var(name).ok(), &sdk)?;
     let function = &function;
     lambda_runtime::run(service_fn(move |event| async move {
         function.handle(event).await

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # LocalStack "ready" hook: deploy the same template.yaml as AWS, with samlocal.
 #
-# The bootstraps are built on the host (make build / make build-native), so instead of
-# `sam build` (which would need Rust and cargo-lambda in here) each function's CodeUri
-# is pointed at its target/lambda/<crate>/ folder and deployed as is.
+# The bootstrap is built on the host (make build / make build-native), so instead of
+# `sam build` (which would need Rust and cargo-lambda in here) every function's CodeUri
+# is pointed at target/lambda/likes/ and deployed as is; its Handler picks the function.
 #
 # Known gap: LocalStack's event source mappings do not emulate tumbling windows,
 # BisectBatchOnFunctionError or ParallelizationFactor. The design does not depend on
@@ -18,10 +18,8 @@ export SAM_CLI_TELEMETRY=0 PIP_DISABLE_PIP_VERSION_CHECK=1
 export AWS_ENDPOINT_URL=http://127.0.0.1:4566
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
 
-missing=$(sed -n 's/^ *CodeUri: functions\/\(.*\)$/\1/p' "$src/template.yaml" |
-  while read -r crate; do [ -x "$src/target/lambda/$crate/bootstrap" ] || echo "$crate"; done)
-if [ -n "$missing" ]; then
-  echo "likes: no bootstrap for: $missing; run 'make build-native' (x86_64 host) or 'make build' (arm64 host) first" >&2
+if [ ! -x "$src/target/lambda/likes/bootstrap" ]; then
+  echo "likes: no target/lambda/likes/bootstrap; run 'make build-native' (x86_64 host) or 'make build' (arm64 host) first" >&2
   exit 1
 fi
 
@@ -32,7 +30,7 @@ if [ ! -x "$work/venv/bin/samlocal" ]; then
     -c "$src/local/constraints.txt"
 fi
 
-sed "s#^\( *\)CodeUri: functions/\(.*\)\$#\1CodeUri: $src/target/lambda/\2/#" \
+sed "s#^\( *\)CodeUri: functions\$#\1CodeUri: $src/target/lambda/likes/#" \
   "$src/template.yaml" > "$work/template.yaml"
 
 # The live API's $connect checks tokens against the issuer's keys: by default the local

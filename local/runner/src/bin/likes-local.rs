@@ -149,7 +149,7 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
             "  Stream poller {}.{} -> {}: {} virtual shards, batch size {}, window {:?}, tumbling window {}, {} retries, on failure {}",
             mapping.function,
             mapping.event,
-            mapping.binary,
+            mapping.handler,
             pipeline.virtual_shards(),
             mapping.batch_size,
             mapping.batching_window,

@@ -22,7 +22,7 @@ use super::record::{BufferedRecord, SequenceNumber};
 use super::{epoch_now, window, Shared};
 use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext, InvocationSlot};
 
-/// The functions a stream event can invoke locally, by their binary.
+/// The functions a stream event can invoke locally, by their `Handler`.
 #[derive(Debug, Clone)]
 pub enum StreamFunction {
     Aggregator(AggregatorConfig),
@@ -34,8 +34,8 @@ pub enum StreamFunction {
 }
 
 impl StreamFunction {
-    pub fn for_binary(config: &MappingConfig) -> Result<Self, String> {
-        match config.binary.as_str() {
+    pub fn for_handler(config: &MappingConfig) -> Result<Self, String> {
+        match config.handler.as_str() {
             "aggregator" => {
                 AggregatorConfig::from_lookup(|name| config.environment.get(name).cloned())
                     .map(Self::Aggregator)
@@ -63,7 +63,7 @@ impl StreamFunction {
                     .map_err(|e| e.to_string())
             }
             other => Err(format!(
-                "no local handler for stream function binary {other:?}"
+                "no local handler for the stream function {other:?}"
             )),
         }
     }

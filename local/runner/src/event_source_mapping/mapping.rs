@@ -45,8 +45,8 @@ pub struct MappingConfig {
     /// The function's logical id and the event's name.
     pub function: String,
     pub event: String,
-    /// The function's binary (`Metadata.BuildProperties.Binary`).
-    pub binary: String,
+    /// The function's `Handler`.
+    pub handler: String,
     pub function_arn: String,
     pub stream_arn: String,
     pub source: StreamSource,
@@ -200,9 +200,9 @@ impl Declared<'_> {
         Ok(MappingConfig {
             function: self.function.to_owned(),
             event: event.to_owned(),
-            binary: self
+            handler: self
                 .template
-                .binary(self.function)
+                .handler(self.function)
                 .map_err(|e| e.to_string())?,
             function_arn: format!(
                 "arn:aws:lambda:{region}:{account}:function:{}-{}",
@@ -299,8 +299,8 @@ Resources:
     Type: AWS::SQS::Queue
   Fn:
     Type: AWS::Serverless::Function
-    Metadata: { BuildProperties: { Binary: aggregator } }
     Properties:
+      Handler: aggregator
       Timeout: 60
       Environment: { Variables: { COUNT_SHARDS: "4" } }
       Events:
@@ -380,8 +380,8 @@ Resources:
     Type: AWS::Kinesis::Stream
   Fn:
     Type: AWS::Serverless::Function
-    Metadata: {{ BuildProperties: {{ Binary: leaderboard }} }}
     Properties:
+      Handler: leaderboard
       Events:
         Log:
           Type: Kinesis

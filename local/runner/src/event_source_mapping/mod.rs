@@ -261,7 +261,7 @@ impl Pipeline {
             event: config.event.clone(),
             message,
         };
-        let function = StreamFunction::for_binary(&config).map_err(|m| error(&config, m))?;
+        let function = StreamFunction::for_handler(&config).map_err(|m| error(&config, m))?;
         let shared = Arc::new(Shared {
             enabled: AtomicBool::new(config.enabled),
             virtual_shards: match config.source {

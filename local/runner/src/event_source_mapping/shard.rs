@@ -340,7 +340,7 @@ mod tests {
         MappingConfig {
             function: "Consumer".into(),
             event: "Events".into(),
-            binary: "consumer".into(),
+            handler: "consumer".into(),
             function_arn: "arn:aws:lambda:us-east-1:123456789012:function:p-Consumer".into(),
             stream_arn: STREAM.into(),
             source: StreamSource::Kinesis,

@@ -1,7 +1,0 @@
-//! The Reactions stream's event log publisher: the logic lives in `likes-aggregator`, shared
-//! with the local stream poller.
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    likes_aggregator::run_publisher().await
-}

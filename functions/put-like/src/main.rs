@@ -1,6 +1,0 @@
-//! `PUT /v1/items/{item_id}/like`: the handler lives in `likes-api`, shared with the local HTTP front.
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    likes_api::run(likes_api::Endpoint::PutLike).await
-}
