@@ -134,7 +134,6 @@ fn request_id(spawn: u64, now_ms: i64) -> String {
 /// A measured function and how Lambda would start it.
 struct Target {
     function: Measured,
-    handler: String,
     bootstrap: PathBuf,
     environment: BTreeMap<String, String>,
 }
@@ -159,21 +158,14 @@ async fn main() {
     for pipeline in stack.stack.pipelines() {
         pipeline.pause();
     }
-    let template = &stack.stack.template;
     let bootstrap = Bootstrap::inspect(&lambda_dir);
 
     let targets: Vec<Target> = MEASURED
         .into_iter()
-        .map(|function| {
-            let handler = template
-                .handler(function.logical_id)
-                .expect("every function names its Handler");
-            Target {
-                function,
-                bootstrap: lambda_dir.join(BOOTSTRAP).join("bootstrap"),
-                handler,
-                environment: lambda_environment(&stack, function.logical_id),
-            }
+        .map(|function| Target {
+            function,
+            bootstrap: lambda_dir.join(BOOTSTRAP).join("bootstrap"),
+            environment: lambda_environment(&stack, function.logical_id),
         })
         .collect();
     // Before the cold starts: besides the figures for scale, its hundred-odd requests carry
@@ -555,7 +547,7 @@ fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u64) {
         let peak = samples.iter().map(|s| s.peak_rss_kib).max().unwrap_or(0);
         println!(
             "   {:<16} {:>4}MB {:>15} {:>15} {:>15} {:>7.1}ms {:>7.1}MiB",
-            target.handler,
+            target.environment["_HANDLER"],
             target.environment["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"],
             pair(ms(|s| s.init)),
             pair(ms(|s| s.served)),
