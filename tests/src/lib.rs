@@ -733,12 +733,31 @@ impl TestStack {
                     return as_of;
                 }
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "as_of {as_of} did not reach {at_ms} within {timeout:?}"
-            );
+            if std::time::Instant::now() >= deadline {
+                panic!(
+                    "as_of {as_of} did not reach {at_ms} within {timeout:?}\n{}",
+                    self.watermark_report().await
+                );
+            }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
+    }
+
+    /// Every stream shard's reading, and every virtual shard's progress and watermark: what
+    /// `as_of` is computed from, for a failure to show which shard held it back.
+    async fn watermark_report(&self) -> String {
+        let shards = self.pipeline().shards();
+        let ids: Vec<String> = shards.keys().cloned().collect();
+        let watermarks =
+            likes_store::FreshnessStore::new(self.dynamodb(), self.name("CountsTable"))
+                .watermarks(&ids)
+                .await;
+        let mut report = format!("stream shards: {:#?}\n", self.pipeline().stream_shards());
+        for (id, progress) in &shards {
+            let watermark = watermarks.as_ref().map(|w| w.get(id));
+            report.push_str(&format!("{id}: {progress:?}, watermark {watermark:?}\n"));
+        }
+        report
     }
 
     pub fn kinesis(&self) -> aws_sdk_kinesis::Client {
