@@ -18,6 +18,13 @@ BOOTSTRAP := likes
 PACKAGES := -p likes-functions
 ARM64_TARGET := aarch64-unknown-linux-gnu
 
+# Lints ride on the build: clippy-driver compiles the workspace's own crates (as `cargo clippy`
+# has it do, through RUSTC_WORKSPACE_WRAPPER), denying every warning (CLIPPY_ARGS, as `cargo
+# clippy -- -D warnings` passes it). The dependencies compile once, for the build, not once
+# more for a check; cargo keeps these artifacts apart from a plain build's, so the tests below
+# run on them without building again.
+LINTED := RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
+
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -75,8 +82,8 @@ test-web:
 # suite, and what CI runs.
 check:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	cargo nextest run --workspace --lib --bins
+	$(LINTED) cargo build --workspace --all-targets
+	$(LINTED) cargo nextest run --workspace --lib --bins
 	$(MAKE) --no-print-directory test-web
 
 # The release bootstrap for the template's Architectures: [arm64], cross-linked by zig.
@@ -117,8 +124,8 @@ reconcile: .venv
 # the bootstrap every function runs, then unit, integration and end-to-end tests (the
 # schemathesis run against the local front and the web client in Chromium included), each
 # test on an emulator of its own that its process starts and stops (.config/nextest.toml
-# says how many run at once and which start first). The bootstrap and the tests are one
-# build, so the dependencies compile once; the bootstrap is put where cargo lambda puts it
+# says how many run at once and which start first). The lints, the bootstrap and the tests
+# are one build, so the dependencies compile once; the bootstrap is put where cargo lambda puts it
 # (`make build-native` builds it through cargo lambda itself).
 # The Python tools and Chromium install while the Rust code compiles (none needs another).
 test:
@@ -126,8 +133,7 @@ test:
 	  $(MAKE) --no-print-directory chromium > .chromium.log 2>&1 & browser=$$!; \
 	  status=0; \
 	  { cargo fmt --all -- --check && \
-	    cargo clippy --workspace --all-targets -- -D warnings && \
-	    cargo build --workspace --bins --tests; } || status=$$?; \
+	    $(LINTED) cargo build --workspace --all-targets; } || status=$$?; \
 	  wait $$venv || { cat $(VENV).log >&2; echo "make test: installing .venv failed" >&2; exit 1; }; \
 	  wait $$browser || { cat .chromium.log >&2; echo "make test: installing Chromium failed" >&2; exit 1; }; \
 	  exit $$status
@@ -136,7 +142,7 @@ test:
 	$(MAKE) --no-print-directory test-web
 	@install -D "$(TARGET_DIR)/debug/$(BOOTSTRAP)" "$(TARGET_DIR)/lambda/$(BOOTSTRAP)/bootstrap"
 	@$(MAKE) --no-print-directory check-bootstrap
-	cargo nextest run --workspace --no-fail-fast
+	$(LINTED) cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release
 # build against a fresh emulator (docs/performance.md).
