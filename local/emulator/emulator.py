@@ -453,6 +453,16 @@ def split_stream_shards(body):
     return {"Children": table.stream_shard.split()}
 
 
+def list_moto_modules_once():
+    # moto asks, for every request, whether the Host header names one of its service
+    # packages, by listing its install directory and stat-ing each entry: a few hundred
+    # system calls per request. The directory does not change while the server runs.
+    from moto import backends
+
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
+
+
 def read_kinesis_shards_by_position():
     """GetRecords and PutRecord(s) on a Kinesis shard cost the same however long it is.
 
@@ -570,6 +580,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
+    list_moto_modules_once()
     roll_transactions_back_in_place()
     read_kinesis_shards_by_position()
     reshard_kinesis_as_aws_does()
