@@ -191,31 +191,34 @@ impl LeaderboardStore {
     /// record of the log holds it (the event was on the log twice).
     pub async fn claim(&self, events: &[Owned<'_>], now_ms: i64) -> Result<Vec<bool>, StoreError> {
         let expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
-        stream::iter(events.iter().map(|owned| {
-            let claim = EventClaimRow {
-                board: format!("{EVENT_CLAIM_PREFIX}{}", owned.event.flip_key()),
-                item_id: owned.event.item_id.clone(),
-                by: owned.by.to_owned(),
-                expires_at,
-            };
-            async move {
-                let result = self
-                    .client
-                    .put_item()
-                    .table_name(&self.table)
-                    .set_item(Some(rows::to_item(&claim)?))
-                    .condition_expression("attribute_not_exists(#board) OR #by = :by")
-                    .expression_attribute_names("#board", BOARD)
-                    .expression_attribute_names("#by", BY)
-                    .expression_attribute_values(":by", AttributeValue::S(claim.by.clone()))
-                    .send()
-                    .await;
-                condition_held("PutItem", result)
-            }
-        }))
-        .buffered(IN_FLIGHT)
-        .try_collect()
-        .await
+        // Collected before they are streamed: a stream over a closure that borrows its
+        // argument is a future the compiler cannot prove `Send`.
+        let puts: Vec<_> = events
+            .iter()
+            .map(|owned| {
+                let claim = EventClaimRow {
+                    board: format!("{EVENT_CLAIM_PREFIX}{}", owned.event.flip_key()),
+                    item_id: owned.event.item_id.clone(),
+                    by: owned.by.to_owned(),
+                    expires_at,
+                };
+                async move {
+                    let result = self
+                        .client
+                        .put_item()
+                        .table_name(&self.table)
+                        .set_item(Some(rows::to_item(&claim)?))
+                        .condition_expression("attribute_not_exists(#board) OR #by = :by")
+                        .expression_attribute_names("#board", BOARD)
+                        .expression_attribute_names("#by", BY)
+                        .expression_attribute_values(":by", AttributeValue::S(claim.by.clone()))
+                        .send()
+                        .await;
+                    condition_held("PutItem", result)
+                }
+            })
+            .collect();
+        stream::iter(puts).buffered(IN_FLIGHT).try_collect().await
     }
 
     /// Freezes `deltas` (a run's net like deltas per board and item, its records up to
@@ -289,15 +292,16 @@ impl LeaderboardStore {
         through_seq: Option<&str>,
     ) -> Result<(), StoreError> {
         let marker = marker_attribute(shard_marker(shard));
-        stream::iter(
-            intent
-                .rows
-                .iter()
-                .map(|row| self.add(row, &marker, intent.n)),
-        )
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await?;
+        // Collected first, as in `claim`, so the future stays `Send`.
+        let adds: Vec<_> = intent
+            .rows
+            .iter()
+            .map(|row| self.add(row, &marker, intent.n))
+            .collect();
+        stream::iter(adds)
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
         let days = days(&intent.windows);
         let progress = self.progress_update(
             shard,
