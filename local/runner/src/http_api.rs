@@ -1,8 +1,8 @@
 //! The HTTP API, locally (the local front): what API Gateway's HTTP API does in AWS. It routes
 //! exactly the template's `HttpApi` events, runs the JWT authorizer on the routes that have one
 //! (a route with `Authorizer: NONE` is public), builds the v2 payload with the claims in the
-//! authorizer context, and invokes the function's handler through `lambda_http`'s own adapter,
-//! the code path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers
+//! authorizer context, and invokes the function built from the registry with that event's
+//! JSON, the code path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers
 //! preflights and sets CORS headers as API Gateway does ([`crate::cors`]).
 
 use likes_core::clock::now_ms;
@@ -28,10 +28,8 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
-use lambda_http::lambda_runtime::{Context, LambdaEvent};
-use lambda_http::request::LambdaRequest;
-use lambda_http::{service_fn, Adapter, Request, Service};
-use likes_api::{App, Endpoint};
+use lambda_runtime::Context;
+use likes_functions::Invoke;
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 
@@ -45,8 +43,7 @@ const MAX_PAYLOAD: usize = 10 * 1024 * 1024;
 /// One route of the HTTP API and the function behind it.
 pub struct RouteTarget {
     pub route: HttpRoute,
-    pub endpoint: Endpoint,
-    pub app: App,
+    pub function: Box<dyn Invoke>,
 }
 
 pub struct HttpApi {
@@ -362,24 +359,19 @@ fn join_repeats(pairs: &mut Vec<(String, String)>, name: String, value: String) 
     }
 }
 
-/// Invokes the handler exactly as the Lambda runtime does: deserialize the event, adapt,
-/// call, serialize the response; then turns the v2 response back into HTTP.
+/// Invokes the function exactly as the Lambda runtime does: the event's JSON in, read by
+/// the function's own types (lambda_http's), its answer's JSON read back; then turns the v2
+/// response back into HTTP.
 async fn invoke(
     target: &RouteTarget,
     event: &ApiGatewayV2httpRequest,
 ) -> Result<HttpResponse, String> {
     let payload = serde_json::to_vec(event).map_err(|e| e.to_string())?;
-    let payload: LambdaRequest = serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
-    let app = target.app.clone();
-    let endpoint = target.endpoint;
-    let mut adapter = Adapter::from(service_fn(move |request: Request| {
-        let app = app.clone();
-        async move { Ok::<_, Infallible>(app.handle(endpoint, request).await) }
-    }));
-    let Ok(response) = adapter
-        .call(LambdaEvent::new(payload, Context::default()))
-        .await;
-    let response = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
+    let response = target
+        .function
+        .invoke(&payload, Context::default())
+        .await
+        .map_err(|e| e.to_string())?;
     let response: ApiGatewayV2httpResponse =
         serde_json::from_slice(&response).map_err(|e| e.to_string())?;
     v2_response(response)

@@ -1,6 +1,6 @@
 //! EventBridge Scheduler, locally: the template's schedules, really fired. Every `ScheduleV2`
-//! event of a function invokes its handler in-process at the schedule's `rate(...)`, once at
-//! start and then every period, with the Lambda context (deadline from the function's
+//! event of a function invokes it in-process (built from the registry by its `Handler`) at
+//! the schedule's `rate(...)`, once at start and then every period, with the Lambda context (deadline from the function's
 //! `Timeout`) the cloud would give it.
 
 use std::collections::BTreeMap;
@@ -8,10 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::SdkConfig;
-use lambda_runtime::{Context, LambdaEvent};
-use likes_aggregator::{BoardRefresher, Pulse, PulseConfig, RefresherConfig};
-use likes_reconcile::{ReconcileConfig, Reconciler};
-use serde_json::json;
+use lambda_runtime::Context;
+use likes_functions::Invoke;
 use serde_yaml::Value;
 use tokio::task::JoinHandle;
 
@@ -93,42 +91,21 @@ impl Schedule {
     pub fn start(
         &self,
         sdk: &SdkConfig,
-        virtual_split: u32,
+        virtual_split: usize,
     ) -> Result<JoinHandle<()>, ScheduleError> {
         let failed = |message: String| ScheduleError {
             function: self.function.clone(),
             event: self.event.clone(),
             message,
         };
-        let lookup = |name: &str| self.environment.get(name).cloned();
-        let target = match self.handler.as_str() {
-            "pulse" => {
-                let mut config =
-                    PulseConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?;
-                config.virtual_split = virtual_split;
-                Target::Pulse(Pulse::new(
-                    config,
-                    aws_sdk_dynamodb::Client::new(sdk),
-                    aws_sdk_dynamodbstreams::Client::new(sdk),
-                ))
-            }
-            "refresh-leaderboard" => Target::BoardRefresher(Arc::new(BoardRefresher::new(
-                RefresherConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
-                aws_sdk_dynamodb::Client::new(sdk),
-                aws_sdk_kinesis::Client::new(sdk),
-            ))),
-            "reconcile" => Target::Reconcile(Box::new(Reconciler::new(
-                ReconcileConfig::from_lookup(lookup).map_err(|e| failed(e.to_string()))?,
-                aws_sdk_dynamodb::Client::new(sdk),
-                crate::stack::s3_client(sdk),
-                aws_sdk_athena::Client::new(sdk),
-            ))),
-            other => {
-                return Err(failed(format!(
-                    "no local handler for the scheduled function {other:?}"
-                )))
-            }
-        };
+        let target: Arc<dyn Invoke> = Arc::from(
+            likes_functions::build(
+                &self.handler,
+                &|name| self.environment.get(name).cloned(),
+                &crate::stack::local_clients(sdk, virtual_split),
+            )
+            .map_err(|e| failed(e.to_string()))?,
+        );
         let schedule = self.clone();
         Ok(tokio::spawn(async move {
             let mut ticks = tokio::time::interval(schedule.every);
@@ -141,12 +118,8 @@ impl Schedule {
                 // EventBridge Scheduler does not wait for a run to end before the next one.
                 let (target, schedule) = (target.clone(), schedule.clone());
                 runs.spawn(async move {
-                    let event = LambdaEvent::new(json!({}), schedule.context());
-                    let result = match &target {
-                        Target::Pulse(pulse) => pulse.handle(event).await,
-                        Target::BoardRefresher(refresher) => refresher.handle(event).await,
-                        Target::Reconcile(reconciler) => reconciler.handle(event).await,
-                    };
+                    // EventBridge Scheduler's default input is an empty object.
+                    let result = target.invoke(b"{}", schedule.context()).await;
                     if let Err(err) = result {
                         tracing::error!(function = %schedule.function, error = %err, "scheduled run failed");
                     }
@@ -162,15 +135,6 @@ impl Schedule {
         context.invoked_function_arn = format!("local:{}", self.function);
         context
     }
-}
-
-/// A scheduled function's handler.
-#[derive(Clone)]
-enum Target {
-    Pulse(Pulse),
-    /// Shared by overlapping runs, as one container would be.
-    BoardRefresher(Arc<BoardRefresher>),
-    Reconcile(Box<Reconciler>),
 }
 
 /// `rate(<n> minute|minutes|hour|hours|day|days)`, as EventBridge Scheduler takes it.

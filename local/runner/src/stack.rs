@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::Credentials;
-use likes_api::{App, Config, Endpoint};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -102,6 +101,17 @@ impl AwsTarget {
 
 /// An S3 client for the local stack: path-style addressing, which the emulator needs (and
 /// LocalStack and AWS accept).
+/// The clients the local stack builds its functions with: the SDK's, but S3 path-style (as
+/// the emulator serves it) and DynamoDB Streams answering with the pollers' virtual shards,
+/// `stream_split` per real shard.
+pub fn local_clients(sdk: &SdkConfig, stream_split: usize) -> likes_functions::Clients {
+    likes_functions::Clients {
+        s3: s3_client(sdk),
+        streams: crate::event_source_mapping::streams_client(sdk, stream_split),
+        ..likes_functions::Clients::new(sdk)
+    }
+}
+
 pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(
         aws_sdk_s3::config::Builder::from(sdk)
@@ -226,24 +236,15 @@ impl Stack {
             .http_routes()?
             .into_iter()
             .map(|route| {
-                let endpoint =
-                    Endpoint::from_handler(&route.handler).ok_or_else(|| StackError::Function {
-                        function: route.function.clone(),
-                        message: format!("no handler for {:?}", route.handler),
-                    })?;
-                let app = function_app(
+                let function = build_function(
                     &template,
                     &resources,
                     &aws.sdk,
                     &route.function,
-                    endpoint,
+                    &route.handler,
                     &options.environment_overrides,
                 )?;
-                Ok(RouteTarget {
-                    route,
-                    endpoint,
-                    app,
-                })
+                Ok(RouteTarget { route, function })
             })
             .collect::<Result<Vec<_>, StackError>>()?;
         let listener = listen(options.http_addr).await?;
@@ -278,7 +279,7 @@ impl Stack {
         }
         for schedule in Schedule::all(&template, &resources, &options.environment_overrides)? {
             if options.schedules.fires(&schedule.function) {
-                tasks.push(schedule.start(&aws.sdk, options.stream_shards as u32)?);
+                tasks.push(schedule.start(&aws.sdk, options.stream_shards)?);
             }
         }
         Ok(Self {
@@ -350,14 +351,16 @@ impl Drop for Stack {
 
 /// A function's handler state, configured from its `Environment` in the template, resolved
 /// against the local resources: the same wiring CloudFormation does in AWS.
-fn function_app(
+/// The function `function` of the template, built from the registry by its `Handler` with
+/// its environment resolved against the local resources.
+fn build_function(
     template: &Template,
     resources: &Resources,
     sdk: &SdkConfig,
     function: &str,
-    endpoint: Endpoint,
+    handler: &str,
     overrides: &BTreeMap<String, String>,
-) -> Result<App, StackError> {
+) -> Result<Box<dyn likes_functions::Invoke>, StackError> {
     let failed = |message: String| StackError::Function {
         function: function.to_owned(),
         message,
@@ -365,9 +368,12 @@ fn function_app(
     let variables = resources
         .function_environment(template, function, overrides)
         .map_err(failed)?;
-    let config = Config::from_lookup(endpoint, |name| variables.get(name).cloned())
-        .map_err(|err| failed(err.to_string()))?;
-    Ok(App::new(config, sdk))
+    likes_functions::build(
+        handler,
+        &|name| variables.get(name).cloned(),
+        &local_clients(sdk, 1),
+    )
+    .map_err(|err| failed(err.to_string()))
 }
 
 async fn listen(addr: SocketAddr) -> Result<TcpListener, StackError> {
@@ -434,22 +440,16 @@ fn websocket_api(
         .routes
         .iter()
         .map(|route| {
-            let failed = |message: String| StackError::Function {
-                function: route.function.clone(),
-                message,
-            };
-            let environment = resources
-                .function_environment(template, &route.function, overrides)
-                .map_err(failed)?;
-            let function = likes_live::SocketFunction::for_handler(
-                &route.handler,
-                |name| environment.get(name).cloned(),
-                sdk,
-            )
-            .map_err(failed)?;
             Ok(SocketTarget {
                 route_key: route.route_key.clone(),
-                function,
+                function: build_function(
+                    template,
+                    resources,
+                    sdk,
+                    &route.function,
+                    &route.handler,
+                    overrides,
+                )?,
                 responds: route.responds,
             })
         })

@@ -702,7 +702,7 @@ Resources:
             .collect();
         let registered: std::collections::BTreeSet<String> = likes_functions::FUNCTIONS
             .iter()
-            .map(|(handler, _)| (*handler).to_owned())
+            .map(|function| function.handler.to_owned())
             .collect();
         assert_eq!(declared, registered);
     }

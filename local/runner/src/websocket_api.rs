@@ -26,9 +26,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, CONTENT_TYPE, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
 use hyper_util::rt::TokioIo;
-use lambda_runtime::{Context, LambdaEvent};
+use lambda_runtime::Context;
 use likes_core::clock::{now_ms, rfc3339};
-use likes_live::SocketFunction;
+use likes_functions::Invoke;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -50,7 +50,7 @@ const MAX_MESSAGE: usize = 128 * 1024;
 /// A route of the WebSocket API and the function behind it.
 pub struct SocketTarget {
     pub route_key: String,
-    pub function: SocketFunction,
+    pub function: Box<dyn Invoke>,
     /// The template declares a route response: the answer's body is sent back.
     pub responds: bool,
 }
@@ -479,21 +479,18 @@ impl WebSocketApi {
     }
 }
 
-/// Invokes the handler exactly as the Lambda runtime does: the event serialized and read
-/// back by the function's own types, its answer serialized and read back.
+/// Invokes the function exactly as the Lambda runtime does: the event's JSON in, read by the
+/// function's own types, its answer's JSON read back.
 async fn invoke(
     target: &SocketTarget,
     event: ApiGatewayWebsocketProxyRequest,
 ) -> Result<ApiGatewayProxyResponse, String> {
     let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-    let event: ApiGatewayWebsocketProxyRequest =
-        serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
     let answer = target
         .function
-        .handle(LambdaEvent::new(event, Context::default()))
+        .invoke(&payload, Context::default())
         .await
         .map_err(|e| e.to_string())?;
-    let answer = serde_json::to_vec(&answer).map_err(|e| e.to_string())?;
     serde_json::from_slice(&answer).map_err(|e| e.to_string())
 }
 

@@ -44,9 +44,6 @@ pub struct PulseConfig {
     /// How long one invocation keeps ticking.
     pub run_for: Duration,
     pub tick: Duration,
-    /// Each real shard stands for this many shards of the same name with `-v<n>` appended:
-    /// 1 on AWS; the local stack splits its emulator's one shard into several.
-    pub virtual_split: u32,
 }
 
 impl PulseConfig {
@@ -63,7 +60,6 @@ impl PulseConfig {
             reactions_stream: var("REACTIONS_STREAM")?,
             run_for: Duration::from_secs(whole("PULSE_SECONDS")?),
             tick: Duration::from_millis(whole("PULSE_TICK_MS")?),
-            virtual_split: 1,
         })
     }
 }
@@ -177,7 +173,7 @@ impl Pulse {
         Ok(shards)
     }
 
-    /// Every shard of the stream, paged, each expanded into its virtual shards.
+    /// Every shard of the stream, paged.
     async fn shards(&self) -> Result<Vec<StreamShard>, PulseError> {
         let mut shards = Vec::new();
         let mut start = None;
@@ -198,12 +194,11 @@ impl Pulse {
                 let closed = shard
                     .sequence_number_range
                     .is_some_and(|range| range.ending_sequence_number.is_some());
-                shards.extend(expand(
-                    &id,
-                    shard.parent_shard_id.as_deref(),
+                shards.push(StreamShard {
+                    shard_id: id,
+                    parent_shard_id: shard.parent_shard_id,
                     closed,
-                    self.config.virtual_split,
-                ));
+                });
             }
             start = description.last_evaluated_shard_id;
             if start.is_none() {
@@ -212,26 +207,6 @@ impl Pulse {
         }
         Ok(shards)
     }
-}
-
-/// A real shard as the shards the pipeline sees: itself, or `-v0..-v<n-1>` when split (the
-/// parent of virtual shard k is the parent's virtual shard k: the same keys go to the same
-/// k).
-fn expand(id: &str, parent: Option<&str>, closed: bool, split: u32) -> Vec<StreamShard> {
-    if split <= 1 {
-        return vec![StreamShard {
-            shard_id: id.to_owned(),
-            parent_shard_id: parent.map(str::to_owned),
-            closed,
-        }];
-    }
-    (0..split)
-        .map(|k| StreamShard {
-            shard_id: format!("{id}-v{k}"),
-            parent_shard_id: parent.map(|p| format!("{p}-v{k}")),
-            closed,
-        })
-        .collect()
 }
 
 /// A probe key nobody used before: random, from the standard library's randomly seeded
@@ -246,23 +221,6 @@ fn new_probe_key() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_split_shard_keeps_its_lineage_per_virtual_shard() {
-        assert_eq!(
-            expand("s2", Some("s1"), false, 1),
-            vec![StreamShard {
-                shard_id: "s2".into(),
-                parent_shard_id: Some("s1".into()),
-                closed: false
-            }]
-        );
-        let split = expand("s2", Some("s1"), true, 3);
-        let ids: Vec<_> = split.iter().map(|s| s.shard_id.as_str()).collect();
-        assert_eq!(ids, ["s2-v0", "s2-v1", "s2-v2"]);
-        assert_eq!(split[2].parent_shard_id.as_deref(), Some("s1-v2"));
-        assert!(split.iter().all(|s| s.closed));
-    }
 
     #[test]
     fn probe_keys_are_fresh_and_never_reactions() {

@@ -9,11 +9,9 @@ mod leaderboard;
 mod likers;
 mod reactions;
 
-use std::convert::Infallible;
-
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
-use lambda_http::{service_fn, Body, Request, Response};
+use lambda_http::{Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
 use likes_store::{
     CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, RateLimitsStore,
@@ -40,21 +38,6 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 12] = [
-        Self::PutReaction,
-        Self::PutLike,
-        Self::DeleteLike,
-        Self::GetReaction,
-        Self::ListLikedItems,
-        Self::GetLikeCount,
-        Self::BatchGetLikeCounts,
-        Self::BatchGetItems,
-        Self::EraseReactions,
-        Self::GetErasure,
-        Self::GetLeaderboard,
-        Self::ListLikers,
-    ];
-
     /// The function's `Handler` in template.yaml.
     pub const fn handler(self) -> &'static str {
         match self {
@@ -71,10 +54,6 @@ impl Endpoint {
             Self::GetLeaderboard => "get-leaderboard",
             Self::ListLikers => "list-likers",
         }
-    }
-
-    pub fn from_handler(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.handler() == name)
     }
 
     fn needs_reactions(self) -> bool {
@@ -297,19 +276,6 @@ impl App {
             .or_insert(HeaderValue::from_static(edge::PRIVATE));
         response
     }
-}
-
-/// The whole of a function's `main`: read config, build clients once, serve requests.
-pub async fn run(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
-    lambda_http::tracing::init_default_subscriber();
-    let config = Config::from_env(endpoint)?;
-    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let app = App::new(config, &sdk);
-    let app = &app;
-    lambda_http::run(service_fn(move |request: Request| async move {
-        Ok::<_, Infallible>(app.handle(endpoint, request).await)
-    }))
-    .await
 }
 
 #[cfg(test)]

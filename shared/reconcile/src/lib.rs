@@ -48,4 +48,4 @@ pub use export::{
     UnknownStateRow, FOREIGN_REPORTED,
 };
 pub use report::{Drift, DriftReport, GivenUp};
-pub use run::{run, Progress, ReconcileConfig, Reconciler, RecountEngine, Step, MAX_ATTEMPTS};
+pub use run::{Progress, ReconcileConfig, Reconciler, RecountEngine, Step, MAX_ATTEMPTS};

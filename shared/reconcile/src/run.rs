@@ -1727,21 +1727,3 @@ impl Reconciler {
         })
     }
 }
-
-/// The whole of the reconcile function's `main`.
-pub async fn run() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let config = ReconcileConfig::from_env()?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let reconciler = Reconciler::new(
-        config,
-        aws_sdk_dynamodb::Client::new(&sdk),
-        aws_sdk_s3::Client::new(&sdk),
-        aws_sdk_athena::Client::new(&sdk),
-    );
-    let reconciler = &reconciler;
-    lambda_runtime::run(lambda_runtime::service_fn(move |event| async move {
-        reconciler.handle(event).await
-    }))
-    .await
-}

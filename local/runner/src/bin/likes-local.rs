@@ -80,7 +80,7 @@ fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 }
 
 async fn run(args: &[String]) -> Result<ExitCode, String> {
-    lambda_http::tracing::init_default_subscriber();
+    lambda_runtime::tracing::init_default_subscriber();
     let http_addr: SocketAddr = option(args, "--addr")
         .unwrap_or("127.0.0.1:3000")
         .parse()

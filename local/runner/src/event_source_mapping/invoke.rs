@@ -1,20 +1,12 @@
-//! The functions a stream event can invoke locally, and one invocation as Lambda makes it:
-//! the event serialized, deserialized by the function's own types, its answer serialized and
-//! read back.
+//! The function a mapping invokes, built from the registry by its `Handler`, and one
+//! invocation as Lambda makes it: the event's JSON in, read by the function's own types, its
+//! answer's JSON read back.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use aws_config::SdkConfig;
-use lambda_runtime::LambdaEvent;
-use likes_aggregator::{
-    Aggregator, AggregatorConfig, Eraser, EraserConfig, Leaderboard, LeaderboardConfig, Likers,
-    LikersConfig, Publisher, PublisherConfig,
-};
-use likes_live::{BroadcastConfig, Broadcaster};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use likes_functions::{Clients, Invoke};
 use serde_json::Value;
 
 use super::mapping::MappingConfig;
@@ -22,50 +14,31 @@ use super::record::{BufferedRecord, SequenceNumber};
 use super::{epoch_now, window, Shared};
 use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext, InvocationSlot};
 
-/// The functions a stream event can invoke locally, by their `Handler`.
+/// The function a mapping invokes, from the registry by its `Handler`: built once to check
+/// its configuration, then once per shard with that shard's fault interceptors.
 #[derive(Debug, Clone)]
-pub enum StreamFunction {
-    Aggregator(AggregatorConfig),
-    Publisher(PublisherConfig),
-    Eraser(EraserConfig),
-    Leaderboard(LeaderboardConfig),
-    Likers(LikersConfig),
-    Broadcaster(BroadcastConfig),
+pub struct StreamFunction {
+    handler: String,
+    environment: std::collections::BTreeMap<String, String>,
 }
 
 impl StreamFunction {
-    pub fn for_handler(config: &MappingConfig) -> Result<Self, String> {
-        match config.handler.as_str() {
-            "aggregator" => {
-                AggregatorConfig::from_lookup(|name| config.environment.get(name).cloned())
-                    .map(Self::Aggregator)
-                    .map_err(|e| e.to_string())
-            }
-            "publisher" => {
-                PublisherConfig::from_lookup(|name| config.environment.get(name).cloned())
-                    .map(Self::Publisher)
-                    .map_err(|e| e.to_string())
-            }
-            "erase" => EraserConfig::from_lookup(|name| config.environment.get(name).cloned())
-                .map(Self::Eraser)
-                .map_err(|e| e.to_string()),
-            "leaderboard" => {
-                LeaderboardConfig::from_lookup(|name| config.environment.get(name).cloned())
-                    .map(Self::Leaderboard)
-                    .map_err(|e| e.to_string())
-            }
-            "likers" => LikersConfig::from_lookup(|name| config.environment.get(name).cloned())
-                .map(Self::Likers)
-                .map_err(|e| e.to_string()),
-            "live-broadcast" => {
-                BroadcastConfig::from_lookup(|name| config.environment.get(name).cloned())
-                    .map(Self::Broadcaster)
-                    .map_err(|e| e.to_string())
-            }
-            other => Err(format!(
-                "no local handler for the stream function {other:?}"
-            )),
-        }
+    pub fn for_handler(config: &MappingConfig, sdk: &SdkConfig) -> Result<Self, String> {
+        let function = Self {
+            handler: config.handler.clone(),
+            environment: config.environment.clone(),
+        };
+        function.build(crate::stack::local_clients(sdk, 1))?;
+        Ok(function)
+    }
+
+    fn build(&self, clients: Clients) -> Result<Box<dyn Invoke>, String> {
+        likes_functions::build(
+            &self.handler,
+            &|name| self.environment.get(name).cloned(),
+            &clients,
+        )
+        .map_err(|err| err.to_string())
     }
 
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
@@ -77,90 +50,47 @@ impl StreamFunction {
             counters: shared.counters.clone(),
             invocation: invocation.clone(),
         };
-        let handler = match self {
-            Self::Aggregator(config) => {
-                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-                    aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults::committing_chunks(context))
-                        .build(),
-                );
-                Handler::Aggregator(Aggregator::new(config.clone(), dynamodb))
+        let mut clients = crate::stack::local_clients(sdk, shared.virtual_shards);
+        // What a crash "after k chunks" counts is the write each consumer commits its work
+        // with: the aggregator's transactions, the eraser's BatchWriteItem deletes (a crash
+        // leaves a slice half done), the read models' UpdateItems (an intent half applied, a
+        // lease held, a batch half listed). The publisher's faults are refused puts.
+        let dynamodb = |faults: CountWriteFaults| {
+            aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(sdk)
+                    .interceptor(faults)
+                    .build(),
+            )
+        };
+        match self.handler.as_str() {
+            "aggregator" => {
+                clients.dynamodb = dynamodb(CountWriteFaults::committing_chunks(context))
             }
-            // The eraser's "chunks" are its BatchWriteItem deletes: a crash after the k-th
-            // leaves a slice half done.
-            Self::Eraser(config) => {
-                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-                    aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults::committing_deletes(context))
-                        .build(),
-                );
-                Handler::Eraser(Eraser::new(config.clone(), dynamodb))
+            "erase" => clients.dynamodb = dynamodb(CountWriteFaults::committing_deletes(context)),
+            "leaderboard" | "likers" => {
+                clients.dynamodb = dynamodb(CountWriteFaults::committing_updates(context));
             }
-            Self::Publisher(config) => {
-                let kinesis = aws_sdk_kinesis::Client::from_conf(
+            "publisher" => {
+                clients.kinesis = aws_sdk_kinesis::Client::from_conf(
                     aws_sdk_kinesis::config::Builder::from(sdk)
                         .interceptor(EventLogFaults(context))
                         .build(),
                 );
-                Handler::Publisher(Publisher::new(config.clone(), kinesis))
             }
-            Self::Leaderboard(config) => {
-                // A crash after the k-th UpdateItem (a score row's ADD, the progress, a
-                // refresh lease taken) leaves an intent half applied or a lease held.
-                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-                    aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults::committing_updates(context))
-                        .build(),
-                );
-                Handler::Leaderboard(Leaderboard::new(config.clone(), dynamodb))
-            }
-            // A crash after the k-th entry written leaves a batch half applied.
-            Self::Likers(config) => {
-                let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-                    aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(CountWriteFaults::committing_updates(context))
-                        .build(),
-                );
-                Handler::Likers(Likers::new(config.clone(), dynamodb))
-            }
-            // Its posts go to the local WebSocket front, which its endpoint names.
-            Self::Broadcaster(config) => Handler::Broadcaster(Box::new(Broadcaster::new(
-                config.clone(),
-                sdk,
-                aws_sdk_dynamodb::Client::new(sdk),
-            ))),
-        };
+            _ => {}
+        }
+        let function = self
+            .build(clients)
+            .expect("the mapping's function was built once when it started");
         FunctionInstance {
-            handler,
+            function: Arc::from(function),
             invocation,
         }
     }
 }
 
-enum Handler {
-    Aggregator(Aggregator),
-    Publisher(Publisher),
-    Eraser(Eraser),
-    Leaderboard(Leaderboard),
-    Likers(Likers),
-    /// Boxed: it holds clients of three services.
-    Broadcaster(Box<Broadcaster>),
-    /// A test's function: records each event it receives and answers from a script.
-    #[cfg(test)]
-    Scripted(Arc<Script>),
-}
-
-/// What a scripted test function received, and what it answers next (`{}` once the
-/// script runs out).
-#[cfg(test)]
-#[derive(Debug, Default)]
-pub struct Script {
-    pub received: std::sync::Mutex<Vec<Value>>,
-    pub answers: std::sync::Mutex<std::collections::VecDeque<Value>>,
-}
-
 pub struct FunctionInstance {
-    handler: Handler,
+    function: Arc<dyn Invoke>,
     invocation: Arc<InvocationSlot>,
 }
 
@@ -168,7 +98,7 @@ impl FunctionInstance {
     #[cfg(test)]
     pub fn scripted(script: Arc<Script>) -> Self {
         Self {
-            handler: Handler::Scripted(script),
+            function: script,
             invocation: Arc::default(),
         }
     }
@@ -210,54 +140,39 @@ impl FunctionInstance {
         context.invoked_function_arn = config.function_arn.clone();
         context.deadline =
             (epoch_now() * 1000.0) as u64 + config.function_timeout.as_millis() as u64;
-        match &self.handler {
-            Handler::Aggregator(aggregator) => {
-                run(payload, context, |event| aggregator.handle(event)).await
-            }
-            Handler::Publisher(publisher) => {
-                run(payload, context, |event| publisher.handle(event)).await
-            }
-            Handler::Eraser(eraser) => run(payload, context, |event| eraser.handle(event)).await,
-            Handler::Leaderboard(leaderboard) => {
-                run(payload, context, |event| leaderboard.handle(event)).await
-            }
-            Handler::Likers(likers) => run(payload, context, |event| likers.handle(event)).await,
-            Handler::Broadcaster(broadcaster) => {
-                run(payload, context, |event| broadcaster.handle(event)).await
-            }
-            #[cfg(test)]
-            Handler::Scripted(script) => {
-                let event: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-                script.received.lock().unwrap().push(event);
-                let answer = script.answers.lock().unwrap().pop_front();
-                Ok(answer
-                    .unwrap_or_else(|| serde_json::json!({}))
-                    .to_string()
-                    .into_bytes())
-            }
-        }
+        self.function
+            .invoke(payload, context)
+            .await
+            .map_err(|err| err.to_string())
     }
 }
 
-/// Runs a handler as the Lambda runtime does, whatever event and response types it takes:
-/// a time window event and a plain one are both read by the function's own types.
-async fn run<E, R, F, Fut>(
-    payload: &[u8],
-    context: lambda_runtime::Context,
-    handler: F,
-) -> Result<Vec<u8>, String>
-where
-    E: DeserializeOwned,
-    R: Serialize,
-    F: FnOnce(LambdaEvent<E>) -> Fut,
-    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
-{
-    let event: E = serde_json::from_slice(payload)
-        .map_err(|e| format!("the runtime could not deserialize the event: {e}"))?;
-    let response = handler(LambdaEvent::new(event, context))
-        .await
-        .map_err(|e| e.to_string())?;
-    serde_json::to_vec(&response).map_err(|e| e.to_string())
+/// A test's function: records each event it receives and answers from a script (`{}` once
+/// the script runs out).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Script {
+    pub received: std::sync::Mutex<Vec<Value>>,
+    pub answers: std::sync::Mutex<std::collections::VecDeque<Value>>,
+}
+
+#[cfg(test)]
+impl Invoke for Script {
+    fn invoke<'a>(
+        &'a self,
+        event: &'a [u8],
+        _context: lambda_runtime::Context,
+    ) -> likes_functions::Invocation<'a> {
+        Box::pin(async move {
+            let event: Value = serde_json::from_slice(event)?;
+            self.received.lock().unwrap().push(event);
+            let answer = self.answers.lock().unwrap().pop_front();
+            Ok(answer
+                .unwrap_or_else(|| serde_json::json!({}))
+                .to_string()
+                .into_bytes())
+        })
+    }
 }
 
 /// What an invocation's answer means for its batch.

@@ -25,6 +25,7 @@
 //! handed over as the Lambda Kinesis event (base64 data, `eventID` `<shard id>:<sequence
 //! number>`), its failures retried, checkpointed and given up (`KinesisBatchInfo`) alike.
 
+mod described;
 mod destination;
 mod invoke;
 mod mapping;
@@ -48,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{CounterCells, Counters, Faults};
 use invoke::StreamFunction;
 
+pub use described::streams_client;
 pub use mapping::{MappingConfig, MappingError, OnFailureQueue, StartingPosition, StreamSource};
 pub use reader::virtual_shard_id;
 pub use record::SequenceNumber;
@@ -261,7 +263,7 @@ impl Pipeline {
             event: config.event.clone(),
             message,
         };
-        let function = StreamFunction::for_handler(&config).map_err(|m| error(&config, m))?;
+        let function = StreamFunction::for_handler(&config, sdk).map_err(|m| error(&config, m))?;
         let shared = Arc::new(Shared {
             enabled: AtomicBool::new(config.enabled),
             virtual_shards: match config.source {

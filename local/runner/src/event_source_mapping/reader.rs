@@ -23,9 +23,14 @@ const READ_LIMIT: i32 = 1000;
 /// one virtual shard keeps its name (the `shardId-…` of its records' `eventID`).
 pub fn virtual_shard_id(source: &StreamSource, stream_shard: &str, n: usize) -> String {
     match source {
-        StreamSource::DynamoDb { .. } => format!("{stream_shard}-v{n}"),
+        StreamSource::DynamoDb { .. } => split_shard_id(stream_shard, n),
         StreamSource::Kinesis => stream_shard.to_owned(),
     }
+}
+
+/// Virtual shard `n` of a DynamoDB stream shard.
+pub(super) fn split_shard_id(stream_shard: &str, n: usize) -> String {
+    format!("{stream_shard}-v{n}")
 }
 
 #[derive(Debug, thiserror::Error)]
