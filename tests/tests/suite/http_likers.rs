@@ -36,8 +36,8 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
     faults.crash_after_chunks(1);
     faults.recut_next_retries([Recut::Shorter(30), Recut::Longer(50)]);
 
-    // A thousand: the emulator serves every test of the suite at once, and this one's
-    // writes and pipeline are most of its load.
+    // A thousand: ten full pages of a hundred, each liker listed once under every fault
+    // above.
     let users: Vec<String> = (0..LIKERS).map(|n| format!("fan{n:04}")).collect();
     like_all(&stack, &users, ITEM).await;
     // Some change their minds: 100 unlike, 50 turn to DISLIKE, 20 of those who unliked
