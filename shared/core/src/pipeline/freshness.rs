@@ -47,27 +47,22 @@ pub fn counts_as_of(shards: &[StreamShard], watermarks: &BTreeMap<String, i64>) 
 }
 
 /// The probe keys a tick writes: each open shard's own (the aggregator reported it), and the
-/// key of each closed shard that has an open child without a watermark yet. A key stays on
-/// its partition key's side of a split, so the parent's key lands in one of its children at
-/// once and starts that child's watermark; `uncovered` counts the open shards that neither
-/// reaches, for which the pulse tries new keys.
+/// key of each closed shard none of whose open children has reported a key yet. A key stays
+/// on its partition key's side of a split, so the parent's key lands in one of its children
+/// at once and starts that child's watermark; `uncovered` counts the open shards that neither
+/// reaches, for which the pulse tries new keys. Once a child reports a key (the parent's or
+/// another it saw last), where the parent's key landed is no longer known, so it covers no
+/// other child: a child still without a key is uncovered until a new key lands in it.
 pub fn probe_plan(
     shards: &[StreamShard],
     probe_keys: &BTreeMap<String, String>,
 ) -> (Vec<String>, usize) {
-    let waiting_child = |parent: &str| {
-        shards.iter().any(|s| {
-            !s.closed
-                && s.parent_shard_id.as_deref() == Some(parent)
-                && !probe_keys.contains_key(&s.shard_id)
-        })
-    };
-    // Once a child reports the parent's key as its own, the key has landed: it covers that
-    // child, and the child still waiting needs keys of its own.
-    let landed = |parent: &str, key: &String| {
-        shards.iter().any(|s| {
-            s.parent_shard_id.as_deref() == Some(parent) && probe_keys.get(&s.shard_id) == Some(key)
-        })
+    let lends = |parent: &str| {
+        let mut children = shards
+            .iter()
+            .filter(|s| !s.closed && s.parent_shard_id.as_deref() == Some(parent))
+            .peekable();
+        children.peek().is_some() && children.all(|s| !probe_keys.contains_key(&s.shard_id))
     };
     let mut keys = Vec::new();
     let mut lent = 0;
@@ -77,7 +72,7 @@ pub fn probe_plan(
         };
         if !shard.closed {
             keys.push(key.clone());
-        } else if waiting_child(&shard.shard_id) && !landed(&shard.shard_id, key) {
+        } else if lends(&shard.shard_id) {
             keys.push(key.clone());
             lent += 1;
         }
@@ -200,6 +195,12 @@ mod tests {
         assert_eq!(
             probe_plan(&shards, &keys(&[("p", "kp"), ("c1", "kp"), ("q", "kq")])),
             (vec!["kp".to_owned(), "kq".to_owned()], 1)
+        );
+        // c1 reports another key it saw after the parent's: the parent's key no longer
+        // counts for c2, which stays uncovered until a key of its own lands in it.
+        assert_eq!(
+            probe_plan(&shards, &keys(&[("p", "kp"), ("c1", "k1"), ("q", "kq")])),
+            (vec!["k1".to_owned(), "kq".to_owned()], 1)
         );
         // Once both children report keys, the parent's is dropped.
         assert_eq!(
