@@ -295,8 +295,7 @@ impl TestStack {
             .expect("an export description");
         let arn = started.export_arn.clone().expect("an export ARN");
         let mut statuses = vec![started.export_status.clone().expect("a status")];
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
+        let description = crate::eventually(std::time::Duration::from_secs(30), async || {
             let description = dynamodb
                 .describe_export()
                 .export_arn(&arn)
@@ -310,16 +309,14 @@ impl TestStack {
                 statuses.push(status.clone());
             }
             if status != ExportStatus::InProgress {
-                return FinishedExport {
-                    description,
-                    statuses,
-                };
+                return Ok(description);
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "export {arn} still IN_PROGRESS after 30 s"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Err(format!("export {arn} still IN_PROGRESS"))
+        })
+        .await;
+        FinishedExport {
+            description,
+            statuses,
         }
     }
 }

@@ -300,8 +300,7 @@ impl TestStack {
     /// with the last answer after 30 s): the refresher re-ranks the boards once a second
     /// after the log is applied. Returns that answer.
     pub async fn leaderboard_until(&self, query: &str, expected: &Value) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
+        eventually(std::time::Duration::from_secs(30), async || {
             let response = self
                 .request("GET", &format!("/v1/leaderboard?{query}"), None)
                 .send()
@@ -309,14 +308,11 @@ impl TestStack {
             response.assert_status(200);
             let board = response.json();
             if &board["items"] == expected {
-                return board;
+                return Ok(board);
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the board {query} is {board}, not {expected} after 30 s"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
+            Err(format!("the board {query} is {board}, not {expected}"))
+        })
+        .await
     }
 
     /// Polls `user`'s erasure `id` until it is done (panics after `timeout`), checking each
@@ -327,9 +323,8 @@ impl TestStack {
         id: &str,
         timeout: std::time::Duration,
     ) -> Vec<Value> {
-        let deadline = std::time::Instant::now() + timeout;
         let mut seen = Vec::new();
-        loop {
+        eventually(timeout, async || {
             let response = self
                 .request("GET", &format!("/v1/users/me/erasure/{id}"), Some(user))
                 .send()
@@ -339,16 +334,16 @@ impl TestStack {
             let body = response.json();
             seen.push(body.clone());
             if body["status"] == "done" {
-                return seen;
+                return Ok(());
             }
             assert_eq!(body["status"], "running", "{body}");
-            assert!(
-                std::time::Instant::now() < deadline,
-                "erasure {id} not done within {timeout:?}: {body}; eraser {:?}",
+            Err(format!(
+                "erasure {id} is {body}; eraser {:?}",
                 self.eraser().counters()
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+            ))
+        })
+        .await;
+        seen
     }
 
     /// A request as `sub` (or anonymous with `None`).
@@ -413,6 +408,33 @@ pub async fn clear_of_utc_midnight(within: std::time::Duration) {
             (midnight - now) as u64 + 1_000,
         ))
         .await;
+    }
+}
+
+/// Asks `check` again every 200 ms until it answers `Ok`, and returns that answer; panics
+/// after `timeout` with the last `Err`, which says what was seen instead.
+pub async fn eventually<T>(
+    timeout: std::time::Duration,
+    check: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    within(timeout, check)
+        .await
+        .unwrap_or_else(|seen| panic!("not within {timeout:?}: {seen}"))
+}
+
+/// As [`eventually`], answering the last `Err` after `timeout` instead of panicking, for a
+/// caller that adds more to say.
+pub async fn within<T>(
+    timeout: std::time::Duration,
+    mut check: impl AsyncFnMut() -> Result<T, String>,
+) -> Result<T, String> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(done) => return Ok(done),
+            Err(seen) if std::time::Instant::now() >= deadline => return Err(seen),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
     }
 }
 
@@ -722,24 +744,23 @@ impl TestStack {
 
     /// Waits until the published `as_of` is at least `at_ms` (panics after `timeout`).
     pub async fn wait_for_as_of(&self, at_ms: i64, timeout: std::time::Duration) -> i64 {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
+        let reached = within(timeout, async || {
             let as_of = self.like_count("game:as-of-probe").await.json()["as_of"].clone();
-            if let Some(as_of) = as_of
+            match as_of
                 .as_str()
                 .and_then(|t| likes_core::clock::parse_rfc3339(t).ok())
             {
-                if as_of >= at_ms {
-                    return as_of;
-                }
+                Some(as_of) if as_of >= at_ms => Ok(as_of),
+                _ => Err(format!("as_of {as_of} did not reach {at_ms}")),
             }
-            if std::time::Instant::now() >= deadline {
-                panic!(
-                    "as_of {as_of} did not reach {at_ms} within {timeout:?}\n{}",
-                    self.watermark_report().await
-                );
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        })
+        .await;
+        match reached {
+            Ok(as_of) => as_of,
+            Err(seen) => panic!(
+                "{seen} within {timeout:?}\n{}",
+                self.watermark_report().await
+            ),
         }
     }
 

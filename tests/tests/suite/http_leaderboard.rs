@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use likes_local::faults::Recut;
-use likes_tests::{clear_of_utc_midnight, TestStack};
+use likes_tests::{clear_of_utc_midnight, eventually, TestStack};
 use serde_json::{json, Value};
 
 async fn board(stack: &TestStack, query: &str) -> Value {
@@ -204,21 +204,19 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
             ]),
         )
         .await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let as_of = board(&stack, "window=all").await["as_of"].clone();
         let as_of_ms = as_of
             .as_str()
             .and_then(|t| likes_core::clock::parse_rfc3339(t).ok());
         if as_of_ms.is_some_and(|t| t >= split_at) {
-            break;
+            return Ok(());
         }
-        assert!(
-            std::time::Instant::now() < deadline,
+        Err(format!(
             "as_of {as_of} stayed before the split at {split_at}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
+        ))
+    })
+    .await;
 }
 
 /// The boards' `as_of` through a quiet spell: the refresher puts a heartbeat on each log
@@ -241,18 +239,14 @@ async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_scor
             .and_then(|t| likes_core::clock::parse_rfc3339(t).ok())
     };
 
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(45);
-    let board = loop {
+    let board = eventually(Duration::from_secs(45), async || {
         let board = board(&stack, "window=all").await;
         if as_of_ms(&board).is_some_and(|t| t > last_like + 2_000) {
-            break board;
+            return Ok(board);
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "as_of stopped at the last event: {board}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    };
+        Err(format!("as_of stopped at the last event: {board}"))
+    })
+    .await;
     assert_eq!(items(&board), expected, "heartbeats score nothing");
     let day = self::board(&stack, "window=day").await;
     assert!(

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use likes_core::clock::{now_ms, parse_rfc3339};
 use likes_core::ReactionState::Like;
-use likes_tests::TestStack;
+use likes_tests::{eventually, TestStack};
 
 /// One count read: the like count and `as_of` (epoch millis) it answered together.
 async fn read(stack: &TestStack, item: &str) -> (u64, Option<i64>) {
@@ -21,18 +21,16 @@ async fn read(stack: &TestStack, item: &str) -> (u64, Option<i64>) {
 /// (A container may serve an answer it read up to a second ago, with the older `as_of` it
 /// came with, after another item's answer already passed `at_ms`.)
 async fn read_as_of(stack: &TestStack, item: &str, at_ms: i64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let (likes, as_of) = read(stack, item).await;
         if as_of.is_some_and(|as_of| as_of >= at_ms) {
-            return likes;
+            return Ok(likes);
         }
-        assert!(
-            Instant::now() < deadline,
-            "no read of {item} reached as_of {at_ms}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Err(format!(
+            "no read of {item} reached as_of {at_ms}: {as_of:?}"
+        ))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -107,9 +105,8 @@ async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
     }
     let others_written = now_ms();
     // The other shards apply their likes: the count reaches 3 while as_of stays put.
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut samples = 0;
-    loop {
+    eventually(Duration::from_secs(20), async || {
         let (likes, as_of) = read(&stack, item).await;
         if let Some(as_of) = as_of {
             assert!(
@@ -120,15 +117,12 @@ async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
         if likes == 3 {
             samples += 1;
             if samples >= 5 {
-                break;
+                return Ok(());
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "the free shards' likes were counted: {likes}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        Err(format!("the free shards' likes were counted: {likes}"))
+    })
+    .await;
     faults.resume_shard(0);
     stack
         .wait_for_as_of(others_written, Duration::from_secs(30))

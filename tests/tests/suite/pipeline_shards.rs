@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use likes_core::ItemId;
 use likes_core::ReactionState::Like;
-use likes_tests::TestStack;
+use likes_tests::{eventually, TestStack};
 
 const SHARDS: usize = 4;
 
@@ -158,8 +158,7 @@ async fn time_window_events_reach_the_function_with_the_virtual_shard_id() {
     stack.settle().await;
     let shards: BTreeSet<String> = pipeline.shards().into_keys().collect();
     // Every window that held records is closed by a final invocation once it is over.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3 * WINDOW as u64 + 10);
-    loop {
+    eventually(Duration::from_secs(3 * WINDOW as u64 + 10), async || {
         let deliveries = pipeline.deliveries();
         let opened: BTreeSet<_> = deliveries
             .iter()
@@ -173,14 +172,13 @@ async fn time_window_events_reach_the_function_with_the_virtual_shard_id() {
             .collect();
         let seen: BTreeSet<String> = opened.iter().map(|(shard, _)| shard.clone()).collect();
         if seen == shards && opened.is_subset(&closed) {
-            break;
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
+        Err(format!(
             "final invocations for {opened:?}, saw {closed:?}; shards {shards:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    })
+    .await;
     let deliveries = pipeline.deliveries();
     for delivery in &deliveries {
         let window = delivery.window.expect("a time window event");

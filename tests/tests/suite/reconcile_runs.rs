@@ -13,7 +13,7 @@ use likes_core::clock::now_ms;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{DriftReport, Progress, ReconcileError, Step, MAX_ATTEMPTS};
 use likes_store::reconciliation::{Phase, ReconciliationStore};
-use likes_tests::{until, TestStack};
+use likes_tests::{eventually, until, TestStack};
 
 use crate::capacity;
 
@@ -735,24 +735,20 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
     }
     stack.settle_leaderboard().await;
     let passed = cut + stack.reconcile_period().uncertainty_ms;
-    let deadline = now_ms() + 30_000;
     // The board missed the lost events.
     let missed = [
         ("game:crowd".to_owned(), 40),
         ("game:steady".to_owned(), 3),
         ("game:lost".to_owned(), 1),
     ];
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let before = board().await;
         if before.as_of_ms.is_some_and(|a| a >= passed) && scores(&before) == missed {
-            break;
+            return Ok(());
         }
-        assert!(
-            now_ms() < deadline,
-            "the board is not as expected: {before:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Err(format!("the board is not as expected: {before:?}"))
+    })
+    .await;
 
     let report = reconcile(&stack, cut).await;
     assert!(
@@ -864,17 +860,14 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
 
     // The refresher, ticking once a second, retires it.
     let store = stack.leaderboard_store();
-    let deadline = now_ms() + 30_000;
-    while store
-        .progress()
-        .await
-        .unwrap()
-        .iter()
-        .any(|p| p.shard == gone)
-    {
-        assert!(now_ms() < deadline, "the gone shard's progress stayed");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    eventually(Duration::from_secs(30), async || {
+        let progress = store.progress().await.unwrap();
+        match progress.iter().any(|p| p.shard == gone) {
+            false => Ok(()),
+            true => Err(format!("the gone shard's progress stayed: {progress:?}")),
+        }
+    })
+    .await;
     assert_eq!(
         store.retired().await.unwrap(),
         BTreeSet::from(["9999".to_owned()])
@@ -1047,20 +1040,18 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
     stack.settle_leaderboard().await;
     let all_time =
         likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"));
-    let deadline = now_ms() + 30_000;
-    while all_time
-        .board(&likes_core::leaderboard::Window::All, 10)
-        .await
-        .unwrap()
-        .as_of_ms
-        .is_none_or(|a| a < stack.clear_of(cut))
-    {
-        assert!(
-            now_ms() < deadline,
-            "the board's as_of never passed the cut"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(Duration::from_secs(30), async || {
+        let as_of = all_time
+            .board(&likes_core::leaderboard::Window::All, 10)
+            .await
+            .unwrap()
+            .as_of_ms;
+        match as_of.is_some_and(|a| a >= stack.clear_of(cut)) {
+            true => Ok(()),
+            false => Err(format!("the board's as_of {as_of:?} never passed the cut")),
+        }
+    })
+    .await;
     // The operator's run finishes the run the stall left going first, with the real bucket
     // (or gives it up, past its deadline), and says so.
     let earlier = Mutex::new(Vec::new());
@@ -1211,21 +1202,17 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
             .collect(),
         10,
     );
-    let deadline = now_ms() + 30_000;
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let board = all_time
             .board(&likes_core::leaderboard::Window::All, 10)
             .await
             .unwrap();
         if board.entries == expected {
-            break;
+            return Ok(());
         }
-        assert!(
-            now_ms() < deadline,
-            "the board {board:?}, the recount {expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Err(format!("the board {board:?}, the recount {expected:?}"))
+    })
+    .await;
     // And the run left every row clean before its cut.
     for epoch in subtotal_epochs(&stack, "game:busy").await {
         assert!(
