@@ -31,18 +31,20 @@ async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_i
     clear_of_utc_midnight(Duration::from_secs(120)).await;
     let stack = TestStack::start_with_leaderboard().await;
     // The event log holds some events twice (the publisher's batch delivered again), the
-    // leaderboard gets batches twice, one invocation dies right after its first score row
-    // took its intent (the intent is left half applied) and one after its third UpdateItem
-    // (another row, or the refresh lease it took, left held), and the retries are cut
-    // shorter, then longer.
+    // leaderboard gets batches twice, one invocation dies after its third UpdateItem (a
+    // score row of its intent, or the refresh lease it took, left held) and the next one to
+    // write dies right after its first score row took its intent (the intent is left half
+    // applied), and the retries are cut shorter, then longer.
     stack.publisher().faults().duplicate_next_batches(2);
     let faults = stack.leaderboard().faults();
     faults.duplicate_next_batches(3);
-    faults.crash_after_chunks(1);
     faults.crash_after_chunks(3);
+    faults.crash_after_chunks(1);
     faults.recut_next_retries([Recut::Shorter(2), Recut::Longer(5)]);
-    // The board reads the log only once it holds every event, so each shard's first batch
-    // has several score rows to write and the second crash finds its third UpdateItem.
+    // The board reads the log only once it holds every event: six items on fewer log shards
+    // put two or more items, four or more score rows, in some shard's first batch, so the
+    // crash after a third UpdateItem always finds one (a crash is played only by an
+    // invocation whose count of UpdateItems reaches it exactly).
     stack.leaderboard().pause();
     let scores = [
         ("game:hot", 12),
