@@ -153,7 +153,7 @@ async fn main() {
     let spawns = likes_tests::env_count("LIKES_BENCH_SPAWNS", 15) as u64;
     let started = Instant::now();
     let lambda_dir = lambda_dir();
-    let stack = TestStack::start_as_deployed().await;
+    let stack = TestStack::builder().as_deployed().start().await;
     // The stream mapping runs in this process; paused, it adds no load on the emulator.
     for pipeline in stack.stack.pipelines() {
         pipeline.pause();

@@ -69,7 +69,7 @@ async fn main() {
     let started = Instant::now();
     // The mapping starts with the stack and prints a metrics line per batch from then on.
     let capture = emf::Capture::start();
-    let stack = TestStack::start_as_deployed().await;
+    let stack = TestStack::builder().as_deployed().start().await;
     let naive = Naive::start(&stack).await;
     let emulator = emulator::time(&stack).await;
 

@@ -32,7 +32,7 @@ async fn main() {
     let quiet = env_count("LIKES_BENCH_LIVE_QUIET", 200);
     // Every metric report is kept as a value (none printed); the broadcaster's are read below.
     let capture = likes_store::metrics::capture();
-    let stack = Arc::new(TestStack::start_with_schedules().await);
+    let stack = Arc::new(TestStack::builder().scheduled().start().await);
     stack
         .wait_for_as_of(now_ms(), Duration::from_secs(60))
         .await;

@@ -71,7 +71,10 @@ async fn main() {
     let started = Instant::now();
     // The pulse, the mapping and the run print a metrics line each from the stack's start.
     let capture = emf::Capture::start();
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     stack.publisher().pause();
     let aggregator = stack.pipeline();
     aggregator.faults().age_records_by(RECORD_AGE);

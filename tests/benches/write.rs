@@ -53,11 +53,11 @@ async fn main() {
     // Section 3 writes each of its 20 rows (and users) far faster than the template's write
     // limit allows one user (5/s): deployed with a limit it never reaches, it measures writes,
     // not 429s. The limit's own cost is one bucket UpdateItem per lease, beside this.
-    let stack = TestStack::start_as_deployed_with(&[
-        ("WriteRatePerSecond", "100000"),
-        ("WriteBurst", "100000"),
-    ])
-    .await;
+    let stack = TestStack::builder()
+        .as_deployed()
+        .parameters(&[("WriteRatePerSecond", "100000"), ("WriteBurst", "100000")])
+        .start()
+        .await;
     // The aggregator's stream mapping runs in this process; in AWS it is another function, off
     // the write path. Paused, it delivers nothing: no count writes contend with the requests.
     let pollers = stack.stack.pipelines();

@@ -73,169 +73,103 @@ pub fn stream_shards() -> usize {
     stack::stream_shards_from_env().expect("LIKES_STREAM_SHARDS")
 }
 
-impl TestStack {
-    /// A stack whose aggregator cuts [`TEST_CHUNK_RECORDS`]-record chunks, its streams split
-    /// into `LIKES_STREAM_SHARDS` virtual shards (4 unless set).
-    /// The template's schedules are not fired: the stream holds only what the test wrote,
-    /// and `as_of` stays unknown.
-    pub async fn start() -> Self {
-        Self::start_with(
-            test_overrides(),
-            Schedules::None,
-            BTreeMap::new(),
-            stream_shards(),
-            BTreeMap::new(),
-        )
-        .await
+/// What a test's stack is started with: [`TestStack::builder`]'s plain stack, changed by
+/// each method, started by [`StackBuilder::start`].
+#[derive(Debug, Clone)]
+pub struct StackBuilder {
+    environment: BTreeMap<String, String>,
+    schedules: Schedules,
+    mappings: BTreeMap<String, serde_yaml::Value>,
+    stream_shards: usize,
+    parameters: BTreeMap<String, String>,
+}
+
+impl StackBuilder {
+    /// The template's schedules that fire (none unless set).
+    pub fn schedules(mut self, schedules: Schedules) -> Self {
+        self.schedules = schedules;
+        self
     }
 
-    /// [`TestStack::start`] with the leaderboard refresher's schedule fired (and no other),
-    /// so the boards are re-ranked as the log is applied.
-    pub async fn start_with_leaderboard() -> Self {
-        Self::start_with(
-            test_overrides(),
-            Schedules::Only(vec![LEADERBOARD_REFRESH_FUNCTION.into()]),
-            BTreeMap::new(),
-            stream_shards(),
-            BTreeMap::new(),
-        )
-        .await
+    /// Every schedule of the template fires, as in `make run`: the pulse publishes `as_of`
+    /// and writes probe rows.
+    pub fn scheduled(self) -> Self {
+        self.schedules(Schedules::All)
     }
 
-    /// [`TestStack::start`] with the template's schedules fired, as `make run` does: the
-    /// pulse publishes `as_of` and writes probe rows.
-    pub async fn start_with_schedules() -> Self {
-        Self::start_with(
-            test_overrides(),
-            Schedules::All,
-            BTreeMap::new(),
-            stream_shards(),
-            BTreeMap::new(),
-        )
-        .await
+    /// `function`'s schedules fire too (a logical id).
+    pub fn fire(mut self, function: &str) -> Self {
+        self.schedules = match self.schedules {
+            Schedules::All => Schedules::All,
+            Schedules::None => Schedules::Only(vec![function.to_owned()]),
+            Schedules::Only(mut functions) => {
+                functions.push(function.to_owned());
+                Schedules::Only(functions)
+            }
+        };
+        self
     }
 
-    /// [`TestStack::start`] (or [`TestStack::start_with_schedules`], with `schedules`) with
-    /// template parameters set over their defaults, as `sam deploy --parameter-overrides`
+    /// The leaderboard refresher's schedule fires too, so the boards are re-ranked as the
+    /// log is applied.
+    pub fn refreshing_boards(self) -> Self {
+        self.fire(LEADERBOARD_REFRESH_FUNCTION)
+    }
+
+    /// Environment variables set over the template's, for every function that declares
+    /// them (a live test's shorter catch-up bound, say).
+    pub fn environment(mut self, variables: &[(&str, &str)]) -> Self {
+        self.environment.extend(parameters_of(variables));
+        self
+    }
+
+    /// Template parameters set over their defaults, as `sam deploy --parameter-overrides`
     /// sets them (a write limit of the test's own, say).
-    pub async fn start_with_parameters(schedules: Schedules, parameters: &[(&str, &str)]) -> Self {
-        Self::start_with(
-            test_overrides(),
-            schedules,
-            BTreeMap::new(),
-            stream_shards(),
-            parameters_of(parameters),
-        )
-        .await
+    pub fn parameters(mut self, parameters: &[(&str, &str)]) -> Self {
+        self.parameters.extend(parameters_of(parameters));
+        self
     }
 
-    /// [`TestStack::start_with_schedules`] with environment variables set over the template's
-    /// for every function that declares them (a live test's shorter catch-up bound, say).
-    pub async fn start_with_environment(environment: &[(&str, &str)]) -> Self {
-        let mut overrides = test_overrides();
-        overrides.extend(parameters_of(environment));
-        Self::start_with(
-            overrides,
-            Schedules::All,
-            BTreeMap::new(),
-            stream_shards(),
-            BTreeMap::new(),
-        )
-        .await
-    }
-
-    /// A stack for reconciliation runs the test starts itself ([`TestStack::reconciler`]):
-    /// the pulse is fired, the scheduled reconciliation is not, and epochs are
-    /// [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second, so a test
-    /// reaches a cut in seconds. No refresher ranks the boards, so a run leaves the all-time
-    /// board unchecked (`leaderboard_behind`).
-    pub async fn start_for_reconciliation() -> Self {
-        Self::start_for_reconciliation_in("function").await
-    }
-
-    /// [`TestStack::start_for_reconciliation`] with `RecountEngine` `engine`: `function` or
-    /// `athena` (the emulator's Athena runs the recount query in DuckDB).
-    pub async fn start_for_reconciliation_in(engine: &str) -> Self {
-        Self::reconciliation_stack(engine, vec!["PulseFunction".into()]).await
-    }
-
-    /// [`TestStack::start_for_reconciliation`] with the leaderboard's refresher fired too,
-    /// so a run repairs the all-time board once the board's `as_of` passes its cut.
-    pub async fn start_for_reconciliation_with_boards() -> Self {
-        Self::start_for_reconciliation_with_boards_in("function").await
-    }
-
-    /// [`TestStack::start_for_reconciliation_with_boards`] with `RecountEngine` `engine`.
-    pub async fn start_for_reconciliation_with_boards_in(engine: &str) -> Self {
-        Self::reconciliation_stack(
-            engine,
-            vec!["PulseFunction".into(), LEADERBOARD_REFRESH_FUNCTION.into()],
-        )
-        .await
-    }
-
-    async fn reconciliation_stack(engine: &str, schedules: Vec<String>) -> Self {
-        let mut overrides = test_overrides();
-        overrides.insert(
-            "RECONCILE_EPOCH_SECONDS".into(),
-            TEST_EPOCH_SECONDS.to_string(),
+    /// `shards` virtual shards per stream shard, and `properties` set over every
+    /// DynamoDB-stream mapping's (`MaximumRetryAttempts`, say).
+    pub fn mappings(mut self, shards: usize, properties: &[(&str, i64)]) -> Self {
+        self.stream_shards = shards;
+        self.mappings.extend(
+            properties
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value))),
         );
-        overrides.insert("EXPORT_UNCERTAINTY_SECONDS".into(), "1".into());
-        // No heartbeats: a test that fails a log consumer until its batches go to the
-        // dead-letter queue waits for the failures to end, and a trickle of heartbeats on
-        // every shard would keep them going. Likes move the boards' `as_of` here.
-        overrides.insert("HEARTBEAT_AFTER_SECONDS".into(), "86400".into());
-        Self::start_with(
-            overrides,
-            Schedules::Only(schedules),
-            BTreeMap::new(),
-            stream_shards(),
-            BTreeMap::from([("RecountEngine".to_owned(), engine.to_owned())]),
-        )
-        .await
+        self
     }
 
-    /// A stack exactly as template.yaml declares it.
-    pub async fn start_as_deployed() -> Self {
-        Self::start_as_deployed_with(&[]).await
+    /// Exactly as template.yaml declares it: none of the test's variables, every schedule
+    /// fired.
+    pub fn as_deployed(mut self) -> Self {
+        self.environment.clear();
+        self.scheduled()
     }
 
-    /// [`TestStack::start_as_deployed`], deployed with `parameters` set over the defaults.
-    pub async fn start_as_deployed_with(parameters: &[(&str, &str)]) -> Self {
-        Self::start_with(
-            BTreeMap::new(),
-            Schedules::All,
-            BTreeMap::new(),
-            stream_shards(),
-            parameters_of(parameters),
-        )
-        .await
+    /// For reconciliation runs the test starts itself ([`TestStack::reconciler`]) with
+    /// `RecountEngine` `engine` (`function`, or `athena`: the emulator's Athena runs the
+    /// recount query in DuckDB): the pulse is fired, the scheduled reconciliation is not,
+    /// and epochs are [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second,
+    /// so a test reaches a cut in seconds. No refresher ranks the boards unless the test
+    /// fires it too, so a run leaves the all-time board unchecked (`leaderboard_behind`).
+    pub fn for_reconciliation(self, engine: &str) -> Self {
+        self.fire("PulseFunction")
+            .environment(&[
+                ("RECONCILE_EPOCH_SECONDS", &TEST_EPOCH_SECONDS.to_string()),
+                ("EXPORT_UNCERTAINTY_SECONDS", "1"),
+                // No heartbeats: a test that fails a log consumer until its batches go to
+                // the dead-letter queue waits for the failures to end, and a trickle of
+                // heartbeats on every shard would keep them going. Likes move the boards'
+                // `as_of` here.
+                ("HEARTBEAT_AFTER_SECONDS", "86400"),
+            ])
+            .parameters(&[("RecountEngine", engine)])
     }
 
-    /// As [`TestStack::start`] with `shards` virtual shards per stream shard and
-    /// `properties` set over every DynamoDB-stream mapping's (`MaximumRetryAttempts`, say).
-    pub async fn start_with_mappings(shards: usize, properties: &[(&str, i64)]) -> Self {
-        let properties = properties
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), serde_yaml::Value::from(*value)))
-            .collect();
-        Self::start_with(
-            test_overrides(),
-            Schedules::None,
-            properties,
-            shards,
-            BTreeMap::new(),
-        )
-        .await
-    }
-
-    async fn start_with(
-        environment_overrides: BTreeMap<String, String>,
-        schedules: Schedules,
-        mapping_overrides: BTreeMap<String, serde_yaml::Value>,
-        stream_shards: usize,
-        parameters: BTreeMap<String, String>,
-    ) -> Self {
+    pub async fn start(self) -> TestStack {
         let aws = AwsTarget::connect()
             .await
             .expect("an AWS endpoint: run through `make test`, or have .venv ready");
@@ -244,19 +178,40 @@ impl TestStack {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             ws_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             web_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            environment_overrides,
-            schedules,
-            mapping_overrides,
-            stream_shards,
-            parameters,
+            environment_overrides: self.environment,
+            schedules: self.schedules,
+            mapping_overrides: self.mappings,
+            stream_shards: self.stream_shards,
+            parameters: self.parameters,
         };
         let stack = Stack::start(aws, options)
             .await
             .expect("local stack starts");
-        Self {
+        TestStack {
             stack,
             authorizer: JwtAuthorizer::from_env(),
         }
+    }
+}
+
+impl TestStack {
+    /// The plain stack, to change before it starts: its aggregator cuts
+    /// [`TEST_CHUNK_RECORDS`]-record chunks, its streams split into `LIKES_STREAM_SHARDS`
+    /// virtual shards (4 unless set), and the template's schedules are not fired (the stream
+    /// holds only what the test wrote, and `as_of` stays unknown).
+    pub fn builder() -> StackBuilder {
+        StackBuilder {
+            environment: test_overrides(),
+            schedules: Schedules::None,
+            mappings: BTreeMap::new(),
+            stream_shards: stream_shards(),
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    /// The plain stack ([`TestStack::builder`]), started.
+    pub async fn start() -> Self {
+        Self::builder().start().await
     }
 
     pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
@@ -548,7 +503,7 @@ impl TestResponse {
 
 // ------------------------------------------------------------------ count pipeline
 
-/// Epoch length of [`TestStack::start_for_reconciliation`] stacks.
+/// Epoch length of [`StackBuilder::for_reconciliation`] stacks.
 pub const TEST_EPOCH_SECONDS: i64 = 4;
 
 /// The mapping that feeds the aggregator from the Reactions stream.

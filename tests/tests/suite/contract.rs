@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 
 use likes_local::template::Template;
-use likes_tests::stack::Schedules;
 use likes_tests::TestStack;
 
 /// Generated requests per operation and phase: enough to reach every documented answer,
@@ -174,11 +173,11 @@ async fn the_local_front_answers_as_openapi_yaml_says() {
     // writes would meet the documented 429 and the generated cases would never reach the
     // write itself. This stack is deployed with a limit no run reaches, a configuration
     // like any other; the limit's own answers are tested in http_reactions.rs.
-    let stack = TestStack::start_with_parameters(
-        Schedules::All,
-        &[("WriteRatePerSecond", "100000"), ("WriteBurst", "100000")],
-    )
-    .await;
+    let stack = TestStack::builder()
+        .scheduled()
+        .parameters(&[("WriteRatePerSecond", "100000"), ("WriteBurst", "100000")])
+        .start()
+        .await;
     let token = stack.token("contract-user");
     let examples = likes_tests::env_count("LIKES_CONTRACT_EXAMPLES", MAX_EXAMPLES).to_string();
     let seed = std::env::var("LIKES_CONTRACT_SEED").unwrap_or_else(|_| SEED.to_owned());

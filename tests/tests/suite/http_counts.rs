@@ -401,7 +401,7 @@ async fn per_user_routes_still_need_a_token_and_stay_private() {
 /// TTL shows both likes.
 #[tokio::test]
 async fn the_count_cache_never_serves_a_count_older_than_its_ttl() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let item = "game:cached";
     let like = |user: &'static str| {
         let stack = &stack;

@@ -29,7 +29,7 @@ fn items(board: &Value) -> Value {
 #[tokio::test]
 async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_item_id() {
     clear_of_utc_midnight(Duration::from_secs(120)).await;
-    let stack = TestStack::start_with_leaderboard().await;
+    let stack = TestStack::builder().refreshing_boards().start().await;
     // The event log holds some events twice (the publisher's batch delivered again), the
     // leaderboard gets batches twice, one invocation dies after its third UpdateItem (a
     // score row of its intent, or the refresh lease it took, left held) and the next one to
@@ -146,7 +146,7 @@ async fn bad_windows_and_limits_are_400_problems() {
 /// ever, and the events after it, on the children, are scored once.
 #[tokio::test]
 async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
-    let stack = TestStack::start_with_leaderboard().await;
+    let stack = TestStack::builder().refreshing_boards().start().await;
     stack.like("u0", "game:before").await;
     stack.settle_leaderboard().await;
     stack
@@ -227,7 +227,7 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
 #[tokio::test]
 async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_score_nothing() {
     clear_of_utc_midnight(Duration::from_secs(120)).await;
-    let stack = TestStack::start_with_leaderboard().await;
+    let stack = TestStack::builder().refreshing_boards().start().await;
     for n in 0..6 {
         stack.like(&format!("q{n}"), "game:quiet").await;
     }

@@ -88,7 +88,7 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
 
 #[tokio::test]
 async fn account_erasure_takes_a_user_off_every_likers_list() {
-    let stack = TestStack::start_with_leaderboard().await;
+    let stack = TestStack::builder().refreshing_boards().start().await;
     let items = ["game:a", "game:b", "game:c"];
     for item in items {
         for user in ["keeper", "leaver"] {

@@ -680,14 +680,13 @@ async fn burst_write(stack: &TestStack, user: &str, route: usize, i: usize) -> T
 
 #[tokio::test]
 async fn a_burst_from_one_user_is_limited_and_writes_nothing() {
-    let stack = likes_tests::TestStack::start_with_parameters(
-        likes_tests::stack::Schedules::None,
-        &[
+    let stack = likes_tests::TestStack::builder()
+        .parameters(&[
             ("WriteRatePerSecond", &TEST_RATE.to_string()),
             ("WriteBurst", &TEST_BURST.to_string()),
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     // The bucket starts full: `burst` writes one after another to one route all go through,
     // however slowly each is answered. A route's container spends a lease for a second and
     // loses what it has not spent by then, but a lease is a second of the rate, so a slow

@@ -33,7 +33,7 @@ fn counts_of<'a>(received: &'a [Received], item: &str) -> Vec<&'a Received> {
 
 #[tokio::test]
 async fn a_watcher_gets_counts_at_once_then_at_most_one_a_second_ending_at_the_exact_count() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let item = "game:live-1";
     stack.like("early", item).await;
     wait_for_count(&stack, item, 1).await;
@@ -95,7 +95,7 @@ async fn a_watcher_gets_counts_at_once_then_at_most_one_a_second_ending_at_the_e
 
 #[tokio::test]
 async fn unsubscribed_and_reconnected_watchers_get_what_they_asked_for() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let (item, other) = ("game:live-2", "game:live-2b");
     let mut stays = stack.watcher("stays").await;
     let mut leaves = stack.watcher("leaves").await;
@@ -138,7 +138,7 @@ async fn unsubscribed_and_reconnected_watchers_get_what_they_asked_for() {
 
 #[tokio::test]
 async fn dropped_and_gone_connections_lose_their_rows() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let item = "game:live-3";
     let mut dropped = stack.watcher("dropped").await;
     dropped.subscribe(&[item, "game:live-3b"]).await;
@@ -210,7 +210,7 @@ fn number(row: &likes_store::rows::Item, name: &str) -> i64 {
 
 #[tokio::test]
 async fn an_item_nobody_watches_is_not_pushed_and_a_watched_one_only_to_its_watchers_buckets() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let (watched, unwatched) = ("game:live-watched", "game:live-unwatched");
     let mut first = stack.watcher("first").await;
     let mut second = stack.watcher("second").await;
@@ -277,7 +277,7 @@ async fn an_item_nobody_watches_is_not_pushed_and_a_watched_one_only_to_its_watc
 
 #[tokio::test]
 async fn throttled_posts_are_retried_within_bounds_and_the_counts_arrive() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let (slow, other) = ("game:live-throttled", "game:live-other");
     let mut watcher = stack.watcher("w").await;
     watcher.subscribe(&[slow, other]).await;
@@ -498,7 +498,11 @@ async fn a_bad_token_is_refused_at_connect() {
 
 #[tokio::test]
 async fn watchers_are_told_stale_when_counts_cannot_catch_up() {
-    let stack = TestStack::start_with_environment(&[("LIVE_CATCH_UP_SECONDS", "2")]).await;
+    let stack = TestStack::builder()
+        .scheduled()
+        .environment(&[("LIVE_CATCH_UP_SECONDS", "2")])
+        .start()
+        .await;
     let item = "game:live-stale";
     let mut watcher = stack.watcher("w").await;
     watcher.subscribe(&[item]).await;

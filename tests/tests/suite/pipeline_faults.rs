@@ -271,11 +271,13 @@ async fn mixed_faults_count_once() {
 /// are.
 #[tokio::test]
 async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
-    let stack = TestStack::start_with_mappings(
-        likes_tests::stream_shards(),
-        &[("MaximumRetryAttempts", 10)],
-    )
-    .await;
+    let stack = TestStack::builder()
+        .mappings(
+            likes_tests::stream_shards(),
+            &[("MaximumRetryAttempts", 10)],
+        )
+        .start()
+        .await;
     let mapping = stack.pipeline().config().clone();
     assert_eq!(mapping.maximum_retry_attempts, Some(10));
     stack

@@ -35,7 +35,7 @@ async fn read_as_of(stack: &TestStack, item: &str, at_ms: i64) -> u64 {
 
 #[tokio::test]
 async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let item = "game:fresh";
     stack.react("first", item, Like).await;
     let first = now_ms();
@@ -85,7 +85,7 @@ async fn as_of_stays_behind_a_like_its_failing_shard_has_not_counted() {
 /// but `as_of` stays behind the like the stalled shard holds until it resumes.
 #[tokio::test]
 async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     assert!(
         stack.pipeline().virtual_shards() > 1,
         "the stream runs on several shards"
@@ -136,7 +136,7 @@ async fn a_stalled_shard_holds_as_of_back_while_the_others_are_counted() {
 
 #[tokio::test]
 async fn a_quiet_stream_keeps_as_of_moving() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     // Nothing is written: only the pulse's probes reach the stream.
     let first = stack
         .wait_for_as_of(now_ms() - 60_000, Duration::from_secs(30))
@@ -157,7 +157,7 @@ async fn a_quiet_stream_keeps_as_of_moving() {
 /// likes after the split are counted, once each, and `as_of` passes them.
 #[tokio::test]
 async fn a_split_of_the_reactions_stream_keeps_as_of_moving() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let item = "game:split";
     let before: Vec<String> = (0..6).map(|n| format!("before-{n}")).collect();
     for user in &before {

@@ -21,7 +21,7 @@ const HOT: &str = "experience:viral";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_item_is_counted_exactly_with_count_writes_per_batch_not_per_like() {
-    let stack = TestStack::start_as_deployed().await;
+    let stack = TestStack::builder().as_deployed().start().await;
     let faults = stack.pipeline().faults();
     let shards = stack.pipeline().virtual_shards();
     for shard in 0..shards {

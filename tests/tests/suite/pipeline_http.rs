@@ -20,7 +20,7 @@ async fn set(stack: &TestStack, user: &str, item: &str, state: &str, key: &str) 
 
 #[tokio::test]
 async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     let faults = stack.pipeline().faults();
     faults.crash_after_chunks(1);
     faults.duplicate_next_batches(1);
@@ -87,7 +87,7 @@ async fn reactions_set_over_http_are_counted_once_and_read_back_over_http() {
 /// the watermark: otherwise `as_of` stays behind these writes until some later batch.
 #[tokio::test]
 async fn as_of_passes_a_crashed_batch_once_its_retry_applied_it() {
-    let stack = TestStack::start_with_schedules().await;
+    let stack = TestStack::builder().scheduled().start().await;
     stack.pipeline().faults().crash_after_chunks(1);
     for u in 0..3 {
         set(

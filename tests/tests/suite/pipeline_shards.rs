@@ -36,7 +36,7 @@ fn users_elsewhere(stack: &TestStack, tag: &str, held: usize, per_shard: usize) 
 
 #[tokio::test]
 async fn many_users_spread_over_every_shard_and_count_once() {
-    let stack = TestStack::start_with_mappings(SHARDS, &[]).await;
+    let stack = TestStack::builder().mappings(SHARDS, &[]).start().await;
     let users: Vec<String> = (0..40).map(|u| format!("spread-u{u}")).collect();
     like_all(&stack, &users, "game:spread").await;
     let counters = stack.settle().await;
@@ -60,7 +60,7 @@ async fn many_users_spread_over_every_shard_and_count_once() {
 
 #[tokio::test]
 async fn a_stalled_shard_holds_its_records_while_the_others_are_applied() {
-    let stack = TestStack::start_with_mappings(SHARDS, &[]).await;
+    let stack = TestStack::builder().mappings(SHARDS, &[]).start().await;
     let pipeline = stack.pipeline();
     let held = 1;
     pipeline.faults().stall_shard(held);
@@ -110,7 +110,10 @@ async fn a_stalled_shard_holds_its_records_while_the_others_are_applied() {
 #[tokio::test]
 async fn a_failing_shard_retries_without_holding_back_the_others() {
     // Retries without bound, so the failing shard keeps its records until it heals.
-    let stack = TestStack::start_with_mappings(SHARDS, &[("MaximumRetryAttempts", -1)]).await;
+    let stack = TestStack::builder()
+        .mappings(SHARDS, &[("MaximumRetryAttempts", -1)])
+        .start()
+        .await;
     let pipeline = stack.pipeline();
     let held = 2;
     pipeline.faults().fail_shard(held);
@@ -144,8 +147,10 @@ async fn a_failing_shard_retries_without_holding_back_the_others() {
 #[tokio::test]
 async fn time_window_events_reach_the_function_with_the_virtual_shard_id() {
     const WINDOW: i64 = 2;
-    let stack =
-        TestStack::start_with_mappings(SHARDS, &[("TumblingWindowInSeconds", WINDOW)]).await;
+    let stack = TestStack::builder()
+        .mappings(SHARDS, &[("TumblingWindowInSeconds", WINDOW)])
+        .start()
+        .await;
     let pipeline = stack.pipeline();
     assert_eq!(
         pipeline.config().tumbling_window,

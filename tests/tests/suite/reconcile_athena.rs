@@ -240,7 +240,11 @@ async fn listed(stack: &TestStack, item: &str) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
-    let stack = TestStack::start_for_reconciliation_with_boards_in("athena").await;
+    let stack = TestStack::builder()
+        .for_reconciliation("athena")
+        .refreshing_boards()
+        .start()
+        .await;
     let exports = drifted_exports(&stack).await;
     // A cut after every write: what a row applied before it is all it holds.
     let period = stack.reconcile_period();
@@ -384,7 +388,11 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
 
 #[tokio::test]
 async fn a_corrupt_data_file_fails_the_athena_judgement_after_its_retries() {
-    let stack = TestStack::start_for_reconciliation_with_boards_in("athena").await;
+    let stack = TestStack::builder()
+        .for_reconciliation("athena")
+        .refreshing_boards()
+        .start()
+        .await;
     let exports = drifted_exports(&stack).await;
     let file = exports
         .reactions
@@ -428,7 +436,11 @@ async fn a_corrupt_data_file_fails_the_athena_judgement_after_its_retries() {
 
 #[tokio::test]
 async fn a_run_judged_by_athena_corrects_counts_and_the_board_once_across_paused_invocations() {
-    let stack = TestStack::start_for_reconciliation_with_boards_in("athena").await;
+    let stack = TestStack::builder()
+        .for_reconciliation("athena")
+        .refreshing_boards()
+        .start()
+        .await;
     let items = ["game:a1", "game:a2", "game:a3"];
     for u in 0..9 {
         stack.react(&format!("u{u}"), items[u % 3], Like).await;
@@ -524,7 +536,11 @@ async fn a_run_judged_by_athena_corrects_counts_and_the_board_once_across_paused
 /// and corrects once.
 #[tokio::test]
 async fn a_failed_athena_attempt_starts_over_and_the_next_is_judged_afresh() {
-    let stack = TestStack::start_for_reconciliation_with_boards_in("athena").await;
+    let stack = TestStack::builder()
+        .for_reconciliation("athena")
+        .refreshing_boards()
+        .start()
+        .await;
     let item = "game:retried";
     for u in 0..3 {
         stack.react(&format!("u{u}"), item, Like).await;

@@ -44,7 +44,10 @@ async fn reconcile_next(stack: &TestStack) -> DriftReport {
 
 #[tokio::test]
 async fn no_drift_means_no_corrections_while_reactions_keep_flowing() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let items = ["game:r1", "game:r2", "game:r3"];
     for u in 0..12 {
         stack.react(&format!("a{u}"), items[u % 3], Like).await;
@@ -81,7 +84,10 @@ async fn no_drift_means_no_corrections_while_reactions_keep_flowing() {
 
 #[tokio::test]
 async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let (edited, skipped, poisoned) = ("game:edited", "game:skipped", "game:poisoned");
     for u in 0..4 {
         stack.react(&format!("u{u}"), edited, Like).await;
@@ -190,7 +196,10 @@ async fn drift_of_every_kind_is_corrected_once_and_a_rerun_changes_nothing() {
 /// drift corrected once, and the report adds up all of them.
 #[tokio::test]
 async fn a_compare_out_of_time_pauses_and_the_next_invocation_goes_on_from_there() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let items: Vec<String> = (0..6).map(|n| format!("game:paused-{n}")).collect();
     for item in &items {
         stack.react("u", item, Like).await;
@@ -254,7 +263,10 @@ async fn a_compare_out_of_time_pauses_and_the_next_invocation_goes_on_from_there
 
 #[tokio::test]
 async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let item = "game:near";
     // Drift: a row the aggregator cannot read.
     stack
@@ -302,7 +314,10 @@ async fn an_item_with_flips_near_the_cut_is_deferred_then_fixed_by_the_next_run(
 /// exported: the run is given up with a clear error, and the next cut runs as usual.
 #[tokio::test]
 async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let before = now_ms() - 60_000;
     let err = stack
         .reconciler()
@@ -330,7 +345,10 @@ async fn a_cut_before_the_table_existed_is_given_up_and_blocks_nothing() {
 /// drift beside it is corrected, and the next run succeeds too.
 #[tokio::test]
 async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succeeds() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let item = "game:love";
     for u in 0..3 {
         stack.react(&format!("u{u}"), item, Like).await;
@@ -383,7 +401,10 @@ async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succe
 /// operator's run says when one will be and writes nothing; waiting for it succeeds.
 #[tokio::test]
 async fn no_cut_is_served_before_recovery_reaches_one_and_nothing_is_left_behind() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     // Day-long epochs: the first cut inside the table's recovery window is hours away.
     let daily = stack.reconciler_with(&[("RECONCILE_EPOCH_SECONDS", "86400")]);
     let err = daily
@@ -425,7 +446,10 @@ async fn no_cut_is_served_before_recovery_reaches_one_and_nothing_is_left_behind
 /// attempts; the cut can be run again, and the next cut proceeds.
 #[tokio::test]
 async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_proceeds() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let item = "game:given-up";
     stack.react("u0", item, Like).await;
     let cut = stack.next_cut(0);
@@ -476,7 +500,10 @@ async fn an_export_that_fails_every_attempt_gives_the_cut_up_and_the_next_cut_pr
 /// Count rows and all-time score rows alike.
 #[tokio::test]
 async fn count_rows_stay_within_the_horizon_while_no_run_completes() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let period = stack.reconcile_period();
     let horizon_ms = 4 * period.length_ms;
     let horizon = (horizon_ms / 1000).to_string();
@@ -603,7 +630,10 @@ async fn as_older_layout(stack: &TestStack, item: &str, user: &str) {
 /// after the cut stays listed.
 #[tokio::test]
 async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes() {
-    let stack = TestStack::start_for_reconciliation().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
     let item = "game:listed";
     for user in ["kept", "veteran", "unliked", "erased"] {
         stack.react(user, item, Like).await;
@@ -697,7 +727,11 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
 
 #[tokio::test]
 async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_later_likes() {
-    let stack = TestStack::start_for_reconciliation_with_boards().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .refreshing_boards()
+        .start()
+        .await;
     let (steady, lost) = ("game:steady", "game:lost");
     for user in ["s1", "s2", "s3"] {
         stack.react(user, steady, Like).await;
@@ -786,7 +820,11 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
 /// from every all-time score row, then forgets it.
 #[tokio::test]
 async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
-    let stack = TestStack::start_for_reconciliation_with_boards().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .refreshing_boards()
+        .start()
+        .await;
     let item = "game:kept";
     for u in 0..3 {
         stack.react(&format!("u{u}"), item, Like).await;
@@ -912,7 +950,11 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
 /// names every cut given up on the way.
 #[tokio::test]
 async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_given_up_cut_named() {
-    let stack = TestStack::start_for_reconciliation_with_boards().await;
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .refreshing_boards()
+        .start()
+        .await;
     let period = stack.reconcile_period();
     let horizon_ms = 3 * period.length_ms;
     let horizon = (horizon_ms / 1000).to_string();

@@ -2,7 +2,6 @@
 //! Playwright (`tests/browser/web_client.py`), against this test's stack. The page is served
 //! from the stack's web origin and calls the HTTP and WebSocket APIs across origins.
 
-use likes_tests::stack::Schedules;
 use likes_tests::TestStack;
 
 /// Debian's Chromium (`make test` installs the package); `LIKES_CHROMIUM` names another.
@@ -19,11 +18,11 @@ async fn the_web_client_works_in_a_real_browser() {
     );
     // The pulse publishes `as_of` and the refresher ranks the board; one write a second per
     // user, so two taps in a row meet the limit.
-    let stack = TestStack::start_with_parameters(
-        Schedules::All,
-        &[("WriteRatePerSecond", "1"), ("WriteBurst", "1")],
-    )
-    .await;
+    let stack = TestStack::builder()
+        .scheduled()
+        .parameters(&[("WriteRatePerSecond", "1"), ("WriteBurst", "1")])
+        .start()
+        .await;
     let failures = concat!(env!("CARGO_TARGET_TMPDIR"), "/browser");
     let mut command = tokio::process::Command::new(&python);
     command
