@@ -2,6 +2,7 @@
 
 use lambda_http::http::header::{HeaderName, CONTENT_TYPE, ETAG, RETRY_AFTER};
 use lambda_http::{Body, Response};
+use likes_aws::Failure;
 use likes_core::{ProblemType, ReactionState, ValidationError, WriteLimit};
 use likes_store::StoreError;
 
@@ -49,12 +50,10 @@ impl ApiError {
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,
             Self::KeyReused { .. } => ProblemType::IdempotencyKeyReused,
             Self::RateLimited { .. } => ProblemType::RateLimited,
-            // DynamoDB throttling is the service's trouble, not the caller's rate: 503.
-            Self::Store(StoreError::Throttled { .. }) => ProblemType::Unavailable,
-            Self::Store(
-                StoreError::Aws { .. } | StoreError::Corrupt(_) | StoreError::Request(_),
-            )
-            | Self::Config(_) => ProblemType::Internal,
+            // DynamoDB throttling, a timeout or a 5xx is the service's trouble, not the
+            // caller's rate, and may pass: 503. Anything final is a 500.
+            Self::Store(err) if err.failure() != Failure::Final => ProblemType::Unavailable,
+            Self::Store(_) | Self::Config(_) => ProblemType::Internal,
         }
     }
 
@@ -82,7 +81,7 @@ impl ApiError {
             Self::PreconditionFailed { current } => {
                 response = response.header(ETAG, crate::edge::etag(current));
             }
-            Self::Store(StoreError::Throttled { .. }) => {
+            Self::Store(err) if err.failure() != Failure::Final => {
                 response = response.header(RETRY_AFTER, "1");
             }
             Self::RateLimited {

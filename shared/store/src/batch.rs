@@ -6,6 +6,8 @@ use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, PutRequest, Writ
 use aws_sdk_dynamodb::Client;
 
 use crate::rows::Item;
+use likes_aws::{AwsError, Unprocessed};
+
 use crate::StoreError;
 
 /// BatchWriteItem takes at most 25 items.
@@ -20,7 +22,7 @@ pub(crate) fn put(item: Item) -> Result<WriteRequest, StoreError> {
         .set_item(Some(item))
         .build()
         .map(|put| WriteRequest::builder().put_request(put).build())
-        .map_err(|err| StoreError::Request(err.to_string()))
+        .map_err(StoreError::Request)
 }
 
 pub(crate) fn delete(key: Item) -> Result<WriteRequest, StoreError> {
@@ -28,7 +30,7 @@ pub(crate) fn delete(key: Item) -> Result<WriteRequest, StoreError> {
         .set_key(Some(key))
         .build()
         .map(|delete| WriteRequest::builder().delete_request(delete).build())
-        .map_err(|err| StoreError::Request(err.to_string()))
+        .map_err(StoreError::Request)
 }
 
 /// Sends `requests` to `table`, 25 a call; `Throttled` when some are still unprocessed after
@@ -55,9 +57,12 @@ pub(crate) async fn write_all(
                 break;
             }
             if attempt == BATCH_ATTEMPTS {
-                return Err(StoreError::Throttled {
-                    operation: "BatchWriteItem",
-                });
+                let left = Unprocessed {
+                    left: pending.len(),
+                    total: page.len(),
+                    attempts: BATCH_ATTEMPTS,
+                };
+                return Err(AwsError::unprocessed("BatchWriteItem", left).into());
             }
             tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
         }
@@ -79,7 +84,7 @@ pub(crate) async fn get_all(
         let mut pending = Some(
             shape(KeysAndAttributes::builder().set_keys(Some(page.to_vec())))
                 .build()
-                .map_err(|err| StoreError::Request(err.to_string()))?,
+                .map_err(StoreError::Request)?,
         );
         for attempt in 0..BATCH_ATTEMPTS {
             let Some(request) = pending.take() else {
@@ -103,10 +108,13 @@ pub(crate) async fn get_all(
                 .and_then(|mut left| left.remove(table))
                 .filter(|left| !left.keys().is_empty());
         }
-        if pending.is_some() {
-            return Err(StoreError::Throttled {
-                operation: "BatchGetItem",
-            });
+        if let Some(left) = pending {
+            let left = Unprocessed {
+                left: left.keys().len(),
+                total: page.len(),
+                attempts: BATCH_ATTEMPTS,
+            };
+            return Err(AwsError::unprocessed("BatchGetItem", left).into());
         }
     }
     Ok(rows)

@@ -77,7 +77,7 @@ impl CountsStore {
             reads.spawn(async move { store.rows(&partition).await });
         }
         while let Some(joined) = reads.join_next().await {
-            let rows = joined.map_err(|err| StoreError::Corrupt(format!("read task: {err}")))?;
+            let rows = joined.map_err(StoreError::Task)?;
             sum += sum_counts(&rows?);
         }
         let (counts, clamped) = Counts::clamped(sum);
@@ -111,8 +111,7 @@ impl CountsStore {
         }
         let mut all = BTreeMap::new();
         while let Some(joined) = reads.join_next().await {
-            let (item, counts) =
-                joined.map_err(|err| StoreError::Corrupt(format!("read task: {err}")))?;
+            let (item, counts) = joined.map_err(StoreError::Task)?;
             all.insert(item, counts?);
         }
         Ok(all)
@@ -306,7 +305,7 @@ impl CountsWriter {
             .condition_expression(format!("attribute_not_exists({CLAIM_ID})"))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|err| StoreError::Request(err.to_string()))?;
+            .map_err(StoreError::Request)?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }
@@ -351,7 +350,7 @@ fn row_update(
             clauses.join(", ")
         ))
         .build()
-        .map_err(|err| StoreError::Request(err.to_string()))
+        .map_err(StoreError::Request)
 }
 
 fn count_key(item_id: String, shard: String) -> Item {

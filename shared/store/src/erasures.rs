@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
+use likes_aws::AwsError;
 use likes_core::erasure::{ACTIVE_GUARD, DONE_RETENTION_S};
 use likes_core::{ErasureId, ErasureJob, ErasureStatus, UserId};
 
@@ -73,6 +74,7 @@ impl ErasuresStore {
             active_id: id.as_str().to_owned(),
         };
         let actions = vec![self.put_new(&guard)?, self.put_new(&job)?];
+        let mut last_cancelled = None;
         for attempt in 1..=START_ATTEMPTS as u32 {
             let result = self
                 .client
@@ -94,24 +96,27 @@ impl ErasuresStore {
                     .iter()
                     .any(|r| r.code() == Some("TransactionConflict"))
                 {
+                    last_cancelled = Some(err);
                     tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
                     continue;
                 }
                 return Err(StoreError::aws("TransactWriteItems (erasure)", err));
             };
             let running: ErasureGuardRow = rows::from_item(running.clone())?;
-            let running = ErasureId::parse(&running.active_id)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let running = ErasureId::parse(&running.active_id).map_err(StoreError::Id)?;
             if let Some(job) = self.get(user, &running).await? {
                 if job.status == ErasureStatus::Running {
                     return Ok(ErasureStart::AlreadyRunning(job));
                 }
             }
             // That job finished since: its guard is gone, and the next try starts this one.
+            last_cancelled = Some(err);
         }
-        Err(StoreError::Throttled {
-            operation: "TransactWriteItems (erasure)",
-        })
+        // Every try met another start of this user's at the guard: contention.
+        let err = last_cancelled.expect("every try that did not return was cancelled");
+        Err(AwsError::new("TransactWriteItems (erasure)", err)
+            .as_throttled()
+            .into())
     }
 
     /// The caller's job `id`, strongly consistent; `None` when it is not theirs, never
@@ -146,8 +151,7 @@ impl ErasuresStore {
         erased: u64,
         next: &[String],
     ) -> Result<bool, StoreError> {
-        let planned = serde_dynamo::to_attribute_value(next)
-            .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+        let planned = serde_dynamo::to_attribute_value(next).map_err(StoreError::Row)?;
         let result = self
             .client
             .update_item()
@@ -200,12 +204,12 @@ impl ErasuresStore {
             .expression_attribute_values(":step", number(job.step))
             .expression_attribute_values(":running", running())
             .build()
-            .map_err(|err| StoreError::Request(err.to_string()))?;
+            .map_err(StoreError::Request)?;
         let guard = Delete::builder()
             .table_name(&self.table)
             .set_key(Some(key(user.as_str(), ACTIVE_GUARD)))
             .build()
-            .map_err(|err| StoreError::Request(err.to_string()))?;
+            .map_err(StoreError::Request)?;
         let result = self
             .client
             .transact_write_items()
@@ -234,7 +238,7 @@ impl ErasuresStore {
             .expression_attribute_names("#user", attr::USER_ID)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|err| StoreError::Request(err.to_string()))?;
+            .map_err(StoreError::Request)?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }
@@ -253,7 +257,7 @@ fn key(user: &str, erasure_id: &str) -> Item {
 
 fn job_of(row: ErasureRow) -> Result<ErasureJob, StoreError> {
     Ok(ErasureJob {
-        id: ErasureId::parse(&row.erasure_id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        id: ErasureId::parse(&row.erasure_id).map_err(StoreError::Id)?,
         status: row.status,
         step: row.step,
         reactions_erased: row.reactions_erased,

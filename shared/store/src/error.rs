@@ -1,49 +1,66 @@
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::{
     TransactWriteItemsError, TransactWriteItemsOutput,
 };
 use aws_sdk_dynamodb::types::CancellationReason;
+use likes_aws::{AwsError, Failure};
 
 /// A store call whose I/O failed, in terms a caller can act on. What a call came to in the
 /// domain's terms (a replay, a stale version) is its `Ok` value, never one of these.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// DynamoDB throttled the request after the SDK's bounded retries: retry later.
-    #[error("{operation} was throttled by DynamoDB")]
-    Throttled { operation: &'static str },
-    /// Any other failure of an AWS call, surfaced with its whole chain of causes.
-    #[error("{operation} failed: {}", DisplayErrorContext(&**source))]
-    Aws {
-        operation: &'static str,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// A DynamoDB call failed after the SDK's bounded retries, classified: throttled,
+    /// retryable or final.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
     /// A stored row this code cannot read: a bug or a foreign writer, never the client's fault.
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
+    /// A row that does not convert to or from its type.
+    #[error("a row does not convert: {0}")]
+    Row(#[from] serde_dynamo::Error),
+    /// A stored id that is not one: a bug or a foreign writer.
+    #[error("a stored id is not valid: {0}")]
+    Id(#[from] likes_core::ValidationError),
     /// The SDK refused to build a request this code assembled: a bug, never the client's.
     #[error("could not build a request: {0}")]
-    Request(String),
+    Request(#[from] BuildError),
+    /// A task a call fanned its work out to panicked or was cancelled.
+    #[error("a task of the call failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
-/// The error codes DynamoDB uses for "slow down". Matched on the modeled code, not on text.
-const THROTTLE_CODES: [&str; 3] = [
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-];
+impl StoreError {
+    /// What the caller may do: only a failed AWS call can go better if tried again.
+    pub fn failure(&self) -> Failure {
+        match self {
+            Self::Aws(err) => err.failure(),
+            _ => Failure::Final,
+        }
+    }
+
+    pub fn is_throttled(&self) -> bool {
+        self.failure() == Failure::Throttled
+    }
+
+    pub(crate) fn aws<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        Self::Aws(AwsError::new(operation, err))
+    }
+}
 
 /// A conditional write's outcome: `Ok(true)` when it was applied, `Ok(false)` when DynamoDB
 /// refused it on its condition (what the condition guards is already there), the error
 /// otherwise. Matched on the modeled error code, which every operation's error shares.
-pub(crate) fn condition_held<O, E, R>(
+pub(crate) fn condition_held<O, E>(
     operation: &'static str,
-    result: Result<O, SdkError<E, R>>,
+    result: Result<O, SdkError<E, HttpResponse>>,
 ) -> Result<bool, StoreError>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
     match result {
         Ok(_) => Ok(true),
@@ -73,24 +90,5 @@ pub(crate) fn cancelled(
             Ok(Some((cancelled.cancellation_reasons().to_vec(), err)))
         }
         _ => Err(StoreError::aws(operation, err)),
-    }
-}
-
-impl StoreError {
-    pub(crate) fn aws<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
-    where
-        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-        R: std::fmt::Debug + Send + Sync + 'static,
-    {
-        if err
-            .code()
-            .is_some_and(|code| THROTTLE_CODES.contains(&code))
-        {
-            return Self::Throttled { operation };
-        }
-        Self::Aws {
-            operation,
-            source: Box::new(err),
-        }
     }
 }

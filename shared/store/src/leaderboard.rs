@@ -318,7 +318,7 @@ impl LeaderboardStore {
             .expression_attribute_names("#n", INTENT_N)
             .expression_attribute_values(":n", number(intent.n))
             .build()
-            .map_err(|e| StoreError::Request(e.to_string()))?;
+            .map_err(StoreError::Request)?;
         let result = self
             .client
             .transact_write_items()
@@ -407,9 +407,7 @@ impl LeaderboardStore {
                 .condition_expression("#seq = :was")
                 .expression_attribute_values(":was", AttributeValue::S(seq.into())),
         };
-        update
-            .build()
-            .map_err(|e| StoreError::Request(e.to_string()))
+        update.build().map_err(StoreError::Request)
     }
 
     /// One score row's ADD of intent `n` (to its score, and to its subtotals and near-cut
@@ -483,7 +481,7 @@ impl LeaderboardStore {
     /// `through_seq` and no intent of it is pending (one that is keeps it). `false` when a
     /// condition failed.
     pub async fn retire(&self, shard: &str, through_seq: Option<&str>) -> Result<bool, StoreError> {
-        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Request(e.to_string());
+        let build = StoreError::Request;
         let retired = Update::builder()
             .table_name(&self.table)
             .key(BOARD, AttributeValue::S(RETIRED_BOARD.into()))

@@ -251,7 +251,7 @@ impl LikersStore {
         let mut runs = Vec::with_capacity(reads.len());
         while let Some(read) = reads.join_next().await {
             let output = read
-                .map_err(|err| StoreError::Request(format!("a bucket read died: {err}")))?
+                .map_err(StoreError::Task)?
                 .map_err(|err| StoreError::aws("Query", err))?;
             let run = output
                 .items

@@ -409,7 +409,7 @@ fn string(value: &str) -> AttributeValue {
 }
 
 fn item_id(stored: &str) -> Result<ItemId, StoreError> {
-    ItemId::parse(stored).map_err(|e| StoreError::Corrupt(e.to_string()))
+    ItemId::parse(stored).map_err(StoreError::Id)
 }
 
 /// Reads a stored row; no item is the row of a user who never reacted. Key records that are

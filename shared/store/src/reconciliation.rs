@@ -426,7 +426,7 @@ impl ReconciliationStore {
                     .ok_or_else(|| StoreError::Corrupt("no attempt count after ADD".into()))?;
                 Ok(Some(attempts))
             }
-            Err(err) => condition_held::<(), _, _>("UpdateItem", Err(err)).map(|_| None),
+            Err(err) => condition_held::<(), _>("UpdateItem", Err(err)).map(|_| None),
         }
     }
 
@@ -518,8 +518,7 @@ impl ReconciliationStore {
         }
         let mut rows = ItemRows::new();
         while let Some(joined) = segments.join_next().await {
-            let found =
-                joined.map_err(|err| StoreError::Corrupt(format!("scan task: {err}")))??;
+            let found = joined.map_err(StoreError::Task)??;
             for (item, key, row) in found {
                 rows.entry(item).or_default().push((key, row));
             }

@@ -136,17 +136,17 @@ pub mod attr {
 /// Reads a typed row from an item; an item that does not fit is stored data this code cannot
 /// read.
 pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
-    serde_dynamo::from_item(item).map_err(|err| StoreError::Corrupt(err.to_string()))
+    serde_dynamo::from_item(item).map_err(StoreError::Row)
 }
 
 /// The item of a typed row.
 pub fn to_item<T: Serialize>(row: &T) -> Result<Item, StoreError> {
-    serde_dynamo::to_item(row).map_err(|err| StoreError::Corrupt(err.to_string()))
+    serde_dynamo::to_item(row).map_err(StoreError::Row)
 }
 
 /// One attribute of a typed value (a list of rows, say).
 pub fn to_attribute<T: Serialize>(value: &T) -> Result<AttributeValue, StoreError> {
-    serde_dynamo::to_attribute_value(value).map_err(|err| StoreError::Corrupt(err.to_string()))
+    serde_dynamo::to_attribute_value(value).map_err(StoreError::Row)
 }
 
 /// A number attribute, as every expression value of a number is written.
@@ -788,7 +788,7 @@ mod tests {
             (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
         ]));
         assert!(
-            matches!(mistyped, Err(StoreError::Corrupt(_))),
+            matches!(mistyped, Err(StoreError::Row(_))),
             "{mistyped:?}"
         );
     }
