@@ -3,10 +3,10 @@
 //! At least once: a retried batch may put an event again; consumers deduplicate by
 //! `event_id`.
 
-use aws_sdk_kinesis::error::DisplayErrorContext;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use aws_sdk_kinesis::Client;
+use likes_aws::{AwsError, Unprocessed};
 use likes_core::pipeline::{event_partition_key, ReactionEvent};
 
 /// Failed entries of a PutRecords (throttled shards) are put again this many times within
@@ -15,21 +15,14 @@ const PUT_ATTEMPTS: u32 = 4;
 /// PutRecords takes up to 500 entries.
 const PUT_RECORDS_MAX: usize = 500;
 
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    #[error("PutRecords failed: {0}")]
-    Kinesis(String),
-    #[error("{failed} of {total} events were still refused after {PUT_ATTEMPTS} attempts")]
-    Refused { failed: usize, total: usize },
-}
-
 /// Why a publish stopped, and the first of the caller's events that may not be on the log.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct PublishFailure {
     /// Index (into the caller's events) of the earliest event not known to be put.
     pub first_unpublished: usize,
-    pub error: PublishError,
+    /// The call that failed, or the entries Kinesis still refused (throttled shards).
+    pub error: AwsError,
 }
 
 #[derive(Debug, Clone)]
@@ -82,7 +75,7 @@ impl EventPublisher {
                         first_unpublished: refused
                             .first()
                             .map_or(batch[0].0, |(at, _): &(usize, _)| *at),
-                        error: PublishError::Kinesis(DisplayErrorContext(err).to_string()),
+                        error: AwsError::new("PutRecords", err),
                     })?;
                 // Entries come back in request order; the refused ones carry an error code.
                 refused.extend(
@@ -102,10 +95,14 @@ impl EventPublisher {
             None => Ok(()),
             Some((first, _)) => Err(PublishFailure {
                 first_unpublished: *first,
-                error: PublishError::Refused {
-                    failed: pending.len(),
-                    total,
-                },
+                error: AwsError::unprocessed(
+                    "PutRecords",
+                    Unprocessed {
+                        left: pending.len(),
+                        total,
+                        attempts: PUT_ATTEMPTS,
+                    },
+                ),
             }),
         }
     }

@@ -30,7 +30,7 @@ use likes_store::{LeaderboardStore, StoreError};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::log_shards::{LogShards, LogShardsError};
+use crate::log_shards::LogShards;
 use crate::ticker::run_invocation;
 use crate::ConfigError;
 
@@ -300,7 +300,7 @@ pub enum RefreshError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Log(#[from] LogShardsError),
+    Log(#[from] likes_aws::AwsError),
 }
 
 /// What one refresh tick did.

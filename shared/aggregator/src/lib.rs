@@ -15,17 +15,18 @@ pub mod likers;
 mod log_shards;
 mod publisher;
 mod pulse;
+mod stream_shards;
 mod ticker;
 
 pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
-pub use events::{EventPublisher, PublishError, PublishFailure};
+pub use events::{EventPublisher, PublishFailure};
 pub use leaderboard::{
     BoardRefresher, Leaderboard, LeaderboardConfig, RefreshError, RefresherConfig,
 };
 pub use likers::{Likers, LikersConfig};
-pub use log_shards::{LogShards, LogShardsError};
+pub use log_shards::LogShards;
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 

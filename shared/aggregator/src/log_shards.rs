@@ -1,19 +1,10 @@
 //! The event log's shards, as Kinesis lists them: what the leaderboard's `as_of` needs to
 //! leave out a shard a reshard closed, and where a heartbeat for a quiet shard is put.
 
-use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
 use aws_sdk_kinesis::primitives::Blob;
+use likes_aws::AwsError;
 use likes_core::leaderboard::LogShard;
 use likes_core::pipeline::LogRecord;
-
-/// A call to the event log that failed, with its whole chain of causes.
-#[derive(Debug, thiserror::Error)]
-#[error("{operation} failed: {}", DisplayErrorContext(&**.source))]
-pub struct LogShardsError {
-    operation: &'static str,
-    #[source]
-    source: Box<dyn std::error::Error + Send + Sync>,
-}
 
 /// The shards of one stream. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -31,7 +22,7 @@ impl LogShards {
     }
 
     /// Every shard the stream still lists (closed ones until their records expire), paged.
-    pub async fn list(&self) -> Result<Vec<LogShard>, LogShardsError> {
+    pub async fn list(&self) -> Result<Vec<LogShard>, AwsError> {
         let mut shards = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -43,7 +34,7 @@ impl LogShards {
             let output = request
                 .send()
                 .await
-                .map_err(|err| boxed("ListShards", err))?;
+                .map_err(|err| AwsError::new("ListShards", err))?;
             for shard in output.shards.unwrap_or_default() {
                 shards.push(LogShard {
                     ending_sequence_number: shard
@@ -65,7 +56,7 @@ impl LogShards {
     }
 
     /// Puts a heartbeat at `at_ms` on `shard` (by its starting hash key).
-    pub async fn put_heartbeat(&self, shard: &LogShard, at_ms: i64) -> Result<(), LogShardsError> {
+    pub async fn put_heartbeat(&self, shard: &LogShard, at_ms: i64) -> Result<(), AwsError> {
         self.client
             .put_record()
             .stream_arn(&self.stream_arn)
@@ -75,17 +66,6 @@ impl LogShards {
             .send()
             .await
             .map(drop)
-            .map_err(|err| boxed("PutRecord", err))
-    }
-}
-
-fn boxed<E, R>(operation: &'static str, err: SdkError<E, R>) -> LogShardsError
-where
-    E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    LogShardsError {
-        operation,
-        source: Box::new(err),
+            .map_err(|err| AwsError::new("PutRecord", err))
     }
 }

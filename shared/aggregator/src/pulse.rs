@@ -14,8 +14,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use lambda_runtime::LambdaEvent;
+use likes_aws::AwsError;
 use likes_core::clock::now_ms;
 use likes_core::pipeline::{counts_as_of, probe_plan, StreamShard};
 use likes_store::freshness::PROBE_USER_PREFIX;
@@ -23,6 +23,7 @@ use likes_store::metrics::Report;
 use likes_store::{FreshnessStore, StoreError};
 use serde_json::Value;
 
+use crate::stream_shards::StreamShards;
 use crate::ticker::run_invocation;
 use crate::ConfigError;
 
@@ -66,8 +67,8 @@ impl PulseConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PulseError {
-    #[error("DescribeStream failed: {0}")]
-    DescribeStream(String),
+    #[error(transparent)]
+    Stream(#[from] AwsError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -84,7 +85,7 @@ pub struct TickReport {
 pub struct Pulse {
     config: PulseConfig,
     freshness: FreshnessStore,
-    streams: aws_sdk_dynamodbstreams::Client,
+    stream: StreamShards,
     /// The last shard list and when it was read: DescribeStream takes 10 calls a second per
     /// account, and shards change rarely, so ticks share one read for a while.
     listed: ShardListCache,
@@ -98,8 +99,8 @@ impl Pulse {
     ) -> Self {
         Self {
             freshness: FreshnessStore::new(dynamodb, config.counts_table.clone()),
+            stream: StreamShards::new(streams, config.reactions_stream.clone()),
             config,
-            streams,
             listed: Arc::default(),
         }
     }
@@ -168,43 +169,8 @@ impl Pulse {
                 return Ok(shards.clone());
             }
         }
-        let shards = self.shards().await?;
+        let shards = self.stream.list().await?;
         *self.listed.lock().expect("shard list lock") = Some((Instant::now(), shards.clone()));
-        Ok(shards)
-    }
-
-    /// Every shard of the stream, paged.
-    async fn shards(&self) -> Result<Vec<StreamShard>, PulseError> {
-        let mut shards = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .streams
-                .describe_stream()
-                .stream_arn(&self.config.reactions_stream)
-                .set_exclusive_start_shard_id(start)
-                .send()
-                .await
-                .map_err(|err| PulseError::DescribeStream(DisplayErrorContext(err).to_string()))?;
-            let Some(description) = output.stream_description else {
-                break;
-            };
-            for shard in description.shards.unwrap_or_default() {
-                let Some(id) = shard.shard_id else { continue };
-                let closed = shard
-                    .sequence_number_range
-                    .is_some_and(|range| range.ending_sequence_number.is_some());
-                shards.push(StreamShard {
-                    shard_id: id,
-                    parent_shard_id: shard.parent_shard_id,
-                    closed,
-                });
-            }
-            start = description.last_evaluated_shard_id;
-            if start.is_none() {
-                break;
-            }
-        }
         Ok(shards)
     }
 }

@@ -315,9 +315,7 @@ impl Broadcaster {
                         });
                     }
                     while let Some(sent) = sends.join_next().await {
-                        outcomes.push(
-                            sent.map_err(|e| StoreError::Corrupt(format!("post task: {e}")))?,
-                        );
+                        outcomes.push(sent.map_err(StoreError::Task)?);
                     }
                     match page.next {
                         Some(next) => start = Some(next),
@@ -327,8 +325,7 @@ impl Broadcaster {
             });
         }
         while let Some(joined) = fan_outs.join_next().await {
-            let outcomes =
-                joined.map_err(|e| StoreError::Corrupt(format!("fan-out task: {e}")))??;
+            let outcomes = joined.map_err(StoreError::Task)??;
             for (connection, posted) in outcomes {
                 match posted {
                     Ok(Posted::Sent) => Tally::add(&tally.sent, 1),

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use aws_config::SdkConfig;
-use aws_sdk_apigatewaymanagement::error::DisplayErrorContext;
 use aws_sdk_apigatewaymanagement::operation::post_to_connection::PostToConnectionError;
 use aws_sdk_apigatewaymanagement::primitives::Blob;
+use likes_aws::AwsError;
 use likes_core::backoff::Backoff;
 
 /// A throttled post (429) is tried this many times in all, then given up: a push is best
@@ -27,10 +27,6 @@ pub enum Posted {
     Throttled,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("PostToConnection failed: {0}")]
-pub struct PostError(String);
-
 /// The management API of one WebSocket API stage. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Connections {
@@ -49,7 +45,7 @@ impl Connections {
     }
 
     /// Posts one text message; a 429 is retried with a short bounded backoff.
-    pub async fn post(&self, connection_id: &str, message: &str) -> Result<Posted, PostError> {
+    pub async fn post(&self, connection_id: &str, message: &str) -> Result<Posted, AwsError> {
         for attempt in 1..=POST_ATTEMPTS {
             let result = self
                 .client
@@ -69,7 +65,7 @@ impl Connections {
                         tokio::time::sleep(THROTTLED_BACKOFF.delay(attempt)).await;
                     }
                 }
-                _ => return Err(PostError(DisplayErrorContext(err).to_string())),
+                _ => return Err(AwsError::new("PostToConnection", err)),
             }
         }
         Ok(Posted::Throttled)

@@ -14,6 +14,6 @@ pub use broadcaster::Broadcaster;
 pub use config::{
     BroadcastConfig, ConfigError, ConnectConfig, DisconnectConfig, LiveTables, MessageConfig,
 };
-pub use connections::{Connections, PostError, Posted};
+pub use connections::{Connections, Posted};
 pub use socket::{Connect, Disconnect, Message};
 pub use token::{TokenError, TokenVerifier};
