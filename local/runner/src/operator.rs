@@ -214,9 +214,7 @@ pub async fn reconcile(
 fn what_to_do(err: &likes_reconcile::ReconcileError) -> &'static str {
     use likes_reconcile::ReconcileError as E;
     match err {
-        E::MissingVariable(_) | E::Config(_) | E::Engine(_) => {
-            "fix the reconcile function's environment"
-        }
+        E::Config(_) => "fix the reconcile function's environment",
         E::LaterCutReconciled { .. } | E::BeyondHorizon { .. } => {
             "ask for a later cut with --at, or leave it out for the latest"
         }

@@ -5,6 +5,12 @@
 pub enum ConfigError {
     #[error("environment variable {0} is required")]
     Missing(&'static str),
+    #[error("{name} must be one of {}, not {value:?}", allowed.join(", "))]
+    Choice {
+        name: &'static str,
+        allowed: &'static [&'static str],
+        value: String,
+    },
     #[error("{name} must be a whole number from 1 to {max}, not {value:?}")]
     Range {
         name: &'static str,

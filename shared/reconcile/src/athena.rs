@@ -10,9 +10,9 @@
 //! times, then the run stops with the reasons: a transient Athena failure costs a query, not
 //! the cut, and a lasting one (a table that cannot be read) surfaces.
 
-use aws_sdk_athena::error::DisplayErrorContext;
 use aws_sdk_athena::types::{QueryExecutionContext, QueryExecutionState};
 use aws_sdk_s3::primitives::ByteStream;
+use likes_aws::AwsError;
 use likes_core::likers::LikeAt;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
@@ -303,11 +303,10 @@ impl AthenaJudge {
                 .query_execution_id(&id)
                 .send()
                 .await
-                .map_err(|e| aws("GetQueryExecution", e))?
+                .map_err(|e| AwsError::new("GetQueryExecution", e))?
                 .query_execution
-                .ok_or_else(|| ReconcileError::Aws {
-                    operation: "GetQueryExecution",
-                    message: format!("no execution {id}"),
+                .ok_or_else(|| {
+                    AwsError::unusable("GetQueryExecution", format!("no execution {id}"))
                 })?;
             let Some(status) = execution.status.clone() else {
                 return Ok(None);
@@ -317,9 +316,11 @@ impl AthenaJudge {
                     let output = execution
                         .result_configuration
                         .and_then(|r| r.output_location)
-                        .ok_or_else(|| ReconcileError::Aws {
-                            operation: "GetQueryExecution",
-                            message: format!("execution {id} names no output location"),
+                        .ok_or_else(|| {
+                            AwsError::unusable(
+                                "GetQueryExecution",
+                                format!("execution {id} names no output location"),
+                            )
                         })?;
                     return Ok(Some(output));
                 }
@@ -354,11 +355,11 @@ impl AthenaJudge {
             .client_request_token(token)
             .send()
             .await
-            .map_err(|e| aws("StartQueryExecution", e))?
+            .map_err(|e| AwsError::new("StartQueryExecution", e))?
             .query_execution_id
-            .ok_or_else(|| ReconcileError::Aws {
-                operation: "StartQueryExecution",
-                message: "no query execution id in the answer".into(),
+            .ok_or_else(|| {
+                AwsError::unusable("StartQueryExecution", "no query execution id in the answer")
+                    .into()
             })
     }
 
@@ -382,7 +383,7 @@ impl AthenaJudge {
             .key(key)
             .send()
             .await
-            .map_err(|e| crate::export::s3_error(bucket, key, &e))?
+            .map_err(|e| crate::export::s3_error(bucket, key, AwsError::new("GetObject", e)))?
             .body;
         Ok(ResultLines::new(location, Source::Stream(body), judgement))
     }
@@ -618,13 +619,6 @@ fn token(chain: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn aws(operation: &'static str, err: impl std::error::Error) -> ReconcileError {
-    ReconcileError::Aws {
-        operation,
-        message: DisplayErrorContext(err).to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -2,21 +2,14 @@
 /// export would turn every row it missed into a false correction.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("environment variable {0} is required")]
-    MissingVariable(&'static str),
     #[error(transparent)]
     Config(#[from] likes_core::config::ConfigError),
-    #[error("RECOUNT_ENGINE must be function or athena, not {0:?}")]
-    Engine(String),
     /// The Counts table (run state, count rows, corrections) failed.
     #[error(transparent)]
     Store(#[from] likes_store::StoreError),
-    /// A DynamoDB or S3 call of the run itself failed.
-    #[error("{operation} failed: {message}")]
-    Aws {
-        operation: &'static str,
-        message: String,
-    },
+    /// A DynamoDB, S3 or Athena call of the run itself failed.
+    #[error(transparent)]
+    Aws(#[from] likes_aws::AwsError),
     /// An operator asked for a cut older than one already reconciled, whose subtotals are
     /// gone.
     #[error("cut {asked} is before cut {reconciled}, which is already reconciled")]
@@ -71,12 +64,14 @@ pub enum ReconcileError {
     /// key given is not an export's.
     #[error("s3://{bucket}/{key} does not exist")]
     Missing { bucket: String, key: String },
-    /// S3 refused or failed a request (access, throttling, network): retrying may help.
-    #[error("reading s3://{bucket}/{key}: {detail}")]
+    /// S3 refused or failed a read (access, throttling, network); whether retrying may
+    /// help is the source's [`likes_aws::Failure`].
+    #[error("reading s3://{bucket}/{key}: {source}")]
     S3 {
         bucket: String,
         key: String,
-        detail: String,
+        #[source]
+        source: likes_aws::AwsError,
     },
     /// A manifest that does not parse, or whose figures do not add up.
     #[error("manifest {key}: {reason}")]

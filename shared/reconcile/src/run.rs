@@ -8,9 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::operation::export_table_to_point_in_time::ExportTableToPointInTimeError;
-use aws_sdk_dynamodb::types::{ExportFormat, ExportStatus, PointInTimeRecoveryStatus};
+use likes_aws::AwsError;
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::config::ConfigError;
 use likes_core::leaderboard::Window;
@@ -28,7 +26,8 @@ use crate::athena::{
     AthenaConfig, AthenaJudge, Judged, JudgedExports, JudgedLine, Judgement, ResultLines,
 };
 use crate::export::{
-    Export, ExportReader, ExportedLikes, ReadProgress, Recount, UnknownStateRow, FOREIGN_REPORTED,
+    Asked, Export, ExportReader, ExportState, ExportedLikes, ReadProgress, Recount, RecoveryWindow,
+    TableExports, UnknownStateRow, FOREIGN_REPORTED,
 };
 use crate::report::{DriftReport, GivenUp};
 use crate::ReconcileError;
@@ -39,9 +38,6 @@ const EXPORT_POLL: Duration = Duration::from_secs(10);
 const QUERY_POLL: Duration = Duration::from_secs(2);
 /// Items (and count rows) between two progress reports of the compare and cleanup steps.
 const PROGRESS_EVERY: u64 = 100;
-/// How far AWS keeps the latest restorable time behind now, for an estimate while a young
-/// table's window does not show it yet.
-const ASSUMED_PITR_LAG_MS: i64 = 5 * 60_000;
 /// A scheduled invocation stops waiting this long before its deadline.
 const DEADLINE_MARGIN_MS: i64 = 30_000;
 /// Attempts of one cut (a new export each), and compare leases, before the cut is given up.
@@ -85,7 +81,7 @@ impl ReconcileConfig {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ReconcileError> {
-        let var = |name: &'static str| lookup(name).ok_or(ReconcileError::MissingVariable(name));
+        let var = |name: &'static str| ConfigError::var(&lookup, name);
         let seconds = |name: &'static str| -> Result<i64, ReconcileError> {
             Ok(ConfigError::in_range(name, var(name)?)? as i64)
         };
@@ -116,7 +112,14 @@ impl ReconcileConfig {
                     leaderboard_table_arn: var("LEADERBOARD_TABLE_ARN")?,
                     likers_table_arn: var("LIKERS_TABLE_ARN")?,
                 }),
-                other => return Err(ReconcileError::Engine(other.to_owned())),
+                other => {
+                    return Err(ConfigError::Choice {
+                        name: "RECOUNT_ENGINE",
+                        allowed: &["function", "athena"],
+                        value: other.to_owned(),
+                    }
+                    .into())
+                }
             },
         })
     }
@@ -197,7 +200,7 @@ pub enum Progress {
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     config: ReconcileConfig,
-    dynamodb: aws_sdk_dynamodb::Client,
+    exports: TableExports,
     s3: aws_sdk_s3::Client,
     store: ReconciliationStore,
     pruning: PruningStore,
@@ -230,8 +233,12 @@ impl Reconciler {
             leaderboard: LeaderboardStore::new(dynamodb.clone(), config.leaderboard_table.clone())
                 .with_board_shards(config.leaderboard_shards),
             reader: ExportReader::new(s3.clone()),
+            exports: TableExports::new(
+                dynamodb,
+                config.export_bucket.clone(),
+                config.export_prefix.clone(),
+            ),
             config,
-            dynamodb,
             s3,
         }
     }
@@ -434,7 +441,7 @@ impl Reconciler {
                 Phase::Exporting {
                     export_arn: Some(arn),
                 } => {
-                    if !self.export_complete(arn).await? {
+                    if self.export_complete(arn).await?.is_none() {
                         self.within_deadline(state, || format!("export {arn} not complete"))?;
                         if now_ms() + EXPORT_POLL.as_millis() as i64 >= deadline_ms {
                             return Ok(Some(Step::WaitingForExport {
@@ -631,7 +638,7 @@ impl Reconciler {
         let mut exports = Vec::new();
         for table in &derived.tables {
             let arn = export_of(table).expect("every table's export was asked for");
-            if !self.export_complete(arn).await? {
+            if self.export_complete(arn).await?.is_none() {
                 let ready = wait(format!("export {arn} not complete"))?;
                 if matches!(ready, Ready::Wait(None)) {
                     tokio::time::sleep(EXPORT_POLL).await;
@@ -842,48 +849,9 @@ impl Reconciler {
         }
     }
 
-    /// A table's point-in-time recovery window, as DynamoDB states it.
+    /// A table's point-in-time recovery window.
     async fn recovery_window(&self, table_arn: &str) -> Result<RecoveryWindow, ReconcileError> {
-        let table = table_arn
-            .rsplit_once(":table/")
-            .map_or(table_arn, |(_, name)| name);
-        let output = self
-            .dynamodb
-            .describe_continuous_backups()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|err| aws_error("DescribeContinuousBackups", err))?;
-        let pitr = output
-            .continuous_backups_description
-            .and_then(|d| d.point_in_time_recovery_description)
-            .filter(|p| p.point_in_time_recovery_status == Some(PointInTimeRecoveryStatus::Enabled))
-            .ok_or_else(|| ReconcileError::Aws {
-                operation: "DescribeContinuousBackups",
-                message: format!("point-in-time recovery is not enabled on {table}"),
-            })?;
-        let millis = |t: Option<aws_sdk_dynamodb::primitives::DateTime>| {
-            t.and_then(|t| t.to_millis().ok())
-                .ok_or_else(|| ReconcileError::Aws {
-                    operation: "DescribeContinuousBackups",
-                    message: format!("no restorable window for {table}"),
-                })
-        };
-        let now = now_ms();
-        let (earliest, latest) = (
-            millis(pitr.earliest_restorable_date_time)?,
-            millis(pitr.latest_restorable_date_time)?,
-        );
-        Ok(RecoveryWindow {
-            earliest_ms: earliest,
-            latest_ms: latest,
-            // A window that has not opened yet (a young table) does not show its lag.
-            lag_ms: if latest > earliest {
-                (now - latest).max(0)
-            } else {
-                (now - latest).max(ASSUMED_PITR_LAG_MS)
-            },
-        })
+        Ok(self.exports.recovery_window(table_arn).await?)
     }
 
     /// The latest cut whose uncertainty has passed and that PITR can serve now.
@@ -931,83 +899,39 @@ impl Reconciler {
         at_ms: i64,
         state: &RunState,
     ) -> Result<String, ReconcileError> {
-        let output = self
-            .dynamodb
-            .export_table_to_point_in_time()
-            .table_arn(table_arn)
-            .export_time(aws_sdk_dynamodb::primitives::DateTime::from_millis(at_ms))
-            .s3_bucket(&self.config.export_bucket)
-            .s3_prefix(&self.config.export_prefix)
-            .export_format(ExportFormat::DynamodbJson)
-            // Idempotent for 8 hours: an invocation that died after asking gets the same export.
-            .client_token(export_token(table_arn, state))
-            .send()
-            .await;
-        let output = match output {
-            Ok(output) => output,
+        match self
+            .exports
+            .ask(table_arn, at_ms, &export_token(table_arn, state))
+            .await?
+        {
+            Asked::Export(arn) => Ok(arn),
             // A cut outside the table's recovery window can never be exported: the run is
             // given up, so the next cut is not blocked.
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(ExportTableToPointInTimeError::InvalidExportTimeException(_))
-                ) =>
-            {
-                return Err(ReconcileError::CutNotExportable {
-                    cut_ms: state.cut_ms,
-                    reason: aws_error("ExportTableToPointInTime", err).to_string(),
-                });
-            }
-            Err(err) => return Err(aws_error("ExportTableToPointInTime", err)),
-        };
-        output
-            .export_description
-            .and_then(|d| d.export_arn)
-            .ok_or_else(|| ReconcileError::Aws {
-                operation: "ExportTableToPointInTime",
-                message: "no export ARN in the answer".into(),
-            })
-    }
-
-    async fn export_complete(&self, arn: &str) -> Result<bool, ReconcileError> {
-        let description = self.describe_export(arn).await?;
-        match description.export_status {
-            Some(ExportStatus::Completed) => Ok(true),
-            Some(ExportStatus::InProgress) | None => Ok(false),
-            Some(other) => Err(ReconcileError::ExportFailed {
-                arn: arn.to_owned(),
-                status: other.as_str().to_owned(),
-                message: description.failure_message.unwrap_or_default(),
+            Asked::OutsideWindow(err) => Err(ReconcileError::CutNotExportable {
+                cut_ms: state.cut_ms,
+                reason: err.to_string(),
             }),
         }
     }
 
-    async fn describe_export(
-        &self,
-        arn: &str,
-    ) -> Result<aws_sdk_dynamodb::types::ExportDescription, ReconcileError> {
-        self.dynamodb
-            .describe_export()
-            .export_arn(arn)
-            .send()
-            .await
-            .map_err(|err| aws_error("DescribeExport", err))?
-            .export_description
-            .ok_or_else(|| ReconcileError::Aws {
-                operation: "DescribeExport",
-                message: format!("no description of {arn}"),
-            })
+    /// The export's manifest-summary key once it is complete, `None` while it runs.
+    async fn export_complete(&self, arn: &str) -> Result<Option<String>, ReconcileError> {
+        match self.exports.state(arn).await? {
+            ExportState::InProgress => Ok(None),
+            ExportState::Completed { manifest } => Ok(Some(manifest)),
+            ExportState::Failed { status, message } => Err(ReconcileError::ExportFailed {
+                arn: arn.to_owned(),
+                status,
+                message,
+            }),
+        }
     }
 
     /// A complete export's manifests, read and checked.
     async fn open_export(&self, export_arn: &str) -> Result<Export, ReconcileError> {
-        let description = self.describe_export(export_arn).await?;
-        let manifest = description
-            .export_manifest
-            .ok_or_else(|| ReconcileError::Aws {
-                operation: "DescribeExport",
-                message: format!("{export_arn} names no manifest"),
-            })?;
+        let manifest = self.export_complete(export_arn).await?.ok_or_else(|| {
+            AwsError::unusable("DescribeExport", format!("{export_arn} is not complete"))
+        })?;
         self.reader
             .open(&self.config.export_bucket, &manifest)
             .await
@@ -1573,7 +1497,7 @@ impl Reconciler {
             )
             .send()
             .await
-            .map_err(|err| aws_error("PutObject", err))?;
+            .map_err(|err| AwsError::new("PutObject", err))?;
         Ok(key)
     }
 }
@@ -1611,15 +1535,6 @@ enum Compared {
     Paused { items_done: u64, items_total: u64 },
 }
 
-/// The table's point-in-time recovery window, and how far its end is behind now.
-struct RecoveryWindow {
-    earliest_ms: i64,
-    latest_ms: i64,
-    lag_ms: i64,
-}
-
-/// An AWS error in one line an operator can read: the service's code and message, or what
-/// kept the request from an answer.
 /// Reports the compare's progress every [`PROGRESS_EVERY`] items, and at its last.
 fn every_so_often(progress: &mut (dyn FnMut(Progress) + Send), items_done: u64, items_total: u64) {
     if items_done % PROGRESS_EVERY == 0 || items_done == items_total {
@@ -1641,29 +1556,6 @@ fn check_rows_read(export: &Export, rows_read: Option<u64>) -> Result<(), Reconc
             read: read.unwrap_or(0),
         }),
     }
-}
-
-fn aws_error<E, R>(operation: &'static str, err: SdkError<E, R>) -> ReconcileError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let message = match &err {
-        SdkError::ServiceError(service) => {
-            let e = service.err();
-            match (e.code(), e.message()) {
-                (Some(code), Some(message)) => format!("{code}: {message}"),
-                (Some(code), None) => code.to_owned(),
-                _ => e.to_string(),
-            }
-        }
-        SdkError::TimeoutError(_) => "the request timed out".to_owned(),
-        SdkError::DispatchFailure(failure) if failure.is_io() => {
-            "the endpoint could not be reached".to_owned()
-        }
-        other => DisplayErrorContext(other).to_string(),
-    };
-    ReconcileError::Aws { operation, message }
 }
 
 /// The export's client token: one per table, run and attempt (a token is the account's, not

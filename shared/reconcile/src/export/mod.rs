@@ -1,17 +1,20 @@
-//! The export reader: an export's manifests, then its data files one at a time.
+//! DynamoDB exports: asking for one and following it ([`TableExports`]), then reading it
+//! from S3 ([`ExportReader`]): its manifests, then its data files one at a time.
 
 mod data;
 mod manifest;
 mod row;
+mod table;
 
-use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
+use likes_aws::AwsError;
 
 use crate::ReconcileError;
 use data::DataFileStream;
 pub use manifest::{DataFile, ManifestSummary};
 pub use row::{ExportedLikes, Recount, RowKey, UnknownStateRow, FOREIGN_REPORTED};
+pub use table::{Asked, ExportState, RecoveryWindow, TableExports};
 
 /// An export whose manifests have been read and checked; its data files are not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +95,9 @@ impl ExportReader {
             let mut body = self.get(&export.bucket, key).await?;
             let mut stream = DataFileStream::new(file, &mut recount);
             while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| s3_error(&export.bucket, key, &e))?;
+                let chunk = chunk.map_err(|e| {
+                    s3_error(&export.bucket, key, AwsError::broken_body("GetObject", e))
+                })?;
                 stream.feed(&chunk)?;
             }
             stream.finish()?;
@@ -127,7 +132,7 @@ impl ExportReader {
         let bytes = body
             .collect()
             .await
-            .map_err(|e| s3_error(bucket, key, &e))?;
+            .map_err(|e| s3_error(bucket, key, AwsError::broken_body("GetObject", e)))?;
         Ok(bytes.to_vec())
     }
 
@@ -140,15 +145,15 @@ impl ExportReader {
                     key: key.to_owned(),
                 })
             }
-            Err(err) => Err(s3_error(bucket, key, &err)),
+            Err(err) => Err(s3_error(bucket, key, AwsError::new("GetObject", err))),
         }
     }
 }
 
-pub(crate) fn s3_error(bucket: &str, key: &str, err: &dyn std::error::Error) -> ReconcileError {
+pub(crate) fn s3_error(bucket: &str, key: &str, source: AwsError) -> ReconcileError {
     ReconcileError::S3 {
         bucket: bucket.to_owned(),
         key: key.to_owned(),
-        detail: DisplayErrorContext(err).to_string(),
+        source,
     }
 }
