@@ -787,9 +787,6 @@ mod tests {
             (attr::SHARD.into(), AttributeValue::S("D#0".into())),
             (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
         ]));
-        assert!(
-            matches!(mistyped, Err(StoreError::Row(_))),
-            "{mistyped:?}"
-        );
+        assert!(matches!(mistyped, Err(StoreError::Row(_))), "{mistyped:?}");
     }
 }
