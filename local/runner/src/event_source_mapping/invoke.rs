@@ -12,7 +12,9 @@ use serde_json::Value;
 use super::mapping::MappingConfig;
 use super::record::{BufferedRecord, SequenceNumber};
 use super::{epoch_now, window, Shared};
-use crate::faults::{CountWriteFaults, CounterCells, EventLogFaults, FaultContext, InvocationSlot};
+use crate::faults::CounterCells;
+#[cfg(any(test, feature = "faults"))]
+use crate::faults::{FaultContext, InvocationSlot};
 
 /// The function a mapping invokes, from the registry by its `Handler`: built once to check
 /// its configuration, then once per shard with that shard's fault interceptors.
@@ -42,48 +44,29 @@ impl StreamFunction {
     }
 
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
-    /// clients, carrying the mapping's fault interceptors.
+    /// clients, carrying the mapping's fault interceptors in a test build.
     pub fn instance(&self, shared: &Arc<Shared>, sdk: &SdkConfig) -> FunctionInstance {
-        let invocation = Arc::new(InvocationSlot::default());
-        let context = FaultContext {
-            faults: shared.faults.clone(),
-            counters: shared.counters.clone(),
-            invocation: invocation.clone(),
-        };
+        #[allow(unused_mut)]
         let mut clients = crate::stack::local_clients(sdk, shared.virtual_shards);
-        // What a crash "after k chunks" counts is the write each consumer commits its work
-        // with: the aggregator's transactions, the eraser's BatchWriteItem deletes (a crash
-        // leaves a slice half done), the read models' UpdateItems (an intent half applied, a
-        // lease held, a batch half listed). The publisher's faults are refused puts.
-        let dynamodb = |faults: CountWriteFaults| {
-            aws_sdk_dynamodb::Client::from_conf(
-                aws_sdk_dynamodb::config::Builder::from(sdk)
-                    .interceptor(faults)
-                    .build(),
-            )
-        };
-        match self.handler.as_str() {
-            "aggregator" => {
-                clients.dynamodb = dynamodb(CountWriteFaults::committing_chunks(context))
-            }
-            "erase" => clients.dynamodb = dynamodb(CountWriteFaults::committing_deletes(context)),
-            "leaderboard" | "likers" => {
-                clients.dynamodb = dynamodb(CountWriteFaults::committing_updates(context));
-            }
-            "publisher" => {
-                clients.kinesis = aws_sdk_kinesis::Client::from_conf(
-                    aws_sdk_kinesis::config::Builder::from(sdk)
-                        .interceptor(EventLogFaults(context))
-                        .build(),
-                );
-            }
-            _ => {}
-        }
+        #[cfg(any(test, feature = "faults"))]
+        let invocation = Arc::new(InvocationSlot::default());
+        #[cfg(any(test, feature = "faults"))]
+        crate::faults::intercept(
+            &self.handler,
+            &mut clients,
+            sdk,
+            FaultContext {
+                faults: shared.faults.clone(),
+                counters: shared.counters.clone(),
+                invocation: invocation.clone(),
+            },
+        );
         let function = self
             .build(clients)
             .expect("the mapping's function was built once when it started");
         FunctionInstance {
             function: Arc::from(function),
+            #[cfg(any(test, feature = "faults"))]
             invocation,
         }
     }
@@ -91,6 +74,8 @@ impl StreamFunction {
 
 pub struct FunctionInstance {
     function: Arc<dyn Invoke>,
+    /// The invocation running, which a fault may kill after a committed chunk.
+    #[cfg(any(test, feature = "faults"))]
     invocation: Arc<InvocationSlot>,
 }
 
@@ -105,6 +90,7 @@ impl FunctionInstance {
 
     /// One invocation within the function's timeout; `Err` is a function error: the
     /// handler's, a timeout, or a crash a fault played after a committed chunk.
+    #[cfg(any(test, feature = "faults"))]
     pub async fn call(
         &self,
         payload: &[u8],
@@ -115,7 +101,7 @@ impl FunctionInstance {
         let answer = tokio::select! {
             biased;
             () = live.died() => None,
-            answer = tokio::time::timeout(config.function_timeout, self.invoke(payload, config)) => Some(answer),
+            answer = self.within_timeout(payload, config) => Some(answer),
         };
         let died = live.is_dead();
         self.invocation.end();
@@ -123,14 +109,34 @@ impl FunctionInstance {
             CounterCells::add(&counters.crashes, 1);
             return Err("the invocation crashed after a committed chunk (injected fault)".into());
         }
-        match answer {
-            None => Err("the invocation died".into()),
-            Some(Err(_)) => Err(format!(
-                "Task timed out after {:?}",
-                config.function_timeout
-            )),
-            Some(Ok(answer)) => answer,
-        }
+        answer.unwrap_or_else(|| Err("the invocation died".into()))
+    }
+
+    /// One invocation within the function's timeout; `Err` is a function error: the
+    /// handler's, or a timeout.
+    #[cfg(not(any(test, feature = "faults")))]
+    pub async fn call(
+        &self,
+        payload: &[u8],
+        config: &MappingConfig,
+        _counters: &CounterCells,
+    ) -> Result<Vec<u8>, String> {
+        self.within_timeout(payload, config).await
+    }
+
+    async fn within_timeout(
+        &self,
+        payload: &[u8],
+        config: &MappingConfig,
+    ) -> Result<Vec<u8>, String> {
+        tokio::time::timeout(config.function_timeout, self.invoke(payload, config))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "Task timed out after {:?}",
+                    config.function_timeout
+                ))
+            })
     }
 
     /// The event bytes in, the response bytes out; `Err` is a function error.

@@ -297,6 +297,8 @@ impl Pipeline {
         &self.shared.config
     }
 
+    /// The mapping's fault switches (test builds only).
+    #[cfg(any(test, feature = "faults"))]
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
     }

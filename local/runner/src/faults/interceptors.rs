@@ -17,7 +17,10 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use tokio::sync::Notify;
 
-use super::{CounterCells, Faults, Throttle};
+use likes_functions::Clients;
+
+use super::switches::Throttle;
+use super::{CounterCells, Faults};
 
 /// The invocation running in one function instance (one per stream shard), as far as the
 /// interceptors need it: how many chunks it committed, and whether it died.
@@ -63,6 +66,41 @@ impl InvocationSlot {
 
     fn is_dead(&self) -> bool {
         self.current().is_some_and(|live| live.is_dead())
+    }
+}
+
+/// Puts the mapping's fault interceptors on the clients of a function instance, by its
+/// `Handler`. What a crash "after k chunks" counts is the write each consumer commits its
+/// work with: the aggregator's transactions, the eraser's BatchWriteItem deletes (a crash
+/// leaves a slice half done), the read models' UpdateItems (an intent half applied, a lease
+/// held, a batch half listed). The publisher's faults are refused puts.
+pub(crate) fn intercept(
+    handler: &str,
+    clients: &mut Clients,
+    sdk: &aws_config::SdkConfig,
+    context: FaultContext,
+) {
+    let dynamodb = |faults: CountWriteFaults| {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(sdk)
+                .interceptor(faults)
+                .build(),
+        )
+    };
+    match handler {
+        "aggregator" => clients.dynamodb = dynamodb(CountWriteFaults::committing_chunks(context)),
+        "erase" => clients.dynamodb = dynamodb(CountWriteFaults::committing_deletes(context)),
+        "leaderboard" | "likers" => {
+            clients.dynamodb = dynamodb(CountWriteFaults::committing_updates(context));
+        }
+        "publisher" => {
+            clients.kinesis = aws_sdk_kinesis::Client::from_conf(
+                aws_sdk_kinesis::config::Builder::from(sdk)
+                    .interceptor(EventLogFaults(context))
+                    .build(),
+            );
+        }
+        _ => {}
     }
 }
 
@@ -152,7 +190,7 @@ fn replace_response(
 /// Faults on the function's DynamoDB client: throttled count writes, and the crash after the
 /// k-th committed chunk. Also counts committed chunks and the count rows they wrote.
 #[derive(Debug)]
-pub(crate) struct CountWriteFaults {
+struct CountWriteFaults {
     context: FaultContext,
     /// The operation whose successes are the invocation's committed chunks, as
     /// [`Faults::crash_after_chunks`] counts them.
@@ -307,7 +345,7 @@ impl Intercept for CountWriteFaults {
 /// Faults on the function's Kinesis client: refused puts, and the silence of a dead
 /// invocation.
 #[derive(Debug)]
-pub(crate) struct EventLogFaults(pub FaultContext);
+struct EventLogFaults(pub FaultContext);
 
 const PUT_RECORDS: &str = "PutRecords";
 

@@ -5,7 +5,7 @@
 //! - **Lambda-side** ones the poller plays itself: a batch delivered twice, a retry cut longer
 //!   or shorter than the attempt that failed, an invocation that fails or dies part-way.
 //! - **AWS-side** ones played by smithy interceptors on the SDK clients the poller builds for
-//!   the function ([`CountWriteFaults`] on DynamoDB, [`EventLogFaults`] on Kinesis): a
+//!   the function (on DynamoDB and on Kinesis): a
 //!   throttled `TransactWriteItems`, a refused `PutRecords`, and the "crash" of an invocation
 //!   right after its k-th transaction succeeded. The function's code is the code Lambda runs,
 //!   untouched; it sees real error responses, classified by the SDK as it would classify
@@ -14,17 +14,25 @@
 //! A faked response must never hide a write that happened: the interceptor turns the request
 //! into a harmless read (`ListTables`, `ListStreams`) before it is signed and sent, then puts
 //! the error response in place of that read's answer.
+//!
+//! The switches and the interceptors compile only into test builds (the `faults` feature,
+//! which the test crate turns on, and this crate's own unit tests): `make run` has none, and
+//! its pollers ask a [`Faults`] that never holds one.
 
 mod counters;
+#[cfg(any(test, feature = "faults"))]
 mod interceptors;
-
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::Mutex;
-use std::time::Duration;
+#[cfg(any(test, feature = "faults"))]
+mod switches;
 
 pub(crate) use counters::CounterCells;
 pub use counters::Counters;
-pub(crate) use interceptors::{CountWriteFaults, EventLogFaults, FaultContext, InvocationSlot};
+#[cfg(any(test, feature = "faults"))]
+pub(crate) use interceptors::{intercept, FaultContext, InvocationSlot};
+#[cfg(any(test, feature = "faults"))]
+pub use switches::Faults;
+#[cfg(not(any(test, feature = "faults")))]
+pub use without::Faults;
 
 /// How a retry is cut compared with the attempt that failed (AWS may do either: records
 /// arrived meanwhile, or the payload limit cut it).
@@ -36,236 +44,51 @@ pub enum Recut {
     Longer(usize),
 }
 
-/// The fault switches of one event source mapping. Most switches are one-shot: they count
-/// down as faults are played, so a test arms exactly the faults it wants; the per-shard
-/// ones (a stalled shard, a failing shard) hold until switched off. A shard is named by its
-/// index n among the mapping's virtual shards (`Pipeline::shard_index` of a key).
-#[derive(Debug, Default)]
-pub struct Faults {
-    switches: Mutex<Switches>,
-}
+/// A build without fault switches: every question a poller asks finds no fault.
+#[cfg(not(any(test, feature = "faults")))]
+mod without {
+    use std::time::Duration;
 
-#[derive(Debug, Default, Clone)]
-struct Switches {
-    duplicate_batches: u32,
-    recuts: VecDeque<Recut>,
-    batch_cap: Option<usize>,
-    /// Crashes to play, in order: after how many committed chunks of an invocation.
-    crashes: VecDeque<usize>,
-    failing_invocations: u32,
-    kinesis_put_failures: u32,
-    throttled_transactions: u32,
-    throttle_cancellations: u32,
-    /// Throttles wait until the invocation committed this many chunks.
-    throttle_after_chunks: usize,
-    record_age_offset: Duration,
-    stale_iterators: u32,
-    stalled_shards: BTreeSet<usize>,
-    failing_shards: BTreeSet<usize>,
-}
+    use super::Recut;
 
-impl Faults {
-    /// The next `n` batches that succeed are delivered again, the very same records, as when
-    /// Lambda loses a checkpoint; the second delivery's answer decides what happens next.
-    pub fn duplicate_next_batches(&self, n: u32) {
-        self.with(|s| s.duplicate_batches += n);
+    #[derive(Debug, Default)]
+    pub struct Faults;
+
+    impl Faults {
+        pub(crate) fn take_duplicate(&self) -> bool {
+            false
+        }
+
+        pub(crate) fn take_recut(&self) -> Option<Recut> {
+            None
+        }
+
+        pub(crate) fn batch_cap(&self) -> Option<usize> {
+            None
+        }
+
+        pub(crate) fn take_invocation_failure(&self) -> bool {
+            false
+        }
+
+        pub(crate) fn is_stalled(&self, _shard: usize) -> bool {
+            false
+        }
+
+        pub(crate) fn is_failing(&self, _shard: usize) -> bool {
+            false
+        }
+
+        pub(crate) fn holds_back(&self, _shard: usize) -> bool {
+            false
+        }
+
+        pub(crate) fn take_stale_iterator(&self) -> bool {
+            false
+        }
+
+        pub(crate) fn record_age_offset(&self) -> Duration {
+            Duration::ZERO
+        }
     }
-
-    /// The next retries, one per entry in order, are cut differently from the attempt that
-    /// failed (a retry starts where AWS starts it: the batch's first record, or the lowest
-    /// record reported in `batchItemFailures`).
-    pub fn recut_next_retries(&self, recuts: impl IntoIterator<Item = Recut>) {
-        self.with(|s| s.recuts.extend(recuts));
-    }
-
-    /// Deliveries hold at most `records` records (as when the 6 MB payload limit cuts a batch
-    /// early) until set back to `None`. A [`Recut::Longer`] retry may go past it.
-    pub fn cut_batches_at(&self, records: Option<usize>) {
-        self.with(|s| s.batch_cap = records.map(|r| r.max(1)));
-    }
-
-    /// The next invocation that commits its `k`-th chunk (its k-th successful
-    /// `TransactWriteItems`; the eraser's k-th `BatchWriteItem` of deletes; the likers
-    /// consumer's k-th `UpdateItem`) dies right after it: no further call leaves it, its
-    /// answer is lost, and the mapping treats it as a function error. `k` ≥ 1. Each call arms one
-    /// more crash, played after the ones armed before it.
-    pub fn crash_after_chunks(&self, k: usize) {
-        self.with(|s| s.crashes.push_back(k.max(1)));
-    }
-
-    /// The next `n` invocations fail as a function error before doing anything (the runtime
-    /// crashed at start, a bad deploy).
-    pub fn fail_next_invocations(&self, n: u32) {
-        self.with(|s| s.failing_invocations += n);
-    }
-
-    /// The next `n` `PutRecords` calls are refused entry by entry
-    /// (`ProvisionedThroughputExceededException` on every record, as Kinesis answers a
-    /// throttled put). The event publisher puts refused entries again a few times itself, so
-    /// it takes that many refusals in a row to fail the batch record.
-    pub fn fail_kinesis_puts(&self, n: u32) {
-        self.with(|s| s.kinesis_put_failures += n);
-    }
-
-    /// The next `n` `TransactWriteItems` calls are answered `400
-    /// ProvisionedThroughputExceededException`, nothing written. The SDK retries throttling
-    /// itself (3 attempts by default), so 3 in a row fail the chunk for the function.
-    pub fn throttle_count_writes(&self, n: u32) {
-        self.throttle_count_writes_after(0, n);
-    }
-
-    /// As [`Faults::throttle_count_writes`], played only once an invocation committed
-    /// `chunks` chunks: the batch then fails in its middle, at the first record of the chunk
-    /// that could not be written.
-    pub fn throttle_count_writes_after(&self, chunks: usize, n: u32) {
-        self.with(|s| {
-            s.throttled_transactions += n;
-            s.throttle_after_chunks = chunks;
-        });
-    }
-
-    /// The next `n` `TransactWriteItems` calls are cancelled with `ThrottlingError` reasons
-    /// (`TransactionCanceledException`), nothing written: the way DynamoDB reports a throttled
-    /// item inside a transaction.
-    pub fn cancel_count_writes_throttled(&self, n: u32) {
-        self.with(|s| s.throttle_cancellations += n);
-    }
-
-    /// The mapping sees records as this much older than they are (a stalled pipeline), for
-    /// `MaximumRecordAgeInSeconds`.
-    pub fn age_records_by(&self, age: Duration) {
-        self.with(|s| s.record_age_offset = age);
-    }
-
-    /// The next `n` stream reads present an iterator the stream no longer knows (as one that
-    /// expired: moto answers HTTP 500, AWS `ExpiredIteratorException`); the mapping must get
-    /// a new one after the last record it read, losing and repeating nothing.
-    pub fn expire_stream_iterators(&self, n: u32) {
-        self.with(|s| s.stale_iterators += n);
-    }
-
-    /// Virtual shard `n` stops delivering: its records pile up (read, not invoked, not
-    /// aged out) while the other shards run, until [`Faults::resume_shard`].
-    pub fn stall_shard(&self, n: usize) {
-        self.with(|s| s.stalled_shards.insert(n));
-    }
-
-    pub fn resume_shard(&self, n: usize) {
-        self.with(|s| s.stalled_shards.remove(&n));
-    }
-
-    /// Every invocation on virtual shard `n` fails as a function error, so it retries (and
-    /// after `MaximumRetryAttempts` gives its batches up), until [`Faults::heal_shard`].
-    pub fn fail_shard(&self, n: usize) {
-        self.with(|s| s.failing_shards.insert(n));
-    }
-
-    pub fn heal_shard(&self, n: usize) {
-        self.with(|s| s.failing_shards.remove(&n));
-    }
-
-    /// Disarms every fault.
-    pub fn clear(&self) {
-        self.with(|s| *s = Switches::default());
-    }
-
-    /// True while some one-shot fault is still waiting to be played.
-    pub fn armed(&self) -> bool {
-        self.with(|s| {
-            s.duplicate_batches > 0
-                || !s.recuts.is_empty()
-                || !s.crashes.is_empty()
-                || s.failing_invocations > 0
-                || s.kinesis_put_failures > 0
-                || s.throttled_transactions > 0
-                || s.throttle_cancellations > 0
-                || s.stale_iterators > 0
-        })
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Switches) -> T) -> T {
-        f(&mut self.switches.lock().expect("fault switches"))
-    }
-
-    pub(crate) fn take_duplicate(&self) -> bool {
-        self.with(|s| take_one(&mut s.duplicate_batches))
-    }
-
-    pub(crate) fn take_recut(&self) -> Option<Recut> {
-        self.with(|s| s.recuts.pop_front())
-    }
-
-    pub(crate) fn batch_cap(&self) -> Option<usize> {
-        self.with(|s| s.batch_cap)
-    }
-
-    pub(crate) fn take_invocation_failure(&self) -> bool {
-        self.with(|s| take_one(&mut s.failing_invocations))
-    }
-
-    pub(crate) fn is_stalled(&self, shard: usize) -> bool {
-        self.with(|s| s.stalled_shards.contains(&shard))
-    }
-
-    pub(crate) fn is_failing(&self, shard: usize) -> bool {
-        self.with(|s| s.failing_shards.contains(&shard))
-    }
-
-    /// A shard a fault keeps from applying its records.
-    pub(crate) fn holds_back(&self, shard: usize) -> bool {
-        self.is_stalled(shard) || self.is_failing(shard)
-    }
-
-    pub(crate) fn take_stale_iterator(&self) -> bool {
-        self.with(|s| take_one(&mut s.stale_iterators))
-    }
-
-    pub(crate) fn record_age_offset(&self) -> Duration {
-        self.with(|s| s.record_age_offset)
-    }
-
-    fn take_crash_at(&self, chunks: usize) -> bool {
-        self.with(|s| {
-            let crash = s.crashes.front() == Some(&chunks);
-            if crash {
-                s.crashes.pop_front();
-            }
-            crash
-        })
-    }
-
-    fn take_kinesis_failure(&self) -> bool {
-        self.with(|s| take_one(&mut s.kinesis_put_failures))
-    }
-
-    fn take_count_write_throttle(&self, chunks_committed: usize) -> Option<Throttle> {
-        self.with(|s| {
-            if chunks_committed < s.throttle_after_chunks {
-                None
-            } else if take_one(&mut s.throttled_transactions) {
-                if s.throttled_transactions == 0 {
-                    s.throttle_after_chunks = 0;
-                }
-                Some(Throttle::Request)
-            } else if take_one(&mut s.throttle_cancellations) {
-                Some(Throttle::Cancellation)
-            } else {
-                None
-            }
-        })
-    }
-}
-
-fn take_one(n: &mut u32) -> bool {
-    let armed = *n > 0;
-    if armed {
-        *n -= 1;
-    }
-    armed
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Throttle {
-    Request,
-    Cancellation,
 }
