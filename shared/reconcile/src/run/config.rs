@@ -1,0 +1,91 @@
+//! What a reconcile function is configured with.
+
+use std::time::Duration;
+
+use likes_core::config::ConfigError;
+use likes_core::reconcile::Period;
+
+use crate::athena::AthenaConfig;
+use crate::ReconcileError;
+
+#[derive(Debug, Clone)]
+pub struct ReconcileConfig {
+    pub reactions_table_arn: String,
+    pub counts_table: String,
+    /// The likers lists, repaired from the same export.
+    pub likers_table: String,
+    pub leaderboard_table: String,
+    /// The shards each board's score rows spread over.
+    pub leaderboard_shards: u32,
+    pub export_bucket: String,
+    /// Exports go under `<prefix>AWSDynamoDB/<export id>/`.
+    pub export_prefix: String,
+    /// Drift reports go to `<prefix><cut>.json`.
+    pub report_prefix: String,
+    pub period: Period,
+    /// How long the compare step's lease lasts: the function's timeout.
+    pub lease: Duration,
+    /// Subtotals of epochs this far behind now are pruned whether or not a run completed;
+    /// a run not done within half of it is given up (well inside the export bucket's
+    /// lifecycle too, so an export is never read after it expired).
+    pub horizon: Duration,
+    pub engine: RecountEngine,
+}
+
+/// Where the export is recounted: in the function, which reads every data file (up to some
+/// 10^9 rows in one run), or by Athena over the same files (platform size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecountEngine {
+    Function,
+    Athena(AthenaConfig),
+}
+
+impl ReconcileConfig {
+    pub fn from_env() -> Result<Self, ReconcileError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ReconcileError> {
+        let var = |name: &'static str| ConfigError::var(&lookup, name);
+        let seconds = |name: &'static str| -> Result<i64, ReconcileError> {
+            Ok(ConfigError::in_range(name, var(name)?)? as i64)
+        };
+        Ok(Self {
+            reactions_table_arn: var("REACTIONS_TABLE_ARN")?,
+            counts_table: var("COUNTS_TABLE")?,
+            likers_table: var("LIKERS_TABLE")?,
+            leaderboard_table: var("LEADERBOARD_TABLE")?,
+            leaderboard_shards: ConfigError::in_range(
+                "LEADERBOARD_SHARDS",
+                var("LEADERBOARD_SHARDS")?,
+            )? as u32,
+            export_bucket: var("EXPORT_BUCKET")?,
+            export_prefix: var("EXPORT_PREFIX")?,
+            report_prefix: var("REPORT_PREFIX")?,
+            period: Period {
+                length_ms: seconds("RECONCILE_EPOCH_SECONDS")? * 1000,
+                uncertainty_ms: seconds("EXPORT_UNCERTAINTY_SECONDS")? * 1000,
+            },
+            lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS")? as u64),
+            horizon: Duration::from_secs(seconds("RECONCILE_HORIZON_SECONDS")? as u64),
+            engine: match var("RECOUNT_ENGINE")?.as_str() {
+                "function" => RecountEngine::Function,
+                "athena" => RecountEngine::Athena(AthenaConfig {
+                    workgroup: var("ATHENA_WORKGROUP")?,
+                    database: var("GLUE_DATABASE")?,
+                    counts_table_arn: var("COUNTS_TABLE_ARN")?,
+                    leaderboard_table_arn: var("LEADERBOARD_TABLE_ARN")?,
+                    likers_table_arn: var("LIKERS_TABLE_ARN")?,
+                }),
+                other => {
+                    return Err(ConfigError::Choice {
+                        name: "RECOUNT_ENGINE",
+                        allowed: &["function", "athena"],
+                        value: other.to_owned(),
+                    }
+                    .into())
+                }
+            },
+        })
+    }
+}

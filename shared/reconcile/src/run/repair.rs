@@ -1,0 +1,283 @@
+//! The read models' repair from the same exports: the all-time leaderboard's scores and
+//! ranks, and the likers lists, without undoing what happened after the cut.
+
+use std::collections::BTreeMap;
+
+use likes_core::clock::now_ms;
+use likes_core::leaderboard::Window;
+use likes_core::likers::{repair, LikerChange, LikerUpdate};
+use likes_core::pipeline::Counts;
+use likes_core::reconcile::{judge, CountRowState, Verdict};
+use likes_core::ItemId;
+use likes_store::reconciliation::RunState;
+
+use crate::athena::{JudgedLine, ResultLines};
+use crate::export::ExportedLikes;
+use crate::report::DriftReport;
+use crate::ReconcileError;
+
+use super::{Progress, Reconciler, DEADLINE_MARGIN_MS};
+
+impl Reconciler {
+    /// Repairs the all-time leaderboard from the recount, as the counts are: every score row
+    /// is read (each board shard a page at a time) and judged by [`judge`] on its subtotals,
+    /// then every item the recount holds likes of and no row lists; a drift is added to the
+    /// score once per cut, attributed to the epoch before it. Only once the boards' `as_of`
+    /// has passed the cut's uncertainty (else `leaderboard_behind`, and the next run
+    /// repairs). Past `deadline_ms` it stops where it is (`leaderboard_incomplete`); the
+    /// board is re-ranked when a score changed.
+    pub(super) async fn repair_leaderboard(
+        &self,
+        state: &RunState,
+        recount: &BTreeMap<ItemId, Counts>,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<(), ReconcileError> {
+        progress(Progress::RepairingLeaderboard);
+        let started_ms = now_ms();
+        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        if as_of.is_none_or(|a| a < state.cut_ms + self.config.period.uncertainty_ms) {
+            report.leaderboard_behind = true;
+            return Ok(());
+        }
+        let cut = self.config.period.epoch(state.cut_ms);
+        let out_of_time = || now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2;
+        let mut unlisted: BTreeMap<&str, u64> = recount
+            .iter()
+            .filter(|(_, counts)| counts.like_count > 0)
+            .map(|(item, counts)| (item.as_str(), counts.like_count))
+            .collect();
+        let (rows, whole) = self.leaderboard.all_time_rows(out_of_time).await?;
+        report.leaderboard_incomplete = !whole;
+        let mut judged: Vec<_> = rows
+            .into_iter()
+            .map(|(item, row)| {
+                let likes = unlisted.remove(item.as_str()).unwrap_or(0);
+                (item, likes, vec![row])
+            })
+            .collect();
+        // Likes no score row lists are known only once every row was read.
+        if !report.leaderboard_incomplete {
+            judged.extend(
+                unlisted
+                    .into_iter()
+                    .map(|(item, likes)| (item.to_owned(), likes, Vec::new())),
+            );
+        }
+        for (item, likes, rows) in judged {
+            if out_of_time() {
+                report.leaderboard_incomplete = true;
+                break;
+            }
+            self.judge_score(&item, likes, &rows, cut, report).await?;
+        }
+        self.rerank(as_of, started_ms, report).await
+    }
+
+    /// Athena mode's repair of the all-time leaderboard: Athena's totals, then each item
+    /// whose score drifted, judged again from its live score row. Past `deadline_ms` it stops
+    /// where it is (`leaderboard_incomplete`); what it corrected stays in sync, so the next
+    /// run's judgement no longer lists it.
+    pub(super) async fn repair_scores(
+        &self,
+        state: &RunState,
+        lines: &mut ResultLines,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let started_ms = now_ms();
+        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        let cut = self.config.period.epoch(state.cut_ms);
+        while let Some(line) = lines.next().await? {
+            match line {
+                JudgedLine::Total { kind, n } => match kind.as_str() {
+                    "in_sync" => report.leaderboard_checked += n,
+                    "deferred" => {
+                        report.leaderboard_checked += n;
+                        report.leaderboard_deferred += n;
+                    }
+                    _ => {}
+                },
+                JudgedLine::Unknown { .. } | JudgedLine::Liker { .. } => {}
+                JudgedLine::Drift { item, recount } => {
+                    if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
+                        report.leaderboard_incomplete = true;
+                        break;
+                    }
+                    let rows: Vec<_> = self
+                        .leaderboard
+                        .all_time_row(item.as_str())
+                        .await?
+                        .into_iter()
+                        .collect();
+                    self.judge_score(item.as_str(), recount.like_count, &rows, cut, report)
+                        .await?;
+                }
+            }
+        }
+        self.rerank(as_of, started_ms, report).await
+    }
+
+    /// Judges one item's all-time score row against its recounted likes, corrects a drift
+    /// once per cut, and tallies it.
+    pub(super) async fn judge_score(
+        &self,
+        item: &str,
+        likes: u64,
+        rows: &[CountRowState],
+        cut: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let recounted = Counts {
+            like_count: likes,
+            dislike_count: 0,
+        };
+        report.leaderboard_checked += 1;
+        match judge(recounted, rows, cut) {
+            Verdict::InSync => {}
+            Verdict::Deferred => report.leaderboard_deferred += 1,
+            Verdict::Correct(delta) | Verdict::Clamped(delta) => {
+                if self
+                    .leaderboard
+                    .correct_all_time(item, delta.like, cut)
+                    .await?
+                {
+                    report.leaderboard_corrected += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-ranks the all-time board when the repair changed a score.
+    pub(super) async fn rerank(
+        &self,
+        as_of: Option<i64>,
+        started_ms: i64,
+        report: &DriftReport,
+    ) -> Result<(), ReconcileError> {
+        if report.leaderboard_corrected > 0 {
+            self.leaderboard
+                .refresh(&[Window::All], as_of, started_ms)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Repairs the likers lists from the export's `likes`: every liked entry is read (a Scan,
+    /// a page at a time) and judged against the export by [`repair`], then every exported
+    /// like no entry lists is added. Each write is the pipeline's own conditional one, at a
+    /// flip's order, so it never overwrites a flip applied after the cut. It is not
+    /// checkpointed: past `deadline_ms` it stops where it is (`likers_incomplete` in the
+    /// report), so the counts' run still finishes, and the next run repairs again.
+    pub(super) async fn repair_likers(
+        &self,
+        state: &RunState,
+        (mut likes, unreadable): (ExportedLikes, u64),
+        deadline_ms: i64,
+        report: &mut DriftReport,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<(), ReconcileError> {
+        progress(Progress::RepairingLikers);
+        report.likers_unreadable = unreadable;
+        // The compare may pause at the deadline; the repair is given the time after it.
+        let out_of_time = || now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2;
+        let settled_before = state.cut_ms - self.config.period.uncertainty_ms;
+        let now = now_ms();
+        let mut updates = Vec::new();
+        let mut start = None;
+        loop {
+            let (entries, next) = self.likers.liked_page(start).await?;
+            for (item, user, listed) in entries {
+                let exported = likes.remove(&(item.clone(), user.clone()));
+                updates.extend(repair(
+                    &item,
+                    &user,
+                    Some(listed),
+                    exported,
+                    settled_before,
+                    now,
+                ));
+            }
+            match next {
+                Some(_) if out_of_time() => {
+                    report.likers_incomplete = true;
+                    break;
+                }
+                Some(next) => start = Some(next),
+                None => break,
+            }
+        }
+        // Likes no entry listed are known only once every entry was read.
+        if !report.likers_incomplete {
+            updates.extend(
+                likes
+                    .into_iter()
+                    .filter_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
+            );
+        }
+        for update in &updates {
+            if out_of_time() {
+                report.likers_incomplete = true;
+                break;
+            }
+            self.apply_liker(update, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Athena mode's repair of the likers lists: each (item, user) pair Athena found out of
+    /// step with the export, decided by [`repair`] and written as the in-function repair
+    /// writes it. Past `deadline_ms` it stops where it is (`likers_incomplete`); what it
+    /// repaired is in step, so the next run's judgement no longer lists it.
+    pub(super) async fn repair_judged_likers(
+        &self,
+        lines: &mut ResultLines,
+        deadline_ms: i64,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let settled_before = report.cut_ms - self.config.period.uncertainty_ms;
+        let now = now_ms();
+        while let Some(line) = lines.next().await? {
+            match line {
+                JudgedLine::Total { kind, n } if kind == "unreadable" => {
+                    report.likers_unreadable = n;
+                }
+                JudgedLine::Liker {
+                    item,
+                    user_id,
+                    listed,
+                    exported,
+                } => {
+                    if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
+                        report.likers_incomplete = true;
+                        break;
+                    }
+                    if let Some(update) =
+                        repair(&item, &user_id, listed, exported, settled_before, now)
+                    {
+                        self.apply_liker(&update, report).await?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one likers repair (the pipeline's own conditional write) and tallies it.
+    pub(super) async fn apply_liker(
+        &self,
+        update: &LikerUpdate,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        if self.likers.apply(update).await? {
+            match update.change {
+                LikerChange::Liked { .. } => report.likers_added += 1,
+                LikerChange::Unliked { .. } => report.likers_removed += 1,
+            }
+        }
+        Ok(())
+    }
+}
