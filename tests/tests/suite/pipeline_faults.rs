@@ -290,11 +290,28 @@ async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
         .await;
     let mapping = stack.pipeline().config().clone();
     assert_eq!(mapping.maximum_retry_attempts, Some(10));
-    stack
-        .pipeline()
-        .faults()
-        .fail_next_invocations(mapping.maximum_retry_attempts.unwrap() + 1);
+    let faults = stack.pipeline().faults();
+    faults.fail_next_invocations(mapping.maximum_retry_attempts.unwrap() + 1);
+    // Every record the write put on the stream reaches the shard before it delivers, so
+    // they are one batch: a delivery between two of them would cut them in two (a CI run
+    // under load delivered one of two alone).
+    let shard = stack.pipeline().shard_index("lost");
+    faults.stall_shard(shard);
     stack.react("lost", "game:lost", Like).await;
+    let written = stack.stream_records_of(&["lost".to_owned()]).await as u64;
+    likes_tests::eventually(Duration::from_secs(30), async || {
+        let routed = stack
+            .pipeline()
+            .shards()
+            .values()
+            .map(|s| s.routed)
+            .sum::<u64>();
+        (routed >= written)
+            .then_some(())
+            .ok_or(format!("{routed} of {written} records routed"))
+    })
+    .await;
+    faults.resume_shard(shard);
     let counters = stack.settle().await;
     assert_eq!(counters.dlq_batches, 1, "{counters:?}");
     assert_eq!(counters.function_errors, 11, "{counters:?}");
@@ -311,7 +328,6 @@ async fn exhausted_retries_send_the_batch_to_the_dlq_and_move_on() {
         stack.stream_records_of(&["lost".to_owned()]).await,
         "the batch holds every record of the new row"
     );
-    let shard = stack.pipeline().shard_index("lost");
     let shards = stack.pipeline().shards();
     let named = info["shardId"].as_str().unwrap();
     assert_eq!(

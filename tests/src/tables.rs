@@ -1,0 +1,282 @@
+//! The stack's tables as tests read and edit them directly: reactions written through the
+//! write path, rows drifted on purpose, and the recount from the source of truth.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{Recount, TestStack};
+
+impl TestStack {
+    /// Sets `user`'s reaction to `item` through the write path (`ReactionsStore::set`), with
+    /// a fresh idempotency key; returns what the write came to.
+    pub async fn react(
+        &self,
+        user: &str,
+        item: &str,
+        state: likes_core::ReactionState,
+    ) -> likes_core::WriteOutcome {
+        static KEYS: AtomicU32 = AtomicU32::new(0);
+        let key = format!(
+            "k-{}-{}",
+            std::process::id(),
+            KEYS.fetch_add(1, Ordering::Relaxed)
+        );
+        self.react_with_key(user, item, state, &key).await
+    }
+
+    /// As [`TestStack::react`] with a given idempotency key (a client's retry reuses it).
+    pub async fn react_with_key(
+        &self,
+        user: &str,
+        item: &str,
+        state: likes_core::ReactionState,
+        key: &str,
+    ) -> likes_core::WriteOutcome {
+        let request = likes_core::WriteRequest {
+            target: state,
+            key: Some(
+                likes_core::IdempotencyKey::parse(key)
+                    .expect("a valid key")
+                    .hash(),
+            ),
+            if_match: None,
+        };
+        self.reactions_store()
+            .set(
+                &likes_core::UserId::parse(user).expect("a valid user id"),
+                &likes_core::ItemId::parse(item).expect("a valid item id"),
+                &request,
+                likes_core::clock::now_ms(),
+            )
+            .await
+            .expect("the reaction write is answered")
+    }
+
+    /// Deletes a Reactions row outright (account erasure): the stream carries a REMOVE.
+    pub async fn erase_row(&self, user: &str, item: &str) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        self.dynamodb()
+            .delete_item()
+            .table_name(self.name("ReactionsTable"))
+            .key("user_id", AttributeValue::S(user.to_owned()))
+            .key("item_id", AttributeValue::S(item.to_owned()))
+            .send()
+            .await
+            .expect("DeleteItem of a Reactions row");
+    }
+
+    /// A count row edited by hand: `likes` added to `item`'s row `shard`.
+    pub async fn edit_count_row(&self, item: &str, shard: &str, likes: i64) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        self.dynamodb()
+            .update_item()
+            .table_name(self.name("CountsTable"))
+            .key("item_id", AttributeValue::S(item.into()))
+            .key("shard", AttributeValue::S(shard.into()))
+            .update_expression("ADD like_count :likes")
+            .expression_attribute_values(":likes", AttributeValue::N(likes.to_string()))
+            .send()
+            .await
+            .expect("UpdateItem of a count row");
+    }
+
+    /// A reaction row put behind the API, with `attributes` beside its keys.
+    pub async fn put_reaction_row(
+        &self,
+        user: &str,
+        item: &str,
+        attributes: &[(&str, aws_sdk_dynamodb::types::AttributeValue)],
+    ) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut request = self
+            .dynamodb()
+            .put_item()
+            .table_name(self.name("ReactionsTable"))
+            .item("user_id", AttributeValue::S(user.into()))
+            .item("item_id", AttributeValue::S(item.into()));
+        for (name, value) in attributes {
+            request = request.item(*name, value.clone());
+        }
+        request.send().await.expect("PutItem of a reaction row");
+    }
+
+    /// The partition of `item`'s all-time score row.
+    pub fn all_time_board(&self, item: &str) -> String {
+        likes_core::leaderboard::Window::All.board_key(likes_core::leaderboard::item_shard(
+            item,
+            self.leaderboard_shards(),
+        ))
+    }
+
+    /// The leaderboard's store, with the stack's board shards.
+    pub fn leaderboard_store(&self) -> likes_store::LeaderboardStore {
+        likes_store::LeaderboardStore::new(self.dynamodb(), self.name("LeaderboardTable"))
+            .with_board_shards(self.leaderboard_shards())
+    }
+
+    pub(crate) fn leaderboard_shards(&self) -> u32 {
+        self.stack
+            .function_environment("LeaderboardFunction")
+            .unwrap_or_else(|err| panic!("{err}"))["LEADERBOARD_SHARDS"]
+            .parse()
+            .expect("LEADERBOARD_SHARDS is a number")
+    }
+
+    /// The key of `item`'s all-time score row.
+    pub fn all_time_score_key(&self, item: &str) -> likes_store::rows::Item {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        likes_store::rows::Item::from([
+            (
+                "board".to_owned(),
+                AttributeValue::S(self.all_time_board(item)),
+            ),
+            ("item_id".to_owned(), AttributeValue::S(item.into())),
+        ])
+    }
+
+    /// `item`'s all-time score row, read strongly consistent (panics when it has none).
+    pub async fn all_time_score_row(&self, item: &str) -> likes_store::rows::Item {
+        self.dynamodb()
+            .get_item()
+            .table_name(self.name("LeaderboardTable"))
+            .set_key(Some(self.all_time_score_key(item)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("GetItem of a score row")
+            .item
+            .unwrap_or_else(|| panic!("{item} has no all-time score row"))
+    }
+
+    /// `delta` added to `item`'s all-time score row by hand, as a lost event would leave it.
+    pub async fn edit_all_time_score(&self, item: &str, delta: i64) {
+        self.dynamodb()
+            .update_item()
+            .table_name(self.name("LeaderboardTable"))
+            .key(
+                "board",
+                aws_sdk_dynamodb::types::AttributeValue::S(self.all_time_board(item)),
+            )
+            .key(
+                "item_id",
+                aws_sdk_dynamodb::types::AttributeValue::S(item.into()),
+            )
+            .update_expression("ADD score :delta")
+            .expression_attribute_values(
+                ":delta",
+                aws_sdk_dynamodb::types::AttributeValue::N(delta.to_string()),
+            )
+            .send()
+            .await
+            .expect("UpdateItem of a score row");
+    }
+
+    pub fn counts_store(&self) -> likes_store::CountsStore {
+        likes_store::CountsStore::new(self.dynamodb(), self.name("CountsTable"))
+    }
+
+    pub fn reactions_store(&self) -> likes_store::ReactionsStore {
+        likes_store::ReactionsStore::new(self.dynamodb(), self.name("ReactionsTable"))
+    }
+
+    /// Every row of a table of the stack (a strongly consistent Scan, page by page).
+    pub async fn rows(&self, logical_id: &str) -> Vec<likes_store::rows::Item> {
+        let mut rows = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb()
+                .scan()
+                .table_name(self.name(logical_id))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap_or_else(|err| panic!("Scan of {logical_id}: {err:?}"));
+            rows.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return rows,
+            }
+        }
+    }
+
+    /// The item's likers as the source of truth holds them: its LIKE rows in the Reactions
+    /// table, newest first (ties by user id, descending), with liked_at as the API writes it.
+    pub async fn liked_rows(&self, item: &str) -> Vec<(String, String)> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let like = AttributeValue::S("LIKE".into());
+        let mut rows: Vec<(i64, String)> = self
+            .rows("ReactionsTable")
+            .await
+            .into_iter()
+            .filter(|row| {
+                row.get("item_id")
+                    .and_then(|i| i.as_s().ok())
+                    .map(String::as_str)
+                    == Some(item)
+                    && row.get("state") == Some(&like)
+            })
+            .map(|row| {
+                let user = row["user_id"].as_s().expect("user_id").clone();
+                let liked_at = row["liked_at"]
+                    .as_n()
+                    .expect("liked_at")
+                    .parse()
+                    .expect("a number");
+                (liked_at, user)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.cmp(a));
+        rows.into_iter()
+            .map(|(at, user)| (user, likes_core::clock::rfc3339(at)))
+            .collect()
+    }
+
+    /// Counts rows in LIKE and DISLIKE per item in the Reactions table (a full Scan).
+    pub async fn recount(&self) -> Recount {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut counts = Recount::new();
+        for row in self.rows("ReactionsTable").await {
+            let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
+                (row.get("item_id"), row.get("state"))
+            else {
+                continue;
+            };
+            let entry = counts.entry(item.clone()).or_default();
+            match state.as_str() {
+                "LIKE" => entry.like_count += 1,
+                "DISLIKE" => entry.dislike_count += 1,
+                _ => {}
+            }
+        }
+        counts
+    }
+
+    /// The pipeline's invariant: every item's count (a `CountsStore::read`) equals the
+    /// recount of the Reactions table, for `items` and every item the table holds.
+    pub async fn assert_counts_match_recount(&self, items: &[&str]) -> Recount {
+        let recount = self.recount().await;
+        let all: std::collections::BTreeSet<String> = items
+            .iter()
+            .map(|i| (*i).to_owned())
+            .chain(recount.keys().cloned())
+            .collect();
+        let store = self.counts_store();
+        let mut wrong = Vec::new();
+        for item in &all {
+            let id = likes_core::ItemId::parse(item).expect("a valid item id");
+            let counted = store.read(&id).await.expect("count read");
+            let expected = recount.get(item).copied().unwrap_or_default();
+            if counted != expected {
+                wrong.push(format!("{item}: counted {counted:?}, recount {expected:?}"));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "counts differ from the recount of the Reactions table:\n  {}\npipeline: {:?}",
+            wrong.join("\n  "),
+            self.pipeline().counters()
+        );
+        recount
+    }
+}
