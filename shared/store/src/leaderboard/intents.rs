@@ -1,0 +1,444 @@
+//! The consumer's exactly-once path: a log shard's state and progress, its event claims,
+//! the intent frozen before a run of records is applied and applied once, and the retired
+//! shards whose intent numbers are still on rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use likes_core::leaderboard::{days, item_shard, ScoreDelta, Window};
+use likes_core::pipeline::REPLAY_HORIZON_MS;
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
+
+use crate::error::{cancelled, condition_held};
+use crate::pages::query_all;
+use crate::rows::attr::{
+    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, SCORE, THROUGH_SEQ,
+};
+use crate::rows::{self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow};
+use crate::StoreError;
+
+use super::{
+    intent_board, marker_attribute, shard_marker, windows_of, Intent, LeaderboardStore, Owned,
+    ShardProgress, ShardState, EVENT_CLAIM_PREFIX, INTENT_HEAD, IN_FLIGHT, PROGRESS_BOARD,
+    RETIRED_BOARD, RETIRED_MARKERS, RETIRED_ROW,
+};
+
+impl LeaderboardStore {
+    /// The shard's progress and pending intent, read strongly consistent.
+    pub async fn shard_state(&self, shard: &str) -> Result<ShardState, StoreError> {
+        let intents = intent_board(shard);
+        let (progress, head) = tokio::try_join!(
+            self.get(PROGRESS_BOARD, shard),
+            self.get(&intents, INTENT_HEAD)
+        )?;
+        let (through_seq, applied) = match progress {
+            Some(item) => {
+                let row: BoardProgressRow = rows::from_item(item)?;
+                (row.through_seq, row.intents)
+            }
+            None => (None, 0),
+        };
+        let pending = match head {
+            Some(item) => {
+                let head: IntentHeadRow = rows::from_item(item)?;
+                Some(Intent {
+                    n: head.n,
+                    last_seq: head.last_seq,
+                    applied_through: head.applied_through,
+                    rows: head.rows,
+                    windows: windows_of(&head.days),
+                })
+            }
+            None => None,
+        };
+        Ok(ShardState {
+            through_seq,
+            intents: applied,
+            pending,
+        })
+    }
+
+    /// Claims each event for the record it came in: `true` where the claim is the record's
+    /// (new, or taken by an earlier attempt at the same record), `false` where another
+    /// record of the log holds it (the event was on the log twice).
+    pub async fn claim(&self, events: &[Owned<'_>], now_ms: i64) -> Result<Vec<bool>, StoreError> {
+        let expires_at = (now_ms + REPLAY_HORIZON_MS) / 1000;
+        // Collected before they are streamed: a stream over a closure that borrows its
+        // argument is a future the compiler cannot prove `Send`.
+        let puts: Vec<_> = events
+            .iter()
+            .map(|owned| {
+                let claim = EventClaimRow {
+                    board: format!("{EVENT_CLAIM_PREFIX}{}", owned.event.flip_key()),
+                    item_id: owned.event.item_id.clone(),
+                    by: owned.by.to_owned(),
+                    expires_at,
+                };
+                async move {
+                    let result = self
+                        .client
+                        .put_item()
+                        .table_name(&self.table)
+                        .set_item(Some(rows::to_item(&claim)?))
+                        .condition_expression("attribute_not_exists(#board) OR #by = :by")
+                        .expression_attribute_names("#board", BOARD)
+                        .expression_attribute_names("#by", BY)
+                        .expression_attribute_values(":by", AttributeValue::S(claim.by.clone()))
+                        .send()
+                        .await;
+                    condition_held("PutItem", result)
+                }
+            })
+            .collect();
+        stream::iter(puts).buffered(IN_FLIGHT).try_collect().await
+    }
+
+    /// Freezes `deltas` (a run's net like deltas per board and item, its records up to
+    /// `last_seq`) as the shard's intent number `n`, one row, on condition none is pending.
+    /// A run's events must add up to at most [`MAX_INTENT_BYTES`] of [`intent_bytes`].
+    pub async fn begin(
+        &self,
+        shard: &str,
+        n: u64,
+        deltas: &BTreeMap<(Window, String), ScoreDelta>,
+        last_seq: &str,
+        applied_through: i64,
+    ) -> Result<Intent, StoreError> {
+        let rows: Vec<ScoreDeltaRow> = deltas
+            .iter()
+            .filter(|(_, delta)| !delta.is_empty())
+            .map(|((window, item), delta)| ScoreDeltaRow {
+                board: window.board_key(item_shard(item, self.shards)),
+                item_id: item.clone(),
+                delta: delta.total,
+                expires_at: window.expires_at_secs(),
+                by_epoch: delta.by_epoch.iter().map(|(e, d)| (*e, *d)).collect(),
+                near_cuts: delta.near_cuts.iter().map(|(k, n)| (*k, *n)).collect(),
+            })
+            .collect();
+        let days = days(deltas.keys().map(|(window, _)| window));
+        let head = IntentHeadRow {
+            board: intent_board(shard),
+            item_id: INTENT_HEAD.into(),
+            n,
+            last_seq: last_seq.to_owned(),
+            applied_through,
+            days: days.clone(),
+            rows,
+        };
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(rows::to_item(&head)?))
+            .condition_expression("attribute_not_exists(#board)")
+            .expression_attribute_names("#board", BOARD)
+            .send()
+            .await;
+        if !condition_held("PutItem", result)? {
+            return Err(StoreError::Corrupt(format!(
+                "shard {shard} already has a pending intent"
+            )));
+        }
+        Ok(Intent {
+            n,
+            last_seq: head.last_seq,
+            applied_through,
+            rows: head.rows,
+            windows: windows_of(&days),
+        })
+    }
+
+    /// Applies each score row of `intent` that has not taken it yet, then moves the shard's
+    /// progress to its last record and drops the head, in one transaction. `through_seq` is
+    /// the progress as read before (`None`: the shard's first).
+    ///
+    /// A score row remembers, per log shard, the last intent it took (`n#<shard>`): a
+    /// shard's intents apply in order, so the row takes intent `n` once, on condition it
+    /// holds a lower one. Plain conditional writes, not transactions: hundreds of shards
+    /// adding to a viral item's row at once queue on it instead of cancelling each other.
+    pub async fn complete(
+        &self,
+        shard: &str,
+        intent: &Intent,
+        through_seq: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let marker = marker_attribute(shard_marker(shard));
+        // Collected first, as in `claim`, so the future stays `Send`.
+        let adds: Vec<_> = intent
+            .rows
+            .iter()
+            .map(|row| self.add(row, &marker, intent.n))
+            .collect();
+        stream::iter(adds)
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        let days = days(&intent.windows);
+        let progress = self.progress_update(
+            shard,
+            through_seq,
+            &intent.last_seq,
+            intent.applied_through,
+            (intent.n, Some(days)),
+        )?;
+        let head = Delete::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(intent_board(shard)))
+            .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
+            .condition_expression("#n = :n")
+            .expression_attribute_names("#n", INTENT_N)
+            .expression_attribute_values(":n", number(intent.n))
+            .build()
+            .map_err(StoreError::Request)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(progress).build())
+            .transact_items(TransactWriteItem::builder().delete(head).build())
+            .send()
+            .await;
+        match cancelled("TransactWriteItems", result)? {
+            None => Ok(()),
+            Some((_, err)) => Err(StoreError::aws("TransactWriteItems", err)),
+        }
+    }
+
+    /// Moves the shard's progress over records that score nothing.
+    pub async fn advance(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        last_seq: &str,
+        applied_through: i64,
+        intents: u64,
+    ) -> Result<(), StoreError> {
+        let update = self.progress_update(
+            shard,
+            through_seq,
+            last_seq,
+            applied_through,
+            (intents, None),
+        )?;
+        let result = self
+            .client
+            .update_item()
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
+            .send()
+            .await;
+        if condition_held("UpdateItem", result)? {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(format!(
+                "shard {shard}'s progress moved under its consumer"
+            )))
+        }
+    }
+
+    /// The progress write: the last record, its arrival, the intents applied and, after an
+    /// intent, the day windows it scored on; on condition the progress is still
+    /// `through_seq`, since a shard has one consumer at a time and a retry reads the
+    /// progress afresh.
+    pub(super) fn progress_update(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        last_seq: &str,
+        applied_through: i64,
+        (intents, days): (u64, Option<Vec<i64>>),
+    ) -> Result<Update, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(PROGRESS_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(shard.into()))
+            .expression_attribute_names("#seq", THROUGH_SEQ)
+            .expression_attribute_names("#through", APPLIED_THROUGH)
+            .expression_attribute_names("#intents", INTENTS)
+            .expression_attribute_values(":seq", AttributeValue::S(last_seq.into()))
+            .expression_attribute_values(":through", number(applied_through))
+            .expression_attribute_values(":intents", number(intents));
+        let set = "SET #seq = :seq, #through = :through, #intents = :intents";
+        let update = match days {
+            None => update.update_expression(set),
+            Some(days) => update
+                .update_expression(format!("{set}, #days = :days"))
+                .expression_attribute_names("#days", DAYS)
+                .expression_attribute_values(
+                    ":days",
+                    AttributeValue::L(days.into_iter().map(number).collect()),
+                ),
+        };
+        let update = match through_seq {
+            None => update.condition_expression("attribute_not_exists(#seq)"),
+            Some(seq) => update
+                .condition_expression("#seq = :was")
+                .expression_attribute_values(":was", AttributeValue::S(seq.into())),
+        };
+        update.build().map_err(StoreError::Request)
+    }
+
+    /// One score row's ADD of intent `n` (to its score, and to its subtotals and near-cut
+    /// counts), unless the row took it already. A run spans at most
+    /// [`likes_core::leaderboard::MAX_RUN_EPOCHS`]
+    /// epochs, so the expression stays small.
+    pub(super) async fn add(
+        &self,
+        row: &ScoreDeltaRow,
+        marker: &str,
+        n: u64,
+    ) -> Result<(), StoreError> {
+        let mut adds = vec!["#score :delta".to_owned()];
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(row.board.clone()))
+            .key(ITEM_ID, AttributeValue::S(row.item_id.clone()))
+            .condition_expression("attribute_not_exists(#n) OR #n < :n")
+            .expression_attribute_names("#score", SCORE)
+            .expression_attribute_names("#n", marker)
+            .expression_attribute_values(":delta", number(row.delta))
+            .expression_attribute_values(":n", number(n));
+        for (at, (epoch, delta)) in row.by_epoch.iter().enumerate() {
+            adds.push(format!("#e{at} :e{at}"));
+            update = update
+                .expression_attribute_names(format!("#e{at}"), subtotal_attributes(*epoch).0)
+                .expression_attribute_values(format!(":e{at}"), number(*delta));
+        }
+        for (at, (cut, flips)) in row.near_cuts.iter().enumerate() {
+            adds.push(format!("#c{at} :c{at}"));
+            update = update
+                .expression_attribute_names(format!("#c{at}"), near_cut_attribute(*cut))
+                .expression_attribute_values(format!(":c{at}"), number(*flips));
+        }
+        let adds = adds.join(", ");
+        let update = match row.expires_at {
+            None => update.update_expression(format!("ADD {adds} SET #n = :n")),
+            Some(expires_at) => update
+                .update_expression(format!("ADD {adds} SET #n = :n, #expires_at = :expires_at"))
+                .expression_attribute_names("#expires_at", EXPIRES_AT)
+                .expression_attribute_values(":expires_at", number(expires_at)),
+        };
+        condition_held("UpdateItem", update.send().await).map(drop)
+    }
+
+    /// Every shard's progress (Query of `#progress`, strongly consistent).
+    pub async fn progress(&self) -> Result<Vec<ShardProgress>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#board = :board")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_values(":board", AttributeValue::S(PROGRESS_BOARD.into()))
+            .consistent_read(true);
+        query_all(query)
+            .await?
+            .into_iter()
+            .map(|item| {
+                let row: BoardProgressRow = rows::from_item(item)?;
+                Ok(ShardProgress {
+                    shard: row.item_id,
+                    through_seq: row.through_seq,
+                    applied_through_ms: row.applied_through,
+                    intents: row.intents,
+                    windows: windows_of(&row.days),
+                })
+            })
+            .collect()
+    }
+
+    /// Retires a log shard that has expired from the log: its marker joins the retired set
+    /// and its progress row goes, in one transaction, on condition the progress is still
+    /// `through_seq` and no intent of it is pending (one that is keeps it). `false` when a
+    /// condition failed.
+    pub async fn retire(&self, shard: &str, through_seq: Option<&str>) -> Result<bool, StoreError> {
+        let build = StoreError::Request;
+        let retired = Update::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(RETIRED_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(RETIRED_ROW.into()))
+            .update_expression("ADD #markers :marker")
+            .expression_attribute_names("#markers", RETIRED_MARKERS)
+            .expression_attribute_values(
+                ":marker",
+                AttributeValue::Ss(vec![shard_marker(shard).to_owned()]),
+            )
+            .build()
+            .map_err(build)?;
+        let progress = Delete::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(PROGRESS_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(shard.into()))
+            .expression_attribute_names("#seq", THROUGH_SEQ);
+        let progress = match through_seq {
+            None => progress.condition_expression("attribute_not_exists(#seq)"),
+            Some(seq) => progress
+                .condition_expression("#seq = :seq")
+                .expression_attribute_values(":seq", AttributeValue::S(seq.into())),
+        }
+        .build()
+        .map_err(build)?;
+        let no_intent = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(intent_board(shard)))
+            .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
+            .condition_expression("attribute_not_exists(#board)")
+            .expression_attribute_names("#board", BOARD)
+            .build()
+            .map_err(build)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(retired).build())
+            .transact_items(TransactWriteItem::builder().delete(progress).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(no_intent)
+                    .build(),
+            )
+            .send()
+            .await;
+        Ok(cancelled("TransactWriteItems", result)?.is_none())
+    }
+
+    /// The retired log shards' markers (strongly consistent).
+    pub async fn retired(&self) -> Result<BTreeSet<String>, StoreError> {
+        let row = self.get(RETIRED_BOARD, RETIRED_ROW).await?;
+        match row.as_ref().and_then(|row| row.get(RETIRED_MARKERS)) {
+            None => Ok(BTreeSet::new()),
+            Some(AttributeValue::Ss(markers)) => Ok(markers.iter().cloned().collect()),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "the retired log shards are {other:?}"
+            ))),
+        }
+    }
+
+    /// Forgets `markers` once no score row keeps them.
+    pub async fn forget_retired(&self, markers: &BTreeSet<String>) -> Result<(), StoreError> {
+        if markers.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(BOARD, AttributeValue::S(RETIRED_BOARD.into()))
+            .key(ITEM_ID, AttributeValue::S(RETIRED_ROW.into()))
+            .update_expression("DELETE #markers :markers")
+            .expression_attribute_names("#markers", RETIRED_MARKERS)
+            .expression_attribute_values(
+                ":markers",
+                AttributeValue::Ss(markers.iter().cloned().collect()),
+            )
+            .send()
+            .await
+            .map_err(|e| StoreError::aws("UpdateItem", e))
+            .map(drop)
+    }
+}
