@@ -7,20 +7,20 @@
 //! - `<item>` / `D#C`: the item's correction row, a count row like the others (readers sum
 //!   it), whose `runs` set names every run that corrected it, so a correction is added once.
 
+mod count_rows;
+
+pub use count_rows::reconciled_attributes;
+pub(crate) use count_rows::row_state;
+
 use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use likes_core::pipeline::overflow_partition;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
-use likes_core::{Delta, ItemId};
+use likes_core::reconcile::CountRowState;
+use likes_core::ItemId;
 
-use crate::counts::OVERFLOW_MARKER;
 use crate::error::condition_held;
-use crate::pages::query_all;
-use crate::rows::{
-    attr, from_item, to_attribute, Attribute, CountRow, Item, ReconciledRow, RunPhase, RunStateRow,
-};
+use crate::rows::{attr, from_item, to_attribute, Item, RunPhase, RunStateRow};
 use crate::StoreError;
 
 const STATE_KEY: &str = "#reconcile";
@@ -507,157 +507,6 @@ impl ReconciliationStore {
         }
         condition_held("UpdateItem", request.send().await)
     }
-
-    /// Every item's count rows (base, overflow and correction rows), by item. A full Scan in
-    /// parallel segments.
-    pub async fn count_rows(&self) -> Result<ItemRows, StoreError> {
-        let mut segments = tokio::task::JoinSet::new();
-        for segment in 0..SCAN_SEGMENTS {
-            let store = self.clone();
-            segments.spawn(async move { store.scan_segment(segment).await });
-        }
-        let mut rows = ItemRows::new();
-        while let Some(joined) = segments.join_next().await {
-            let found = joined.map_err(StoreError::Task)??;
-            for (item, key, row) in found {
-                rows.entry(item).or_default().push((key, row));
-            }
-        }
-        Ok(rows)
-    }
-
-    /// One item's count rows (base, overflow and correction rows) with their subtotals,
-    /// strongly consistent: the base partition, then every overflow partition its marker
-    /// names, each read page by page.
-    pub async fn item_rows(&self, item: &ItemId) -> Result<Vec<CountRowState>, StoreError> {
-        let mut rows = Vec::new();
-        let mut partitions = 0;
-        let mut partition = item.as_str().to_owned();
-        let mut h = 0;
-        loop {
-            let query = self
-                .client
-                .query()
-                .table_name(&self.counts_table)
-                .consistent_read(true)
-                .key_condition_expression(format!("{} = :partition", attr::ITEM_ID))
-                .expression_attribute_values(":partition", s(&partition));
-            for row in query_all(query).await? {
-                let shard = row.get(attr::SHARD).and_then(|v| v.as_s().ok());
-                if h == 0 && shard.is_some_and(|shard| shard == OVERFLOW_MARKER) {
-                    partitions = from_item::<CountRow>(row)?.partitions.unwrap_or(0);
-                } else if let Some((_, _, state)) = parse_count_row(row)? {
-                    rows.push(state);
-                }
-            }
-            h += 1;
-            if h > partitions {
-                return Ok(rows);
-            }
-            partition = overflow_partition(item, h);
-        }
-    }
-
-    async fn scan_segment(
-        &self,
-        segment: i32,
-    ) -> Result<Vec<(ItemId, RowKey, CountRowState)>, StoreError> {
-        let mut found = Vec::new();
-        let mut start = None;
-        loop {
-            let (rows, next) = self.scan_page(segment, start).await?;
-            found.extend(rows);
-            match next {
-                Some(key) => start = Some(key),
-                None => return Ok(found),
-            }
-        }
-    }
-
-    /// One page of Scan segment `segment` of [`SCAN_SEGMENTS`] from `start`: its count rows,
-    /// and where the next page starts (`None` after the last).
-    pub async fn scan_page(
-        &self,
-        segment: i32,
-        start: Option<Item>,
-    ) -> Result<(Vec<(ItemId, RowKey, CountRowState)>, Option<Item>), StoreError> {
-        let page = self
-            .client
-            .scan()
-            .table_name(&self.counts_table)
-            .segment(segment)
-            .total_segments(SCAN_SEGMENTS)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("Scan", err))?;
-        let mut found = Vec::new();
-        for row in page.items.unwrap_or_default() {
-            if let Some(parsed) = parse_count_row(row)? {
-                found.push(parsed);
-            }
-        }
-        Ok((found, page.last_evaluated_key.filter(|key| !key.is_empty())))
-    }
-
-    /// Adds `delta` to the item's correction row, attributed to the epoch before the cut, once
-    /// per run: `false` when this run already corrected the item (a rerun writes nothing).
-    /// Runs go forward in cut order, so the row keeps only the last cut that corrected it
-    /// (`last_cut`), one number however many runs there are; a row of the older layout, which
-    /// named every run in a set `runs`, is still checked against it and moved to the number.
-    pub async fn correct(
-        &self,
-        item: &ItemId,
-        delta: Delta,
-        cut_epoch: i64,
-        run_id: &str,
-    ) -> Result<bool, StoreError> {
-        let (like, dislike) = subtotal_attributes(cut_epoch - 1);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .key(attr::ITEM_ID, s(item.as_str()))
-            .key(attr::SHARD, s(CORRECTION_ROW))
-            .update_expression(format!(
-                "SET {last} = :cut ADD {} :like, {} :dislike, #el :like, #ed :dislike \
-                 REMOVE {runs}",
-                attr::LIKE_COUNT,
-                attr::DISLIKE_COUNT,
-                last = attr::LAST_CUT,
-                runs = attr::RUNS
-            ))
-            .condition_expression(format!(
-                "(attribute_not_exists({last}) OR {last} < :cut) AND \
-                 (attribute_not_exists({runs}) OR NOT contains({runs}, :id))",
-                last = attr::LAST_CUT,
-                runs = attr::RUNS
-            ))
-            .expression_attribute_names("#el", like)
-            .expression_attribute_names("#ed", dislike)
-            .expression_attribute_values(":like", n(delta.like))
-            .expression_attribute_values(":dislike", n(delta.dislike))
-            .expression_attribute_values(":cut", n(cut_epoch))
-            .expression_attribute_values(":id", s(run_id))
-            .send()
-            .await;
-        condition_held("UpdateItem", result)
-    }
-
-    /// Drops subtotals of epochs before the cut, and near-cut counts before it, from one row:
-    /// no later cut needs them, and rows stay small. However many there are, each update
-    /// removes at most [`REMOVED_PER_UPDATE`], so no expression nears DynamoDB's 4 KB.
-    pub async fn drop_reconciled(
-        &self,
-        key: &RowKey,
-        attributes: &[String],
-    ) -> Result<(), StoreError> {
-        let key = [
-            (attr::ITEM_ID.to_owned(), s(&key.partition)),
-            (attr::SHARD.to_owned(), s(&key.sort_key)),
-        ];
-        remove_attributes(&self.client, &self.counts_table, &key, attributes).await
-    }
 }
 
 /// Removes `attributes` from the row at `key`, [`REMOVED_PER_UPDATE`] per update.
@@ -684,21 +533,6 @@ pub(crate) async fn remove_attributes(
             .map_err(|err| StoreError::aws("UpdateItem", err))?;
     }
     Ok(())
-}
-
-/// The attributes of a row that neither a later cut nor a rerun of `cut` needs: a rerun must
-/// still see the changes near its own cut, or it would correct the items it deferred.
-pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
-    let mut names = Vec::new();
-    for epoch in row.subtotals.keys().filter(|e| **e < cut) {
-        let (like, dislike) = subtotal_attributes(*epoch);
-        names.push(like);
-        names.push(dislike);
-    }
-    for k in row.near_cuts.keys().filter(|k| **k < cut) {
-        names.push(near_cut_attribute(*k));
-    }
-    names
 }
 
 fn parse_state(row: Item) -> Result<RunState, StoreError> {
@@ -739,135 +573,4 @@ fn parse_state(row: Item) -> Result<RunState, StoreError> {
             _ => None,
         },
     })
-}
-
-/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
-/// among its other attributes; an attribute of another name is left out.
-pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
-    let mut state = CountRowState {
-        total,
-        ..CountRowState::default()
-    };
-    for (name, value) in others {
-        let Attribute::Number(number) = *value else {
-            continue;
-        };
-        let (kind, tail) = name.split_at(1.min(name.len()));
-        let epoch = |suffix: char| {
-            tail.strip_suffix(suffix)
-                .and_then(|e| e.parse::<i64>().ok())
-        };
-        match kind {
-            "e" => {
-                if let Some(epoch) = epoch('l') {
-                    state.subtotals.entry(epoch).or_default().like = number;
-                } else if let Some(epoch) = epoch('d') {
-                    state.subtotals.entry(epoch).or_default().dislike = number;
-                }
-            }
-            "n" => {
-                if let Ok(cut) = tail.parse::<i64>() {
-                    state.near_cuts.insert(cut, number.max(0) as u64);
-                }
-            }
-            _ => {}
-        }
-    }
-    state
-}
-
-/// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not
-/// count rows (freshness rows, the run state, overflow markers).
-fn parse_count_row(row: Item) -> Result<Option<(ItemId, RowKey, CountRowState)>, StoreError> {
-    let row: ReconciledRow = from_item(row)?;
-    if row.item_id.starts_with('#') || !row.shard.starts_with("D#") {
-        return Ok(None);
-    }
-    // An overflow partition is `<item>#<h>`; `#` never appears in an item id.
-    let item = row.item_id.split('#').next().unwrap_or_default();
-    let item = ItemId::parse(item)
-        .map_err(|err| StoreError::Corrupt(format!("count row {}: {err}", row.item_id)))?;
-    let state = row_state(
-        Delta {
-            like: row.like_count,
-            dislike: row.dislike_count,
-        },
-        &row.others,
-    );
-    let key = RowKey {
-        partition: row.item_id,
-        sort_key: row.shard,
-    };
-    Ok(Some((item, key, state)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn count_rows_are_read_with_their_subtotals_and_near_cut_counts() {
-        let row: Item = [
-            (attr::ITEM_ID, s("game:1#3")),
-            (attr::SHARD, s("D#4")),
-            ("like_count", n(7)),
-            ("dislike_count", n(-1)),
-            ("e12l", n(5)),
-            ("e12d", n(-1)),
-            ("e13l", n(2)),
-            ("n13", n(1)),
-            ("updated_at", n(99)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let (item, key, state) = parse_count_row(row).unwrap().unwrap();
-        assert_eq!(
-            (key.partition.as_str(), key.sort_key.as_str()),
-            ("game:1#3", "D#4")
-        );
-        assert_eq!(
-            item.as_str(),
-            "game:1",
-            "an overflow partition belongs to its item"
-        );
-        assert_eq!(
-            state.total,
-            Delta {
-                like: 7,
-                dislike: -1
-            }
-        );
-        assert_eq!(
-            state.subtotals[&12],
-            Delta {
-                like: 5,
-                dislike: -1
-            }
-        );
-        assert_eq!(
-            state.subtotals[&13],
-            Delta {
-                like: 2,
-                dislike: 0
-            }
-        );
-        assert_eq!(state.near_cuts[&13], 1);
-        assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d"]);
-        assert_eq!(
-            reconciled_attributes(&state, 14),
-            ["e12l", "e12d", "e13l", "e13d", "n13"]
-        );
-    }
-
-    #[test]
-    fn rows_that_are_not_count_rows_are_skipped() {
-        for (pk, sk) in [("#wm#s1", "W"), ("#reconcile", "S"), ("game:1", "H")] {
-            let row: Item = [(attr::ITEM_ID, s(pk)), (attr::SHARD, s(sk))]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
-            assert_eq!(parse_count_row(row).unwrap(), None, "{pk} {sk}");
-        }
-    }
 }
