@@ -46,14 +46,13 @@ impl StreamFunction {
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
     /// clients, carrying the mapping's fault interceptors in a test build.
     pub fn instance(&self, shared: &Arc<Shared>, sdk: &SdkConfig) -> FunctionInstance {
-        #[allow(unused_mut)]
-        let mut clients = crate::stack::local_clients(sdk, shared.virtual_shards);
+        let clients = crate::stack::local_clients(sdk, shared.virtual_shards);
         #[cfg(any(test, feature = "faults"))]
         let invocation = Arc::new(InvocationSlot::default());
         #[cfg(any(test, feature = "faults"))]
-        crate::faults::intercept(
+        let clients = crate::faults::intercept(
             &self.handler,
-            &mut clients,
+            clients,
             sdk,
             FaultContext {
                 faults: shared.faults.clone(),

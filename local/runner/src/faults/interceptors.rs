@@ -76,10 +76,10 @@ impl InvocationSlot {
 /// held, a batch half listed). The publisher's faults are refused puts.
 pub(crate) fn intercept(
     handler: &str,
-    clients: &mut Clients,
+    mut clients: Clients,
     sdk: &aws_config::SdkConfig,
     context: FaultContext,
-) {
+) -> Clients {
     let dynamodb = |faults: CountWriteFaults| {
         aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::config::Builder::from(sdk)
@@ -102,6 +102,7 @@ pub(crate) fn intercept(
         }
         _ => {}
     }
+    clients
 }
 
 /// What an interceptor shares with its mapping.

@@ -89,14 +89,19 @@ impl Reconciler {
         let mut exports = Vec::new();
         for table in &derived.tables {
             let arn = export_of(table).expect("every table's export was asked for");
-            if self.export_complete(arn).await?.is_none() {
+            let Some(manifest) = self.export_complete(arn).await? else {
                 let ready = wait(format!("export {arn} not complete"))?;
                 if matches!(ready, Ready::Wait(None)) {
                     tokio::time::sleep(EXPORT_POLL).await;
                 }
                 return Ok(ready);
-            }
-            exports.push((table.clone(), self.open_export(arn).await?));
+            };
+            // The manifest the check just read: no second DescribeExport.
+            let export = self
+                .reader
+                .open(&self.config.export_bucket, &manifest)
+                .await?;
+            exports.push((table.clone(), export));
         }
         Ok(Ready::Now((derived.at_ms, exports)))
     }
