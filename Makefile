@@ -77,13 +77,16 @@ lint-openapi: .venv
 test-web:
 	node --test web/
 
-# The quick check while changing code: formatting, lints, and every test that needs no
-# emulator (each crate's unit tests, the web client's arithmetic). `make test` is the whole
-# suite, and what CI runs.
+# The quick check while changing code: formatting, lints, each crate's unit tests, the web
+# client's arithmetic, and the fast tier: every integration and end-to-end test that can run
+# on AWS simulated in the test's own process (local/simulator) rather than the emulator, so
+# no Python and no waiting on it (.config/nextest.toml's `fast` profile says which).
+# `make test` is the whole suite, and what CI runs.
+FAST_TIER := LIKES_TEST_AWS=simulator $(LINTED) cargo nextest run --profile fast
 check:
 	cargo fmt --all -- --check
 	$(LINTED) cargo build --workspace --all-targets
-	$(LINTED) cargo nextest run --workspace --lib --bins
+	$(FAST_TIER) --workspace
 	$(MAKE) --no-print-directory test-web
 
 # The release bootstrap for the template's Architectures: [arm64], cross-linked by zig.
@@ -121,7 +124,8 @@ reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- reconcile $(if $(AT),--at $(AT)) $(if $(WAIT),--wait)
 
 # Everything a change must pass: formatting, lints, the template and API document checks,
-# the bootstrap every function runs, then unit, integration and end-to-end tests (the
+# the bootstrap every function runs, the fast tier on the simulator (a minute; what it finds
+# it finds first), then unit, integration and end-to-end tests (the
 # schemathesis run against the local front and the web client in Chromium included), each
 # test on an emulator of its own that its process starts and stops (.config/nextest.toml
 # says how many run at once and which start first). The lints, the bootstrap and the tests
@@ -142,6 +146,7 @@ test:
 	$(MAKE) --no-print-directory test-web
 	@install -D "$(TARGET_DIR)/debug/$(BOOTSTRAP)" "$(TARGET_DIR)/lambda/$(BOOTSTRAP)/bootstrap"
 	@$(MAKE) --no-print-directory check-bootstrap
+	$(FAST_TIER) -p likes-tests --test suite
 	$(LINTED) cargo nextest run --workspace --no-fail-fast
 
 # Figures, not a timed test: write units, requests and handler CPU per reaction, in a release

@@ -19,6 +19,28 @@ pub struct StackBuilder {
     mappings: BTreeMap<String, serde_yaml::Value>,
     stream_shards: usize,
     parameters: BTreeMap<String, String>,
+    /// Where AWS is: `None` follows `LIKES_TEST_AWS` ([`Aws::from_env`]).
+    aws: Option<Aws>,
+}
+
+/// What a test's stack calls AWS on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aws {
+    /// The emulator (moto's server, started for the test), or `AWS_ENDPOINT_URL`.
+    Emulator,
+    /// The in-process simulator ([`AwsTarget::simulated`]): no Athena, no exports.
+    Simulator,
+}
+
+impl Aws {
+    /// `LIKES_TEST_AWS=simulator` runs a test on the simulator (`make check`'s fast tier);
+    /// anything else, on the emulator.
+    pub fn from_env() -> Self {
+        match std::env::var("LIKES_TEST_AWS").as_deref() {
+            Ok("simulator") => Self::Simulator,
+            _ => Self::Emulator,
+        }
+    }
 }
 
 impl StackBuilder {
@@ -106,10 +128,19 @@ impl StackBuilder {
             .parameters(&[("RecountEngine", engine)])
     }
 
+    /// On `aws`, whatever `LIKES_TEST_AWS` says (a test that compares the two).
+    pub fn on(mut self, aws: Aws) -> Self {
+        self.aws = Some(aws);
+        self
+    }
+
     pub async fn start(self) -> TestStack {
-        let aws = AwsTarget::connect()
-            .await
-            .expect("an AWS endpoint: run through `make test`, or have .venv ready");
+        let aws = match self.aws.unwrap_or_else(Aws::from_env) {
+            Aws::Simulator => AwsTarget::simulated().await.expect("the simulator opens"),
+            Aws::Emulator => AwsTarget::connect()
+                .await
+                .expect("an AWS endpoint: run through `make test`, or have .venv ready"),
+        };
         let options = StackOptions {
             prefix: unique_prefix(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -143,6 +174,7 @@ impl TestStack {
             mappings: BTreeMap::new(),
             stream_shards: stream_shards(),
             parameters: BTreeMap::new(),
+            aws: None,
         }
     }
 }

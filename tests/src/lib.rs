@@ -20,7 +20,7 @@ mod reconcile;
 mod streams;
 mod tables;
 
-pub use builder::StackBuilder;
+pub use builder::{Aws, StackBuilder};
 pub use front::{TestRequest, TestResponse};
 
 /// A running stack for one test.

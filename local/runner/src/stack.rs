@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::Credentials;
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -35,6 +36,8 @@ pub enum StackError {
     #[error(transparent)]
     Emulator(#[from] EmulatorError),
     #[error(transparent)]
+    Simulator(#[from] likes_simulator::SimulatorError),
+    #[error(transparent)]
     Template(#[from] TemplateError),
     #[error(transparent)]
     Resource(#[from] ResourceError),
@@ -55,12 +58,23 @@ pub enum StackError {
     },
 }
 
-/// Where AWS calls go: an emulator this process started, or `AWS_ENDPOINT_URL`.
+/// Where AWS calls go: an emulator this process started, `AWS_ENDPOINT_URL`, or the
+/// in-memory simulator.
 pub struct AwsTarget {
-    emulator: Option<Emulator>,
+    backend: Backend,
     pub endpoint_url: String,
     pub sdk: SdkConfig,
 }
+
+enum Backend {
+    Emulator(Emulator),
+    Endpoint,
+    Simulator,
+}
+
+/// What [`AwsTarget::endpoint_url`] says of the simulator: it has no address, every call
+/// is answered inside this process.
+pub const SIMULATOR_ENDPOINT: &str = "in-process simulator";
 
 impl AwsTarget {
     /// Uses `AWS_ENDPOINT_URL` when set (LocalStack, real AWS: nothing is started);
@@ -80,7 +94,7 @@ impl AwsTarget {
                 .load()
                 .await;
             return Ok(Self {
-                emulator: None,
+                backend: Backend::Endpoint,
                 endpoint_url,
                 sdk,
             });
@@ -89,13 +103,42 @@ impl AwsTarget {
         let endpoint_url = emulator.url().to_owned();
         Ok(Self {
             sdk: emulator_sdk_config(&endpoint_url).await,
-            emulator: Some(emulator),
+            backend: Backend::Emulator(emulator),
             endpoint_url,
         })
     }
 
+    /// AWS in this process ([`likes_simulator::Simulator`]): DynamoDB and its streams,
+    /// Kinesis, SQS and S3, fresh and empty. It has no Athena, and no exports to
+    /// reconcile from.
+    pub async fn simulated() -> Result<Self, StackError> {
+        // The WebSocket front's management API is reached over loopback, as in `make run`.
+        let network = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+            .build_https();
+        let simulator = likes_simulator::Simulator::new()?.passing_loopback_to(network);
+        let sdk = local_sdk_config()
+            .http_client(simulator.http_client())
+            .load()
+            .await;
+        Ok(Self {
+            backend: Backend::Simulator,
+            endpoint_url: SIMULATOR_ENDPOINT.to_owned(),
+            sdk,
+        })
+    }
+
     pub fn emulator_pid(&self) -> Option<u32> {
-        self.emulator.as_ref().map(Emulator::pid)
+        match &self.backend {
+            Backend::Emulator(emulator) => Some(emulator.pid()),
+            Backend::Endpoint | Backend::Simulator => None,
+        }
+    }
+
+    /// Whether Athena answers here (the simulator has none): the template's work groups
+    /// are created only where it does.
+    pub fn serves_athena(&self) -> bool {
+        !matches!(self.backend, Backend::Simulator)
     }
 }
 
@@ -122,12 +165,14 @@ pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
 
 /// SDK configuration for the emulator: its endpoint, a fixed region, dummy credentials.
 pub async fn emulator_sdk_config(endpoint_url: &str) -> SdkConfig {
+    local_sdk_config().endpoint_url(endpoint_url).load().await
+}
+
+/// A fixed region and dummy credentials: what every local target is reached with.
+fn local_sdk_config() -> aws_config::ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint_url)
         .region(Region::new(LOCAL_REGION))
         .credentials_provider(Credentials::new("test", "test", None, None, "likes-local"))
-        .load()
-        .await
 }
 
 pub struct StackOptions {
@@ -220,8 +265,7 @@ impl Stack {
             .into_keys()
             .map(|id| (id, local_cursor_key()))
             .collect();
-        let mut resources =
-            resources::create(&template, &aws.sdk, &options.prefix, secrets).await?;
+        let mut resources = resources::create(&template, &aws, &options.prefix, secrets).await?;
         let ws_listener = listen(options.ws_addr).await?;
         let ws_addr = local_addr(&ws_listener, options.ws_addr)?;
         let websocket_api = websocket_api(

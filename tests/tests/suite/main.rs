@@ -45,4 +45,5 @@ mod reconcile_export;
 mod reconcile_local_export;
 mod reconcile_runs;
 mod scale_model;
+mod simulator_agreement;
 mod web_client;

@@ -10,9 +10,9 @@ mod table;
 
 use std::collections::BTreeMap;
 
-use aws_config::SdkConfig;
 use serde_yaml::Value;
 
+use crate::stack::AwsTarget;
 use crate::template::{get_att, intrinsic, ref_target, Template};
 
 /// The account moto serves requests without a recognised access key from.
@@ -165,15 +165,17 @@ impl Resources {
 }
 
 /// Creates every resource the local stack emulates, from the template: DynamoDB tables,
-/// Kinesis streams, SQS queues, S3 buckets, Athena work groups and Glue databases.
+/// Kinesis streams, SQS queues, S3 buckets, Athena work groups and Glue databases (where
+/// `aws` serves Athena).
 /// Everything else (functions and the HTTP API, which the stack runs itself; roles, log
 /// groups, secrets, alarms) has no local counterpart: it is left out, not faked.
 pub async fn create(
     template: &Template,
-    sdk: &SdkConfig,
+    aws: &AwsTarget,
     prefix: &str,
     secrets: BTreeMap<String, String>,
 ) -> Result<Resources, ResourceError> {
+    let sdk = &aws.sdk;
     let mut resources = Resources {
         secrets,
         ..Resources::default()
@@ -252,6 +254,8 @@ pub async fn create(
             .insert(format!("{logical_id}.Arn"), format!("arn:aws:s3:::{name}"));
         resources.names.insert(logical_id, name);
     }
-    athena::create(template, sdk, prefix, &mut resources).await?;
+    if aws.serves_athena() {
+        athena::create(template, sdk, prefix, &mut resources).await?;
+    }
     Ok(resources)
 }

@@ -1,0 +1,179 @@
+//! DynamoDB and DynamoDB Streams: each request read into the embedded emulator's own
+//! request type, run, and its answer (or its error, in DynamoDB's wire shape) written back.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dynoxide::Database;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::reply::{self, Reply};
+
+pub struct DynamoDb {
+    database: Database,
+    /// When point-in-time recovery was turned on, by table: the emulator has no backups,
+    /// so their window is kept here.
+    recovery: Mutex<BTreeMap<String, f64>>,
+    /// Held across an update and the read before it, so nothing writes between them.
+    writing: Mutex<()>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TableRequest {
+    table_name: String,
+}
+
+impl std::fmt::Debug for DynamoDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DynamoDb")
+    }
+}
+
+/// Runs `operation` with the request read from `body` as its own type.
+macro_rules! operations {
+    ($database:expr, $operation:expr, $body:expr, { $($name:literal => $method:ident,)* }) => {
+        match $operation {
+            $($name => match reply::read($body) {
+                Ok(request) => answer($database.$method(request)),
+                Err(reply) => reply,
+            },)*
+            other => Reply::unknown_operation(other),
+        }
+    };
+}
+
+impl DynamoDb {
+    pub fn new() -> dynoxide::Result<Self> {
+        Ok(Self {
+            database: Database::memory()?,
+            recovery: Mutex::default(),
+            writing: Mutex::default(),
+        })
+    }
+
+    pub fn answer(&self, operation: &str, body: &[u8]) -> Reply {
+        if let "UpdateContinuousBackups" | "DescribeContinuousBackups" = operation {
+            return self.continuous_backups(operation, body);
+        }
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        match operation {
+            "UpdateItem" => return self.update_item(body),
+            "DescribeStream" => return self.describe_stream(body),
+            _ => {}
+        }
+        operations!(self.database, operation, body, {
+            "CreateTable" => create_table,
+            "DescribeTable" => describe_table,
+            "UpdateTimeToLive" => update_time_to_live,
+            "PutItem" => put_item,
+            "GetItem" => get_item,
+            "DeleteItem" => delete_item,
+            "Query" => query,
+            "Scan" => scan,
+            "BatchGetItem" => batch_get_item,
+            "BatchWriteItem" => batch_write_item,
+            "TransactWriteItems" => transact_write_items,
+            "TransactGetItems" => transact_get_items,
+            "ListStreams" => list_streams,
+            "GetShardIterator" => get_shard_iterator,
+            "GetRecords" => get_records,
+        })
+    }
+}
+
+impl DynamoDb {
+    /// UpdateItem, with one difference from the embedded emulator made good: an update
+    /// that creates its item answers `ALL_OLD` with no attributes, as DynamoDB does (the
+    /// emulator answers the new item's key).
+    fn update_item(&self, body: &[u8]) -> Reply {
+        let request: dynoxide::actions::update_item::UpdateItemRequest = match reply::read(body) {
+            Ok(request) => request,
+            Err(reply) => return reply,
+        };
+        let all_old = request
+            .return_values
+            .as_deref()
+            .is_some_and(|r| r.eq_ignore_ascii_case("ALL_OLD"));
+        let existed = all_old && self.exists(&request.table_name, &request.key);
+        match self.database.update_item(request) {
+            Ok(mut response) => {
+                if all_old && !existed {
+                    response.attributes = None;
+                }
+                Reply::json(&response)
+            }
+            Err(error) => Reply::error_body(error.status_code(), error.to_json()),
+        }
+    }
+
+    /// DescribeStream, with its shard open: the emulator keeps one shard a table's whole
+    /// life but names its last record as the shard's end, which on AWS marks a closed shard.
+    fn describe_stream(&self, body: &[u8]) -> Reply {
+        let request = match reply::read(body) {
+            Ok(request) => request,
+            Err(reply) => return reply,
+        };
+        match self.database.describe_stream(request) {
+            Ok(mut response) => {
+                for shard in &mut response.stream_description.shards {
+                    shard.sequence_number_range.ending_sequence_number = None;
+                }
+                Reply::json(&response)
+            }
+            Err(error) => Reply::error_body(error.status_code(), error.to_json()),
+        }
+    }
+
+    fn exists(&self, table: &str, key: &dynoxide::Item) -> bool {
+        let request = serde_json::json!({
+            "TableName": table,
+            "Key": key,
+            "ConsistentRead": true,
+        });
+        serde_json::from_value(request)
+            .ok()
+            .and_then(|request| self.database.get_item(request).ok())
+            .is_some_and(|found| found.item.is_some())
+    }
+}
+
+fn answer<T: serde::Serialize>(result: dynoxide::Result<T>) -> Reply {
+    match result {
+        Ok(response) => Reply::json(&response),
+        Err(error) => Reply::error_body(error.status_code(), error.to_json()),
+    }
+}
+
+impl DynamoDb {
+    /// Point-in-time recovery: on from when it is turned on, restorable up to now.
+    fn continuous_backups(&self, operation: &str, body: &[u8]) -> Reply {
+        let table = match reply::read::<TableRequest>(body) {
+            Ok(request) => request.table_name,
+            Err(reply) => return reply,
+        };
+        let mut recovery = self.recovery.lock().unwrap_or_else(|e| e.into_inner());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if operation == "UpdateContinuousBackups" {
+            recovery.entry(table.clone()).or_insert(now);
+        }
+        let pitr = match recovery.get(&table) {
+            Some(since) => json!({
+                "PointInTimeRecoveryStatus": "ENABLED",
+                "EarliestRestorableDateTime": since,
+                "LatestRestorableDateTime": now,
+            }),
+            None => json!({ "PointInTimeRecoveryStatus": "DISABLED" }),
+        };
+        Reply::json(&json!({
+            "ContinuousBackupsDescription": {
+                "ContinuousBackupsStatus": "ENABLED",
+                "PointInTimeRecoveryDescription": pitr,
+            }
+        }))
+    }
+}
