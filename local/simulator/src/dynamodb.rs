@@ -97,16 +97,20 @@ impl DynamoDb {
             .return_values
             .as_deref()
             .is_some_and(|r| r.eq_ignore_ascii_case("ALL_OLD"));
-        let existed = all_old && self.exists(&request.table_name, &request.key);
-        match self.database.update_item(request) {
-            Ok(mut response) => {
-                if all_old && !existed {
-                    response.attributes = None;
-                }
-                Reply::json(&response)
+        let existed = if all_old {
+            match self.exists(&request.table_name, &request.key) {
+                Ok(existed) => existed,
+                Err(reply) => return reply,
             }
-            Err(error) => Reply::error_body(error.status_code(), error.to_json()),
-        }
+        } else {
+            false
+        };
+        answer(self.database.update_item(request).map(|mut response| {
+            if all_old && !existed {
+                response.attributes = None;
+            }
+            response
+        }))
     }
 
     /// DescribeStream, with its shard open: the emulator keeps one shard a table's whole
@@ -116,35 +120,38 @@ impl DynamoDb {
             Ok(request) => request,
             Err(reply) => return reply,
         };
-        match self.database.describe_stream(request) {
-            Ok(mut response) => {
-                for shard in &mut response.stream_description.shards {
-                    shard.sequence_number_range.ending_sequence_number = None;
-                }
-                Reply::json(&response)
+        answer(self.database.describe_stream(request).map(|mut response| {
+            for shard in &mut response.stream_description.shards {
+                shard.sequence_number_range.ending_sequence_number = None;
             }
-            Err(error) => Reply::error_body(error.status_code(), error.to_json()),
-        }
+            response
+        }))
     }
 
-    fn exists(&self, table: &str, key: &dynoxide::Item) -> bool {
-        let request = serde_json::json!({
-            "TableName": table,
-            "Key": key,
-            "ConsistentRead": true,
-        });
-        serde_json::from_value(request)
-            .ok()
-            .and_then(|request| self.database.get_item(request).ok())
-            .is_some_and(|found| found.item.is_some())
+    /// Whether the item is there now; a failed read is answered as DynamoDB's error.
+    fn exists(&self, table: &str, key: &dynoxide::Item) -> Result<bool, Reply> {
+        let request = reply::read(
+            serde_json::json!({ "TableName": table, "Key": key, "ConsistentRead": true })
+                .to_string()
+                .as_bytes(),
+        )?;
+        match self.database.get_item(request) {
+            Ok(found) => Ok(found.item.is_some()),
+            Err(error) => Err(failure(&error)),
+        }
     }
 }
 
 fn answer<T: serde::Serialize>(result: dynoxide::Result<T>) -> Reply {
     match result {
         Ok(response) => Reply::json(&response),
-        Err(error) => Reply::error_body(error.status_code(), error.to_json()),
+        Err(error) => failure(&error),
     }
+}
+
+/// The emulator's error in DynamoDB's wire shape.
+fn failure(error: &dynoxide::DynoxideError) -> Reply {
+    Reply::error_body(error.status_code(), error.to_json())
 }
 
 impl DynamoDb {
