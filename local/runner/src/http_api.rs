@@ -35,6 +35,7 @@ use tokio::net::TcpListener;
 
 use crate::cors::Cors;
 use crate::jwt::JwtAuthorizer;
+use crate::lambda::InvokeError;
 use crate::template::HttpRoute;
 
 /// API Gateway HTTP APIs refuse payloads over 10 MB before any function runs.
@@ -150,8 +151,8 @@ impl HttpApi {
         .request();
         match invoke(target, &event).await {
             Ok(response) => response,
-            Err(message) => {
-                tracing::error!(function = %target.route.function, %message, "invocation failed");
+            Err(err) => {
+                tracing::error!(function = %target.route.function, error = %err, "invocation failed");
                 gateway_message(500, "Internal Server Error")
             }
         }
@@ -359,26 +360,35 @@ fn join_repeats(pairs: &mut Vec<(String, String)>, name: String, value: String) 
     }
 }
 
-/// Invokes the function exactly as the Lambda runtime does: the event's JSON in, read by
-/// the function's own types (lambda_http's), its answer's JSON read back; then turns the v2
-/// response back into HTTP.
+/// Why a route's invocation gave no HTTP response: API Gateway answers 500 for each.
+#[derive(Debug, thiserror::Error)]
+enum RouteError {
+    #[error(transparent)]
+    Invoke(#[from] InvokeError),
+    #[error("status {0} is not an HTTP status")]
+    Status(i64),
+    #[error("the base64 body does not decode: {0}")]
+    Base64(#[from] base64::DecodeError),
+    /// A body kind newer than this crate: refused rather than sent wrong.
+    #[error("the response body is of an unknown kind")]
+    BodyKind,
+    #[error("the response does not build: {0}")]
+    Http(#[from] hyper::http::Error),
+}
+
+/// Invokes the function exactly as the Lambda runtime does (lambda_http reads the event),
+/// then turns its v2 response back into HTTP.
 async fn invoke(
     target: &RouteTarget,
     event: &ApiGatewayV2httpRequest,
-) -> Result<HttpResponse, String> {
-    let payload = serde_json::to_vec(event).map_err(|e| e.to_string())?;
-    let response = target
-        .function
-        .invoke(&payload, Context::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let response: ApiGatewayV2httpResponse =
-        serde_json::from_slice(&response).map_err(|e| e.to_string())?;
+) -> Result<HttpResponse, RouteError> {
+    let response = crate::lambda::invoke(&*target.function, event, Context::default()).await?;
     v2_response(response)
 }
 
-fn v2_response(response: ApiGatewayV2httpResponse) -> Result<HttpResponse, String> {
-    let status = u16::try_from(response.status_code).map_err(|e| e.to_string())?;
+fn v2_response(response: ApiGatewayV2httpResponse) -> Result<HttpResponse, RouteError> {
+    let status = u16::try_from(response.status_code)
+        .map_err(|_| RouteError::Status(response.status_code))?;
     let mut builder = hyper::Response::builder().status(status);
     for (name, value) in &response.headers {
         builder = builder.header(name, value);
@@ -388,15 +398,12 @@ fn v2_response(response: ApiGatewayV2httpResponse) -> Result<HttpResponse, Strin
     }
     let body = match response.body {
         None | Some(Body::Empty) => Bytes::new(),
-        Some(Body::Text(text)) if response.is_base64_encoded => {
-            Bytes::from(STANDARD.decode(text).map_err(|e| e.to_string())?)
-        }
+        Some(Body::Text(text)) if response.is_base64_encoded => Bytes::from(STANDARD.decode(text)?),
         Some(Body::Text(text)) => Bytes::from(text),
         Some(Body::Binary(bytes)) => Bytes::from(bytes),
-        // A body kind newer than this crate: refuse it rather than send a wrong one.
-        Some(_) => return Err("the response body is of an unknown kind".to_owned()),
+        Some(_) => return Err(RouteError::BodyKind),
     };
-    builder.body(Full::new(body)).map_err(|e| e.to_string())
+    Ok(builder.body(Full::new(body))?)
 }
 
 /// API Gateway's own answers (no route, authorizer refusal) carry `{"message": …}`.

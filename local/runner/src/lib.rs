@@ -11,6 +11,7 @@ pub mod event_source_mapping;
 pub mod faults;
 pub mod http_api;
 pub mod jwt;
+pub mod lambda;
 pub mod operator;
 pub mod resources;
 pub mod scheduler;

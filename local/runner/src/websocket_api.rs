@@ -38,6 +38,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::http_api::{form_decode, serve_http, HttpResponse};
+use crate::lambda::InvokeError;
 use crate::template::DeclaredWebSocketApi;
 
 /// API Gateway closes a connection with no client frame for this long...
@@ -203,8 +204,8 @@ impl WebSocketApi {
                     let status = u16::try_from(answer.status_code).unwrap_or(500);
                     return plain(status, json!({"message": "Forbidden"}));
                 }
-                Err(message) => {
-                    tracing::error!(%message, "$connect invocation failed");
+                Err(err) => {
+                    tracing::error!(error = %err, "$connect invocation failed");
                     return plain(500, json!({"message": "Internal server error"}));
                 }
             }
@@ -315,8 +316,8 @@ impl WebSocketApi {
             None,
         );
         event.request_context.disconnect_status_code = Some(status);
-        if let Err(message) = invoke(target, event).await {
-            tracing::error!(%message, "$disconnect invocation failed");
+        if let Err(err) = invoke(target, event).await {
+            tracing::error!(error = %err, "$disconnect invocation failed");
         }
     }
 
@@ -354,8 +355,8 @@ impl WebSocketApi {
                 }
             }
             Ok(_) => {}
-            Err(message) => {
-                tracing::error!(%route_key, %message, "invocation failed");
+            Err(err) => {
+                tracing::error!(%route_key, error = %err, "invocation failed");
                 self.send(
                     connection_id,
                     json!({"message": "Internal server error", "connectionId": connection_id})
@@ -479,19 +480,12 @@ impl WebSocketApi {
     }
 }
 
-/// Invokes the function exactly as the Lambda runtime does: the event's JSON in, read by the
-/// function's own types, its answer's JSON read back.
+/// Invokes the route's function exactly as the Lambda runtime does.
 async fn invoke(
     target: &SocketTarget,
     event: ApiGatewayWebsocketProxyRequest,
-) -> Result<ApiGatewayProxyResponse, String> {
-    let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-    let answer = target
-        .function
-        .invoke(&payload, Context::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&answer).map_err(|e| e.to_string())
+) -> Result<ApiGatewayProxyResponse, InvokeError> {
+    crate::lambda::invoke(&*target.function, &event, Context::default()).await
 }
 
 fn text_body(body: Body) -> Option<String> {

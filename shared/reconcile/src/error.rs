@@ -16,7 +16,11 @@ pub enum ReconcileError {
     LaterCutReconciled { asked: i64, reconciled: i64 },
     /// The cut is outside the table's point-in-time recovery window; the run was given up.
     #[error("cut {} cannot be exported: {reason}", likes_core::clock::rfc3339(*cut_ms))]
-    CutNotExportable { cut_ms: i64, reason: String },
+    CutNotExportable {
+        cut_ms: i64,
+        #[source]
+        reason: Unexportable,
+    },
     /// PITR cannot serve the cut yet: its latest restorable time (some 5 minutes behind now
     /// on AWS) has not passed it. Nothing was started.
     #[error(
@@ -113,4 +117,17 @@ pub enum ReconcileError {
     /// Athena's result is not the recount's (columns, numbers, item ids).
     #[error("Athena result {location}: {reason}")]
     Result { location: String, reason: String },
+}
+
+/// Why a cut is outside the table's point-in-time recovery window.
+#[derive(Debug, thiserror::Error)]
+pub enum Unexportable {
+    #[error(
+        "it is before the table's earliest restorable time {}",
+        likes_core::clock::rfc3339(*earliest_ms)
+    )]
+    BeforeEarliest { earliest_ms: i64 },
+    /// DynamoDB itself refused the export's time.
+    #[error("DynamoDB refused its time: {0}")]
+    Refused(#[source] likes_aws::AwsError),
 }

@@ -42,7 +42,7 @@ mod run;
 pub use athena::{
     AthenaConfig, AthenaJudge, Judged, JudgedExports, JudgedLine, Judgement, ResultLines, ATTEMPTS,
 };
-pub use error::ReconcileError;
+pub use error::{ReconcileError, Unexportable};
 pub use export::{
     DataFile, Export, ExportReader, ManifestSummary, ReadProgress, Recount, RowKey,
     UnknownStateRow, FOREIGN_REPORTED,

@@ -15,6 +15,7 @@ use super::{epoch_now, window, Shared};
 use crate::faults::CounterCells;
 #[cfg(any(test, feature = "faults"))]
 use crate::faults::{FaultContext, InvocationSlot};
+use crate::lambda::InvokeError;
 
 /// The function a mapping invokes, from the registry by its `Handler`: built once to check
 /// its configuration, then once per shard with that shard's fault interceptors.
@@ -25,7 +26,10 @@ pub struct StreamFunction {
 }
 
 impl StreamFunction {
-    pub fn for_handler(config: &MappingConfig, sdk: &SdkConfig) -> Result<Self, String> {
+    pub fn for_handler(
+        config: &MappingConfig,
+        sdk: &SdkConfig,
+    ) -> Result<Self, likes_functions::Error> {
         let function = Self {
             handler: config.handler.clone(),
             environment: config.environment.clone(),
@@ -34,13 +38,12 @@ impl StreamFunction {
         Ok(function)
     }
 
-    fn build(&self, clients: Clients) -> Result<Box<dyn Invoke>, String> {
+    fn build(&self, clients: Clients) -> Result<Box<dyn Invoke>, likes_functions::Error> {
         likes_functions::build(
             &self.handler,
             &|name| self.environment.get(name).cloned(),
             &clients,
         )
-        .map_err(|err| err.to_string())
     }
 
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
@@ -95,7 +98,7 @@ impl FunctionInstance {
         payload: &[u8],
         config: &MappingConfig,
         counters: &CounterCells,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, InvokeError> {
         let live = self.invocation.begin();
         let answer = tokio::select! {
             biased;
@@ -106,9 +109,9 @@ impl FunctionInstance {
         self.invocation.end();
         if died {
             CounterCells::add(&counters.crashes, 1);
-            return Err("the invocation crashed after a committed chunk (injected fault)".into());
+            return Err(InvokeError::Crashed);
         }
-        answer.unwrap_or_else(|| Err("the invocation died".into()))
+        answer.unwrap_or(Err(InvokeError::Crashed))
     }
 
     /// One invocation within the function's timeout; `Err` is a function error: the
@@ -119,7 +122,7 @@ impl FunctionInstance {
         payload: &[u8],
         config: &MappingConfig,
         _counters: &CounterCells,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, InvokeError> {
         self.within_timeout(payload, config).await
     }
 
@@ -127,19 +130,14 @@ impl FunctionInstance {
         &self,
         payload: &[u8],
         config: &MappingConfig,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, InvokeError> {
         tokio::time::timeout(config.function_timeout, self.invoke(payload, config))
             .await
-            .unwrap_or_else(|_| {
-                Err(format!(
-                    "Task timed out after {:?}",
-                    config.function_timeout
-                ))
-            })
+            .unwrap_or(Err(InvokeError::TimedOut(config.function_timeout)))
     }
 
     /// The event bytes in, the response bytes out; `Err` is a function error.
-    async fn invoke(&self, payload: &[u8], config: &MappingConfig) -> Result<Vec<u8>, String> {
+    async fn invoke(&self, payload: &[u8], config: &MappingConfig) -> Result<Vec<u8>, InvokeError> {
         let mut context = lambda_runtime::Context::default();
         context.request_id = uuid::Uuid::new_v4().to_string();
         context.invoked_function_arn = config.function_arn.clone();
@@ -148,7 +146,7 @@ impl FunctionInstance {
         self.function
             .invoke(payload, context)
             .await
-            .map_err(|err| err.to_string())
+            .map_err(InvokeError::Function)
     }
 }
 

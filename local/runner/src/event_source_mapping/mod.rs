@@ -263,7 +263,8 @@ impl Pipeline {
             event: config.event.clone(),
             message,
         };
-        let function = StreamFunction::for_handler(&config, sdk).map_err(|m| error(&config, m))?;
+        let function = StreamFunction::for_handler(&config, sdk)
+            .map_err(|err| error(&config, err.to_string()))?;
         let shared = Arc::new(Shared {
             enabled: AtomicBool::new(config.enabled),
             virtual_shards: match config.source {

@@ -35,8 +35,8 @@ pub(super) fn split_shard_id(stream_shard: &str, n: usize) -> String {
 
 #[derive(Debug, thiserror::Error)]
 enum ReadError {
-    #[error("{0}")]
-    Stream(String),
+    #[error(transparent)]
+    Stream(#[from] likes_aws::AwsError),
     #[error("unreadable stream record: {0}")]
     Record(#[from] RecordError),
 }
@@ -124,7 +124,7 @@ impl StreamReader {
     async fn read(&mut self) -> Result<usize, ReadError> {
         let mut iterator = match self.iterator.take() {
             Some(iterator) => iterator,
-            None => self.acquire_iterator().await.map_err(ReadError::Stream)?,
+            None => self.acquire_iterator().await?,
         };
         if self.shared.faults.take_stale_iterator() {
             // Same shape, unknown to the stream: what an expired iterator looks like.
@@ -142,8 +142,7 @@ impl StreamReader {
                 &config.stream_arn,
                 self.outlets.len(),
             )
-            .await
-            .map_err(ReadError::Stream)?;
+            .await?;
         let read = page.records.len();
         for record in page.records {
             // Never skip a record silently: an unreadable one stops the read here, and the
@@ -167,7 +166,7 @@ impl StreamReader {
         Ok(read)
     }
 
-    async fn acquire_iterator(&self) -> Result<String, String> {
+    async fn acquire_iterator(&self) -> Result<String, likes_aws::AwsError> {
         let config = &self.shared.config;
         self.streams
             .shard_iterator(

@@ -299,7 +299,7 @@ impl VirtualShard {
                 let batch: Vec<BufferedRecord> = self.buffer.iter().take(len).cloned().collect();
                 Answer::read(&response, &batch, self.config())
             }
-            Err(reason) => Answer::failed(reason),
+            Err(err) => Answer::failed(err.to_string()),
         }
     }
 

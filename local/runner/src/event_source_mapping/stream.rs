@@ -3,7 +3,7 @@
 
 use aws_config::retry::RetryConfig;
 use aws_config::SdkConfig;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use likes_aws::AwsError;
 
 use super::mapping::{StartingPosition, StreamSource};
 use super::record::{shard_of_key, virtual_shard, BufferedRecord, RecordError};
@@ -48,7 +48,7 @@ impl StreamClient {
     pub async fn list_shards(
         &self,
         stream_arn: &str,
-    ) -> Result<Vec<(String, Option<String>)>, String> {
+    ) -> Result<Vec<(String, Option<String>)>, AwsError> {
         let mut shards = Vec::new();
         match self {
             Self::DynamoDb { client, .. } => {
@@ -60,7 +60,7 @@ impl StreamClient {
                         .set_exclusive_start_shard_id(start.take())
                         .send()
                         .await
-                        .map_err(|e| DisplayErrorContext(e).to_string())?;
+                        .map_err(|e| AwsError::new("DescribeStream", e))?;
                     let Some(description) = output.stream_description else {
                         return Ok(shards);
                     };
@@ -86,7 +86,7 @@ impl StreamClient {
                     let output = request
                         .send()
                         .await
-                        .map_err(|e| aws_sdk_kinesis::error::DisplayErrorContext(e).to_string())?;
+                        .map_err(|e| AwsError::new("ListShards", e))?;
                     for shard in output.shards.unwrap_or_default() {
                         shards.push((shard.shard_id, shard.parent_shard_id));
                     }
@@ -106,7 +106,7 @@ impl StreamClient {
         shard_id: &str,
         tail: Option<&str>,
         starting_position: StartingPosition,
-    ) -> Result<String, String> {
+    ) -> Result<String, AwsError> {
         match self {
             Self::DynamoDb { client, .. } => {
                 use aws_sdk_dynamodbstreams::types::ShardIteratorType as Type;
@@ -126,7 +126,7 @@ impl StreamClient {
                 request
                     .send()
                     .await
-                    .map_err(|e| DisplayErrorContext(e).to_string())?
+                    .map_err(|e| AwsError::new("GetShardIterator", e))?
                     .shard_iterator
             }
             Self::Kinesis(client) => {
@@ -152,11 +152,11 @@ impl StreamClient {
                 request
                     .send()
                     .await
-                    .map_err(|e| aws_sdk_kinesis::error::DisplayErrorContext(e).to_string())?
+                    .map_err(|e| AwsError::new("GetShardIterator", e))?
                     .shard_iterator
             }
         }
-        .ok_or_else(|| "GetShardIterator returned no iterator".to_owned())
+        .ok_or_else(|| AwsError::unusable("GetShardIterator", "no iterator"))
     }
 
     /// One GetRecords of at most `limit` records from `shard_id`, each routed to one of
@@ -168,7 +168,7 @@ impl StreamClient {
         shard_id: &str,
         stream_arn: &str,
         virtual_shards: usize,
-    ) -> Result<Page, String> {
+    ) -> Result<Page, AwsError> {
         let arrived = std::time::Instant::now();
         match self {
             Self::DynamoDb {
@@ -181,7 +181,7 @@ impl StreamClient {
                     .limit(limit)
                     .send()
                     .await
-                    .map_err(|e| DisplayErrorContext(e).to_string())?;
+                    .map_err(|e| AwsError::new("GetRecords", e))?;
                 let records = output
                     .records
                     .unwrap_or_default()
@@ -205,7 +205,7 @@ impl StreamClient {
                     .limit(limit)
                     .send()
                     .await
-                    .map_err(|e| aws_sdk_kinesis::error::DisplayErrorContext(e).to_string())?;
+                    .map_err(|e| AwsError::new("GetRecords", e))?;
                 let records = output
                     .records
                     .iter()

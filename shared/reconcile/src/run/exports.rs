@@ -8,7 +8,7 @@ use likes_store::reconciliation::{DerivedExports, RunState};
 
 use crate::athena::{AthenaJudge, JudgedExports};
 use crate::export::{Asked, Export, ExportState, RecoveryWindow};
-use crate::ReconcileError;
+use crate::{ReconcileError, Unexportable};
 
 use super::{Ready, Reconciler, Step, EXPORT_POLL, QUERY_POLL};
 
@@ -171,10 +171,9 @@ impl Reconciler {
         if cut < window.earliest_ms {
             return Err(ReconcileError::CutNotExportable {
                 cut_ms: cut,
-                reason: format!(
-                    "it is before the table's earliest restorable time {}",
-                    rfc3339(window.earliest_ms)
-                ),
+                reason: Unexportable::BeforeEarliest {
+                    earliest_ms: window.earliest_ms,
+                },
             });
         }
         if cut > window.latest_ms || cut > self.config.period.latest_cut(now_ms()) {
@@ -204,7 +203,7 @@ impl Reconciler {
             // given up, so the next cut is not blocked.
             Asked::OutsideWindow(err) => Err(ReconcileError::CutNotExportable {
                 cut_ms: state.cut_ms,
-                reason: err.to_string(),
+                reason: Unexportable::Refused(err),
             }),
         }
     }
