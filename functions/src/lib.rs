@@ -16,12 +16,12 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::tower::Service;
 use lambda_http::{Adapter, Request};
 use lambda_runtime::{Context, LambdaEvent};
-use likes_aggregator::{
+use likes_api::{App, Config, Endpoint};
+use likes_consumers::{
     Aggregator, AggregatorConfig, BoardRefresher, Eraser, EraserConfig, Leaderboard,
     LeaderboardConfig, Likers, LikersConfig, Publisher, PublisherConfig, Pulse, PulseConfig,
     RefresherConfig,
 };
-use likes_api::{App, Config, Endpoint};
 use likes_live::{
     BroadcastConfig, Broadcaster, Connect, ConnectConfig, Disconnect, DisconnectConfig, Message,
     MessageConfig,

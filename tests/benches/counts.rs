@@ -3,7 +3,7 @@
 //!
 //! Two phases, each written through the real write path (`ReactionsStore::set`) at a steady
 //! offered rate and counted by the real pipeline (the local event source mapping invoking
-//! `likes_aggregator::Aggregator`): a hot item that thousands of distinct users like, then
+//! `likes_consumers::Aggregator`): a hot item that thousands of distinct users like, then
 //! cold reactions over a thousand items (first likes and dislikes, switches, unlikes). The
 //! naive counter (one row per item, one `UpdateItem ADD` per flip) reads the same stream.
 //!

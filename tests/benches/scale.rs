@@ -449,7 +449,7 @@ fn main() {
     );
     println!(
         "    (nothing fails); the likers' {} writes in flight as waves, each done at its slowest",
-        likes_aggregator::likers::CONCURRENT_WRITES
+        likes_consumers::likers::CONCURRENT_WRITES
     );
     println!(
         "  - likers: every entry write is counted as an index write too, also an unlike of an"
@@ -499,7 +499,7 @@ fn print_likers(
         "Likers (LikersFunction): BatchSize {}, window {} s per log shard, {} writes in flight",
         config.batch_size,
         config.batching_window / SECOND,
-        likes_aggregator::likers::CONCURRENT_WRITES
+        likes_consumers::likers::CONCURRENT_WRITES
     );
     println!(
         "  design: item_id#<hash(user) mod {}>; naive: item_id; index by_position on the same key",

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use likes_aggregator::likers::CONCURRENT_WRITES;
+use likes_consumers::likers::CONCURRENT_WRITES;
 use likes_core::likers::{liker_update, LikerChange, LikerUpdate};
 
 use crate::latency::{self, Latency};
