@@ -1,0 +1,129 @@
+//! The Counts table's rows (count rows, watermarks, `as_of` replicas, the reconciliation
+//! run) and the Claims table's chunk claims.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Attribute;
+
+/// The key of a Counts row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountKey {
+    pub item_id: String,
+    pub shard: String,
+}
+
+/// A row of an item's partition: a count row `D#k` (totals; a count never added to reads
+/// 0), or the overflow marker `H` (`partitions`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CountRow {
+    pub shard: String,
+    #[serde(default)]
+    pub like_count: i64,
+    #[serde(default)]
+    pub dislike_count: i64,
+    pub partitions: Option<u32>,
+}
+
+/// A shard's watermark row `#wm#<shard>` / `W`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WatermarkRow {
+    pub item_id: String,
+    pub stream_time: i64,
+    pub probe_key: Option<String>,
+}
+
+/// One replica of the published `as_of`, `#asof#<r>` / `A`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AsOfRow {
+    pub item_id: String,
+    pub shard: String,
+    pub as_of: i64,
+    pub computed_at: i64,
+}
+
+/// The reconciliation run row, `#reconcile` / `S`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunStateRow {
+    pub cut: i64,
+    pub phase: RunPhase,
+    pub export_arn: Option<String>,
+    #[serde(default)]
+    pub started_at: i64,
+    #[serde(default)]
+    pub lease_until: i64,
+    /// Attempts of this cut that failed and were started again.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Compare leases taken for this cut: one that never returns (an invocation that ran out
+    /// of time) is counted here.
+    #[serde(default)]
+    pub leases: u32,
+    /// Why the run was given up, when it was.
+    #[serde(default)]
+    pub abandoned: Option<String>,
+    #[serde(default)]
+    pub compared_through: Option<String>,
+    #[serde(default)]
+    pub compare_tally: Option<String>,
+    #[serde(default)]
+    pub derived_at: Option<i64>,
+    #[serde(default)]
+    pub derived_tables: Vec<String>,
+    #[serde(default)]
+    pub derived_exports: Vec<String>,
+    #[serde(default)]
+    pub given_up: Vec<crate::reconciliation::GivenUpCut>,
+    #[serde(default)]
+    pub given_up_dropped: u64,
+}
+
+/// The `phase` of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunPhase {
+    Exporting,
+    Comparing,
+    Done,
+}
+
+impl RunPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exporting => "exporting",
+            Self::Comparing => "comparing",
+            Self::Done => "done",
+        }
+    }
+}
+
+/// A Counts row as reconciliation reads it: its keys, totals, and every other attribute,
+/// among them the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconciledRow {
+    pub item_id: String,
+    pub shard: String,
+    #[serde(default)]
+    pub like_count: i64,
+    #[serde(default)]
+    pub dislike_count: i64,
+    #[serde(flatten)]
+    pub others: BTreeMap<String, Attribute>,
+}
+
+/// A chunk's claim: its first `eventID`, every eventID it holds, joined by commas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub claim_id: String,
+    pub event_ids: String,
+    pub created_at: i64,
+    /// Epoch seconds, for the table's TTL.
+    pub expires_at: i64,
+}
+
+impl ClaimRow {
+    pub fn listed(&self) -> impl Iterator<Item = &str> {
+        self.event_ids.split(',')
+    }
+}

@@ -1,0 +1,223 @@
+use likes_core::ErasureStatus;
+
+use super::*;
+
+fn names(item: &Item) -> Vec<&str> {
+    let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    names
+}
+
+#[test]
+fn rows_use_the_named_attributes() {
+    let claim = ClaimRow {
+        claim_id: "e1".into(),
+        event_ids: "e1,e2".into(),
+        created_at: 1,
+        expires_at: 2,
+    };
+    let mut expected = [
+        attr::CLAIM_ID,
+        attr::CREATED_AT,
+        attr::EVENT_IDS,
+        attr::EXPIRES_AT,
+    ];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&claim).unwrap()), expected);
+    let as_of = AsOfRow {
+        item_id: "#asof#0".into(),
+        shard: "A".into(),
+        as_of: 1,
+        computed_at: 2,
+    };
+    let mut expected = [attr::AS_OF, attr::COMPUTED_AT, attr::ITEM_ID, attr::SHARD];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&as_of).unwrap()), expected);
+    let liked = LikedRow {
+        user_id: "u".into(),
+        item_id: "i".into(),
+        liked_at: 3,
+    };
+    let mut expected = [attr::ITEM_ID, attr::LIKED_AT, attr::USER_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&liked).unwrap()), expected);
+    let probe = ProbeRow {
+        user_id: "#probe#1",
+        item_id: "#probe",
+        probed_at: 4,
+    };
+    let mut expected = [attr::ITEM_ID, attr::PROBED_AT, attr::USER_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&probe).unwrap()), expected);
+    let job = ErasureRow {
+        user_id: "u".into(),
+        erasure_id: "e".into(),
+        status: ErasureStatus::Running,
+        step: 0,
+        reactions_erased: 0,
+        planned: vec![],
+        created_at: 5,
+        expires_at: None,
+    };
+    let mut expected = [
+        attr::CREATED_AT,
+        attr::ERASURE_ID,
+        attr::PLANNED,
+        attr::REACTIONS_ERASED,
+        attr::STATUS,
+        attr::STEP,
+        attr::USER_ID,
+    ];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&job).unwrap()), expected);
+    let event_claim = EventClaimRow {
+        board: "#event#u#i#1@0".into(),
+        item_id: "i".into(),
+        by: "shard:1".into(),
+        expires_at: 6,
+    };
+    let mut expected = [attr::BOARD, attr::BY, attr::EXPIRES_AT, attr::ITEM_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&event_claim).unwrap()), expected);
+    let head = IntentHeadRow {
+        board: "#intent#shard".into(),
+        item_id: "head".into(),
+        n: 1,
+        last_seq: "1".into(),
+        applied_through: 7,
+        days: vec![],
+        rows: vec![],
+    };
+    let item = to_item(&head).unwrap();
+    for name in [
+        attr::BOARD,
+        attr::ITEM_ID,
+        attr::INTENT_N,
+        attr::APPLIED_THROUGH,
+    ] {
+        assert!(item.contains_key(name), "{name}");
+    }
+    let top = TopRow {
+        board: "#top".into(),
+        item_id: "all".into(),
+        entries: vec![],
+        as_of: None,
+        refreshed_at: 8,
+        expires_at: None,
+    };
+    assert!(to_item(&top).unwrap().contains_key(attr::REFRESHED_AT));
+    let progress: BoardProgressRow = from_item(Item::from([
+        (attr::ITEM_ID.into(), AttributeValue::S("shard".into())),
+        (attr::APPLIED_THROUGH.into(), AttributeValue::N("9".into())),
+        (
+            attr::DAYS.into(),
+            AttributeValue::L(vec![AttributeValue::N("5".into())]),
+        ),
+        (attr::THROUGH_SEQ.into(), AttributeValue::S("12".into())),
+        (attr::INTENTS.into(), AttributeValue::N("3".into())),
+    ]))
+    .unwrap();
+    assert_eq!(progress.through_seq.as_deref(), Some("12"));
+    assert_eq!((progress.intents, progress.days), (3, vec![5]));
+    let guard = ErasureGuardRow {
+        user_id: "u".into(),
+        erasure_id: "#active".into(),
+        active_id: "e".into(),
+    };
+    let mut expected = [attr::ACTIVE_ID, attr::ERASURE_ID, attr::USER_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&guard).unwrap()), expected);
+    let connection = ConnectionRow {
+        connection_id: "c".into(),
+        user_id: "u".into(),
+        items: vec!["game:1".into()],
+        items_version: 3,
+        connected_at: 6,
+        expires_at: 7,
+    };
+    let mut expected = [
+        attr::CONNECTED_AT,
+        attr::CONNECTION_ID,
+        attr::EXPIRES_AT,
+        attr::ITEMS,
+        attr::ITEMS_VERSION,
+        attr::USER_ID,
+    ];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&connection).unwrap()), expected);
+    let subscription = SubscriptionRow {
+        watch: "game:1#0".into(),
+        connection_id: "c".into(),
+        expires_at: 7,
+    };
+    let mut expected = [attr::CONNECTION_ID, attr::EXPIRES_AT, attr::WATCH];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&subscription).unwrap()), expected);
+    assert_eq!(
+        to_item(&claim).unwrap()[attr::EXPIRES_AT],
+        AttributeValue::N("2".into())
+    );
+}
+
+#[test]
+fn a_watch_row_names_its_buckets_watched_now_in_order() {
+    let row: WatchRow = from_item(Item::from([
+        (attr::ITEM_ID.into(), AttributeValue::S("game:1".into())),
+        (attr::EXPIRES_AT.into(), AttributeValue::N("900".into())),
+        (attr::watched(10), AttributeValue::N("500".into())),
+        (attr::watched(2), AttributeValue::N("800".into())),
+        (attr::watched(3), AttributeValue::N("499".into())),
+    ]))
+    .unwrap();
+    assert_eq!(row.watched(500), [2, 10]);
+    assert_eq!(row.watched(801), Vec::<u32>::new());
+}
+
+#[test]
+fn liker_rows_read_the_index_projection() {
+    let row: LikerRow = from_item(Item::from([
+        (attr::BUCKET.into(), AttributeValue::S("game:1#7".into())),
+        (attr::USER_ID.into(), AttributeValue::S("u1".into())),
+        (
+            attr::POSITION.into(),
+            AttributeValue::S("001700000000000#u1".into()),
+        ),
+        (
+            attr::LIKED_AT.into(),
+            AttributeValue::N("1700000000000".into()),
+        ),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (row.user_id.as_str(), row.liked_at),
+        ("u1", 1_700_000_000_000)
+    );
+    let occupancy: OccupancyRow = from_item(Item::from([
+        (
+            attr::BUCKET.into(),
+            AttributeValue::S("game:1#occupied".into()),
+        ),
+        (attr::USER_ID.into(), AttributeValue::S("#".into())),
+        (
+            attr::OCCUPIED.into(),
+            AttributeValue::Ns(vec!["3".into(), "60".into()]),
+        ),
+    ]))
+    .unwrap();
+    assert_eq!(occupancy.occupied, [3, 60]);
+}
+
+#[test]
+fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
+    let marker: CountRow = from_item(Item::from([
+        (attr::SHARD.into(), AttributeValue::S("H".into())),
+        (attr::PARTITIONS.into(), AttributeValue::N("8".into())),
+    ]))
+    .unwrap();
+    assert_eq!((marker.like_count, marker.partitions), (0, Some(8)));
+    let mistyped = from_item::<CountRow>(Item::from([
+        (attr::SHARD.into(), AttributeValue::S("D#0".into())),
+        (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
+    ]));
+    assert!(matches!(mistyped, Err(StoreError::Row(_))), "{mistyped:?}");
+}
