@@ -164,7 +164,7 @@ impl StackBuilder {
 
 impl TestStack {
     /// The plain stack, to change before it starts: its aggregator cuts
-    /// [`TEST_CHUNK_RECORDS`]-record chunks, its streams split into `LIKES_STREAM_SHARDS`
+    /// [`TEST_CHUNK_RECORDS`](crate::TEST_CHUNK_RECORDS)-record chunks, its streams split into `LIKES_STREAM_SHARDS`
     /// virtual shards (4 unless set), and the template's schedules are not fired (the stream
     /// holds only what the test wrote, and `as_of` stays unknown).
     pub fn builder() -> StackBuilder {

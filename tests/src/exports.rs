@@ -205,7 +205,7 @@ pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
         .to_vec()
 }
 
-/// What [`export_reactions`] saw.
+/// What [`TestStack::export_reactions`] saw.
 pub struct FinishedExport {
     pub description: aws_sdk_dynamodb::types::ExportDescription,
     /// Every status DescribeExport reported, the first answer's included, repeats collapsed.

@@ -23,7 +23,7 @@ pub enum Posted {
     Sent,
     /// The connection is gone (410): its rows must go too.
     Gone,
-    /// Still throttled after [`POST_ATTEMPTS`].
+    /// Still throttled after `POST_ATTEMPTS`.
     Throttled,
 }
 

@@ -17,7 +17,7 @@ pub struct Counters {
     pub retries: u64,
     /// Batches delivered a second time after they succeeded.
     pub duplicate_deliveries: u64,
-    /// Invocations killed after their k-th chunk ([`Faults::crash_after_chunks`]).
+    /// Invocations killed after their k-th chunk (`Faults::crash_after_chunks`).
     pub crashes: u64,
     /// Batches given up on (retries or record age exhausted) and sent to the on-failure
     /// destination, and the records they held.

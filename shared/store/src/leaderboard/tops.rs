@@ -13,7 +13,7 @@ use crate::StoreError;
 use super::{Board, LeaderboardStore, IN_FLIGHT, SCORE_INDEX, TOP_BOARD};
 
 impl LeaderboardStore {
-    /// Refreshes each of `windows` at once ([`Self::refresh_board`]).
+    /// Refreshes each of `windows` at once (`refresh_board`).
     pub async fn refresh(
         &self,
         windows: impl IntoIterator<Item = &Window>,

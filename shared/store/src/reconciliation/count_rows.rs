@@ -157,7 +157,7 @@ impl ReconciliationStore {
 
     /// Drops subtotals of epochs before the cut, and near-cut counts before it, from one row:
     /// no later cut needs them, and rows stay small. However many there are, each update
-    /// removes at most [`REMOVED_PER_UPDATE`], so no expression nears DynamoDB's 4 KB.
+    /// removes at most [`REMOVED_PER_UPDATE`](super::REMOVED_PER_UPDATE), so no expression nears DynamoDB's 4 KB.
     pub async fn drop_reconciled(
         &self,
         key: &RowKey,
