@@ -172,7 +172,7 @@ async fn the_local_front_answers_as_openapi_yaml_says() {
     // user, hundreds a second: under the template's write limit (5/s, bursts of 30) most
     // writes would meet the documented 429 and the generated cases would never reach the
     // write itself. This stack is deployed with a limit no run reaches, a configuration
-    // like any other; the limit's own answers are tested in http_reactions.rs.
+    // like any other; the limit's own answers are tested in http_limits.rs.
     let stack = TestStack::builder()
         .scheduled()
         .parameters(&[("WriteRatePerSecond", "100000"), ("WriteBurst", "100000")])

@@ -1,0 +1,227 @@
+//! Read models repaired from a run's export: the likers lists and the all-time leaderboard
+//! brought back to the export's flips, without undoing a like given after the cut.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use likes_core::clock::now_ms;
+use likes_core::ReactionState::{Like, None as Neutral};
+use likes_reconcile::{ReconcileError, Step};
+use likes_tests::{eventually, until, TestStack};
+
+use crate::reconcile_support::reconcile;
+
+/// The likers of `item`, newest first (one page: the test's items have a few).
+async fn likers_of(stack: &TestStack, item: &str) -> Vec<String> {
+    let page = stack.likers_page(item, "limit=100").await;
+    assert_eq!(page["next_cursor"], serde_json::Value::Null, "{page}");
+    likes_tests::liker_ids(&page)
+}
+
+/// Takes `row_created` off `user`'s likers entry for `item`, as entries were written before
+/// they kept it.
+async fn as_older_layout(stack: &TestStack, item: &str, user: &str) {
+    let item = likes_core::ItemId::parse(item).unwrap();
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(stack.name("LikersTable"))
+        .key(
+            "bucket",
+            AttributeValue::S(likes_core::likers::bucket(&item, user)),
+        )
+        .key("user_id", AttributeValue::S(user.into()))
+        .update_expression("REMOVE row_created")
+        .condition_expression("attribute_exists(op_id)")
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The run repairs the likers lists from its export: a like whose event was lost is
+/// listed, the likes an unlike and an erasure took back (their events lost) are not, an
+/// entry of the older layout is brought to the export's flip or taken off, and a like given
+/// after the cut stays listed.
+#[tokio::test]
+async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes() {
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
+    let item = "game:listed";
+    for user in ["kept", "veteran", "unliked", "erased"] {
+        stack.react(user, item, Like).await;
+    }
+    stack.settle_likers().await;
+    // Older-layout entries: one whose like the export holds, one whose row is long gone.
+    as_older_layout(&stack, item, "veteran").await;
+    let likers = likes_store::LikersStore::new(stack.dynamodb(), stack.name("LikersTable"));
+    let ghost = likes_core::likers::LikerUpdate {
+        item_id: likes_core::ItemId::parse(item).unwrap(),
+        bucket: likes_core::likers::bucket_of("ghost"),
+        user_id: "ghost".into(),
+        row_created_ms: 0,
+        op_id: 1,
+        change: likes_core::likers::LikerChange::Liked {
+            liked_at_ms: now_ms() - 86_400_000,
+        },
+    };
+    assert!(likers.apply(&ghost).await.unwrap());
+    as_older_layout(&stack, item, "ghost").await;
+    // The likers mapping fails on every shard (each of the log's shards is its own virtual
+    // shard 0) until it gives the next events up to its dead-letter queue: the lists miss
+    // them.
+    let faults = stack.likers().faults();
+    faults.fail_shard(0);
+    stack.react("lost", item, Like).await;
+    stack.react("unliked", item, Neutral).await;
+    stack.erase_row("erased", item).await;
+    let counters = stack.settle_likers().await;
+    assert!(
+        counters.dlq_batches >= 1,
+        "the events were lost: {counters:?}"
+    );
+    faults.clear();
+    assert_eq!(
+        likers_of(&stack, item).await,
+        ["erased", "unliked", "veteran", "kept", "ghost"]
+    );
+
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
+    stack.react("late", item, Like).await;
+    stack.settle_likers().await;
+
+    // A run whose invocation is out of time by the repair stops it, reports so, and still
+    // finishes; the lists are as they were.
+    let reconciler = stack.reconciler();
+    let hurried = loop {
+        match reconciler
+            .run_at(Some(cut), true, now_ms() - 60_000, &mut |_| {})
+            .await
+        {
+            Ok(Step::Reconciled(report)) => break *report,
+            Ok(_) | Err(ReconcileError::NotYetRestorable { .. }) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(err) => panic!("an invocation failed: {err}"),
+        }
+    };
+    assert!(hurried.likers_incomplete, "{hurried:?}");
+    assert_eq!(
+        (hurried.likers_added, hurried.likers_removed),
+        (0, 0),
+        "{hurried:?}"
+    );
+
+    // Run again, with time: the cut's compare is opened again and the repair done.
+    let report = reconcile(&stack, cut).await;
+    assert!(!report.likers_incomplete, "{report:?}");
+    assert_eq!(
+        (
+            report.likers_added,
+            report.likers_removed,
+            report.likers_unreadable
+        ),
+        (2, 3, 0),
+        "{report:?}"
+    );
+    assert_eq!(
+        likers_of(&stack, item).await,
+        ["late", "lost", "veteran", "kept"]
+    );
+
+    let rerun = reconcile(&stack, cut).await;
+    assert_eq!(
+        (rerun.likers_added, rerun.likers_removed),
+        (0, 0),
+        "a rerun finds the lists repaired: {rerun:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_later_likes() {
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .refreshing_boards()
+        .start()
+        .await;
+    let (steady, lost) = ("game:steady", "game:lost");
+    for user in ["s1", "s2", "s3"] {
+        stack.react(user, steady, Like).await;
+    }
+    stack.react("l1", lost, Like).await;
+    stack.react("l2", lost, Like).await;
+    stack.react("s3", steady, Neutral).await;
+    stack.settle_leaderboard().await;
+    // Events the board never applied (a log shard's batch failing until its records
+    // expired): two likes of one item, an unlike of another, taken off their score rows as
+    // if never added; the counts took them all.
+    stack.edit_all_time_score(lost, -2).await;
+    stack.edit_all_time_score(steady, 1).await;
+    let board = || async {
+        likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"))
+            .board(&likes_core::leaderboard::Window::All, 10)
+            .await
+            .unwrap()
+    };
+    let scores = |board: &likes_store::leaderboard::Board| -> Vec<(String, i64)> {
+        board
+            .entries
+            .iter()
+            .map(|e| (e.item_id.clone(), e.like_count))
+            .collect()
+    };
+
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
+    // After the cut: a like the repair must not undo, and likes from many users of another
+    // item, which move every log shard's progress (and so the board's `as_of`) past it.
+    stack.react("late", lost, Like).await;
+    for n in 0..40 {
+        stack.react(&format!("crowd{n}"), "game:crowd", Like).await;
+    }
+    stack.settle_leaderboard().await;
+    let passed = cut + stack.reconcile_period().uncertainty_ms;
+    // The board missed the lost events.
+    let missed = [
+        ("game:crowd".to_owned(), 40),
+        ("game:steady".to_owned(), 3),
+        ("game:lost".to_owned(), 1),
+    ];
+    eventually(Duration::from_secs(30), async || {
+        let before = board().await;
+        if before.as_of_ms.is_some_and(|a| a >= passed) && scores(&before) == missed {
+            return Ok(());
+        }
+        Err(format!("the board is not as expected: {before:?}"))
+    })
+    .await;
+
+    let report = reconcile(&stack, cut).await;
+    assert!(
+        !report.leaderboard_behind && !report.leaderboard_incomplete,
+        "{report:?}"
+    );
+    assert_eq!(
+        (report.leaderboard_corrected, report.leaderboard_deferred),
+        (2, 0),
+        "{report:?}"
+    );
+    assert!(report.leaderboard_checked >= 3, "{report:?}");
+    assert_eq!(
+        scores(&board().await),
+        [
+            ("game:crowd".to_owned(), 40),
+            ("game:lost".to_owned(), 3),
+            ("game:steady".to_owned(), 2)
+        ],
+        "the board equals the recount, with the like after the cut"
+    );
+
+    let rerun = reconcile(&stack, cut).await;
+    assert_eq!(
+        rerun.leaderboard_corrected, 0,
+        "a rerun finds the board repaired: {rerun:?}"
+    );
+}
