@@ -1,15 +1,19 @@
 //! Kinesis Data Streams: a stream's shards split the 128-bit hash space evenly, and a
 //! record goes to the shard whose range holds the MD5 of its partition key, as on AWS.
-//! Sequence numbers rise across the whole service, so a shard's always do.
+//! Sequence numbers rise across the whole service, so a shard's always do. Each shard is
+//! metered over a sliding second: a put to a shard that took 1,000 records or 1 MB in the
+//! last second is refused (a PutRecords entry, or a whole PutRecord), and so is a read of
+//! one whose readers took 2 MB. (The five reads a second per shard are not enforced.)
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::meter::{Meter, Unit};
 use crate::reply::{self, Reply};
 
 const ACCOUNT: &str = "123456789012";
@@ -21,10 +25,17 @@ const READ_LIMIT: usize = 10_000;
 /// Sequence numbers are written this wide, so their text and number orders agree.
 const SEQUENCE_DIGITS: usize = 21;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Kinesis {
     state: Mutex<State>,
+    meter: Arc<Meter>,
 }
+
+pub fn stream_resource(stream: &str) -> String {
+    format!("stream/{stream}")
+}
+
+const THROTTLED: &str = "ProvisionedThroughputExceededException";
 
 #[derive(Debug, Default)]
 struct State {
@@ -85,6 +96,13 @@ struct Entry {
 }
 
 impl Kinesis {
+    pub fn new(meter: Arc<Meter>) -> Self {
+        Self {
+            state: Mutex::default(),
+            meter,
+        }
+    }
+
     pub fn answer(&self, operation: &str, body: &[u8]) -> Reply {
         let request: Request = match reply::read(body) {
             Ok(request) => request,
@@ -95,7 +113,7 @@ impl Kinesis {
             return state.create(&request);
         }
         if operation == "GetRecords" {
-            return state.get_records(&request);
+            return state.get_records(&request, &self.meter);
         }
         let Some(name) = stream_name(&request) else {
             return Reply::bad_request("StreamName or StreamARN is required");
@@ -120,24 +138,55 @@ impl Kinesis {
                     partition_key: request.partition_key.clone().unwrap_or_default(),
                     explicit_hash_key: request.explicit_hash_key.clone(),
                 };
-                let (shard, sequence) = state.put(&name, entry);
-                Reply::json(&json!({ "ShardId": shard_id(shard), "SequenceNumber": sequence }))
+                match self.put(&mut state, &name, entry) {
+                    Ok((shard, sequence)) => Reply::json(
+                        &json!({ "ShardId": shard_id(shard), "SequenceNumber": sequence }),
+                    ),
+                    Err(shard) => Reply::error(400, THROTTLED, &rate_exceeded(&name, shard)),
+                }
             }
             "PutRecords" => {
+                let mut failed = 0;
                 let written: Vec<_> = request
                     .records
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|entry| {
-                        let (shard, sequence) = state.put(&name, entry);
-                        json!({ "ShardId": shard_id(shard), "SequenceNumber": sequence })
+                    .map(|entry| match self.put(&mut state, &name, entry) {
+                        Ok((shard, sequence)) => {
+                            json!({ "ShardId": shard_id(shard), "SequenceNumber": sequence })
+                        }
+                        Err(shard) => {
+                            failed += 1;
+                            json!({
+                                "ErrorCode": THROTTLED,
+                                "ErrorMessage": rate_exceeded(&name, shard),
+                            })
+                        }
                     })
                     .collect();
-                Reply::json(&json!({ "FailedRecordCount": 0, "Records": written }))
+                Reply::json(&json!({ "FailedRecordCount": failed, "Records": written }))
             }
             "GetShardIterator" => state.iterator(&name, &request),
             other => Reply::unknown_operation(&format!("Kinesis_20131202.{other}")),
         }
+    }
+}
+
+impl Kinesis {
+    /// Puts one record on its shard, unless the shard is at its limit (`Err(shard)`).
+    fn put(&self, state: &mut State, name: &str, entry: Entry) -> Result<(usize, String), usize> {
+        let resource = stream_resource(name);
+        let n = state.shard_of(name, &entry);
+        let shard = shard_id(n);
+        if self.meter.at_limit(&resource, &shard, Unit::RecordsIn)
+            || self.meter.at_limit(&resource, &shard, Unit::BytesIn)
+        {
+            return Err(n);
+        }
+        let bytes = record_bytes(&entry.data, &entry.partition_key);
+        self.meter.take(&resource, &shard, Unit::RecordsIn, 1.0);
+        self.meter.take(&resource, &shard, Unit::BytesIn, bytes);
+        Ok((n, state.append(name, n, entry)))
     }
 }
 
@@ -216,30 +265,36 @@ impl State {
 
     /// Appends `entry` to the shard its explicit hash key, or else the MD5 of its partition
     /// key, falls in: that shard and the new sequence number.
-    fn put(&mut self, name: &str, entry: Entry) -> (usize, String) {
-        self.sequence += 1;
-        let sequence = sequence_text(self.sequence);
+    /// The shard whose hash range holds the record's explicit hash key, or the MD5 of its
+    /// partition key.
+    fn shard_of(&self, name: &str, entry: &Entry) -> usize {
         let hash = entry
             .explicit_hash_key
             .as_deref()
             .and_then(|key| key.parse::<u128>().ok())
             .unwrap_or_else(|| u128::from_be_bytes(md5::compute(entry.partition_key.as_bytes()).0));
+        self.streams[name]
+            .shards
+            .iter()
+            .position(|s| s.first_hash <= hash && hash <= s.last_hash)
+            .unwrap_or(0)
+    }
+
+    /// Appends the record to shard `n`: its sequence number.
+    fn append(&mut self, name: &str, n: usize, entry: Entry) -> String {
+        self.sequence += 1;
+        let sequence = sequence_text(self.sequence);
         let stream = self
             .streams
             .get_mut(name)
             .expect("the caller checked the stream");
-        let n = stream
-            .shards
-            .iter()
-            .position(|s| s.first_hash <= hash && hash <= s.last_hash)
-            .unwrap_or(0);
         stream.shards[n].records.push(Record {
             sequence: sequence.clone(),
             partition_key: entry.partition_key,
             data: entry.data,
             arrived: now(),
         });
-        (n, sequence)
+        sequence
     }
 
     fn iterator(&self, name: &str, request: &Request) -> Reply {
@@ -282,7 +337,7 @@ impl State {
         Reply::json(&json!({ "ShardIterator": encode_iterator(name, n, position) }))
     }
 
-    fn get_records(&self, request: &Request) -> Reply {
+    fn get_records(&self, request: &Request, meter: &Meter) -> Reply {
         let Some((name, n, position)) = request.shard_iterator.as_deref().and_then(decode_iterator)
         else {
             return Reply::error(400, "InvalidArgumentException", "unreadable shard iterator");
@@ -290,12 +345,17 @@ impl State {
         let Some(shard) = self.streams.get(&name).and_then(|s| s.shards.get(n)) else {
             return not_found(&name);
         };
+        let resource = stream_resource(&name);
+        if meter.at_limit(&resource, &shard_id(n), Unit::BytesOut) {
+            return Reply::error(400, THROTTLED, &rate_exceeded(&name, n));
+        }
         let limit = request.limit.unwrap_or(READ_LIMIT).min(READ_LIMIT);
-        let records: Vec<_> = shard
-            .records
-            .iter()
-            .skip(position)
-            .take(limit)
+        let read = || shard.records.iter().skip(position).take(limit);
+        let bytes = read()
+            .map(|r| record_bytes(&r.data, &r.partition_key))
+            .sum();
+        meter.take(&resource, &shard_id(n), Unit::BytesOut, bytes);
+        let records: Vec<_> = read()
             .map(|r| {
                 json!({
                     "SequenceNumber": r.sequence,
@@ -341,6 +401,21 @@ fn not_found(name: &str) -> Reply {
 
 pub fn arn(name: &str) -> String {
     format!("arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{name}")
+}
+
+/// A record's size as Kinesis meters it: its data (decoded) and its partition key.
+fn record_bytes(data: &str, partition_key: &str) -> f64 {
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_or(data.len(), |bytes| bytes.len());
+    (data + partition_key.len()) as f64
+}
+
+fn rate_exceeded(stream: &str, shard: usize) -> String {
+    format!(
+        "Rate exceeded for shard {} in stream {stream}",
+        shard_id(shard)
+    )
 }
 
 fn shard_id(n: usize) -> String {

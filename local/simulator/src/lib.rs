@@ -10,12 +10,17 @@
 //! - SQS: queues that keep what is sent (a mapping's on-failure destination);
 //! - S3: buckets of objects (reports, exports read back).
 //!
+//! DynamoDB and Kinesis bill and throttle as AWS does: each request is priced as AWS prices
+//! it, every partition key and shard is metered over a sliding second against AWS's limits,
+//! and what reaches one at its limit is throttled; [`Simulator::usage`] reads it back.
+//!
 //! Anything else (Athena, exports to S3) is answered as an unknown operation, naming it.
 //! Requests to a loopback address are not AWS's: they are the local stack's own fronts
 //! (the WebSocket API's management endpoint), passed to the network client given.
 
 mod dynamodb;
 mod kinesis;
+mod meter;
 mod reply;
 mod s3;
 mod sqs;
@@ -31,6 +36,10 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 
 use reply::Reply;
 
+pub use dynamodb::{index_resource, table_resource};
+pub use kinesis::stream_resource;
+pub use meter::{Peak, Unit, Usage};
+
 /// The simulated services, shared by every client built on [`Simulator::http_client`].
 #[derive(Debug, Clone)]
 pub struct Simulator {
@@ -41,6 +50,7 @@ pub struct Simulator {
 
 #[derive(Debug)]
 struct Services {
+    meter: Arc<meter::Meter>,
     dynamodb: dynamodb::DynamoDb,
     kinesis: kinesis::Kinesis,
     sqs: sqs::Sqs,
@@ -54,10 +64,13 @@ pub struct SimulatorError(String);
 impl Simulator {
     /// Empty services: no table, stream, queue or bucket yet.
     pub fn new() -> Result<Self, SimulatorError> {
+        let meter = Arc::new(meter::Meter::default());
         Ok(Self {
             services: Arc::new(Services {
-                dynamodb: dynamodb::DynamoDb::new().map_err(|e| SimulatorError(e.to_string()))?,
-                kinesis: kinesis::Kinesis::default(),
+                dynamodb: dynamodb::DynamoDb::new(meter.clone())
+                    .map_err(|e| SimulatorError(e.to_string()))?,
+                kinesis: kinesis::Kinesis::new(meter.clone()),
+                meter,
                 sqs: sqs::Sqs::default(),
                 s3: s3::S3::default(),
             }),
@@ -69,6 +82,12 @@ impl Simulator {
     pub fn passing_loopback_to(mut self, network: SharedHttpClient) -> Self {
         self.network = Some(network);
         self
+    }
+
+    /// What the simulated services billed, their busiest keys and shards, and what they
+    /// throttled, so far.
+    pub fn usage(&self) -> Usage {
+        self.services.meter.usage()
     }
 
     /// The HTTP client to give an `SdkConfig`: every request it carries is answered here.

@@ -81,6 +81,14 @@ impl Reply {
         }
     }
 
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
     pub fn header(mut self, name: &'static str, value: String) -> Self {
         self.headers.push((name, value));
         self

@@ -1,23 +1,31 @@
 //! DynamoDB and DynamoDB Streams: each request read into the embedded emulator's own
 //! request type, run, and its answer (or its error, in DynamoDB's wire shape) written back.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dynoxide::Database;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::meter::Meter;
 use crate::reply::{self, Reply};
+
+mod billing;
+
+pub use billing::{index_resource, table_resource};
 
 pub struct DynamoDb {
     database: Database,
     /// When point-in-time recovery was turned on, by table: the emulator has no backups,
     /// so their window is kept here.
     recovery: Mutex<BTreeMap<String, f64>>,
-    /// Held across an update and the read before it, so nothing writes between them.
+    /// Held across a request and the reads around it, so nothing writes between them.
     writing: Mutex<()>,
+    /// Each table's key attributes, as billing reads them.
+    schemas: Mutex<HashMap<String, billing::Schema>>,
+    meter: Arc<Meter>,
 }
 
 #[derive(Deserialize)]
@@ -46,11 +54,13 @@ macro_rules! operations {
 }
 
 impl DynamoDb {
-    pub fn new() -> dynoxide::Result<Self> {
+    pub fn new(meter: Arc<Meter>) -> dynoxide::Result<Self> {
         Ok(Self {
             database: Database::memory()?,
             recovery: Mutex::default(),
             writing: Mutex::default(),
+            schemas: Mutex::default(),
+            meter,
         })
     }
 
@@ -59,6 +69,11 @@ impl DynamoDb {
             return self.continuous_backups(operation, body);
         }
         let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.metered(operation, body)
+    }
+
+    /// The request run by the emulator, with its differences from DynamoDB made good.
+    fn dispatch(&self, operation: &str, body: &[u8]) -> Reply {
         match operation {
             "UpdateItem" => return self.update_item(body),
             "DescribeStream" => return self.describe_stream(body),

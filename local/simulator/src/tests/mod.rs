@@ -11,13 +11,21 @@ use aws_sdk_kinesis::primitives::Blob;
 
 use crate::Simulator;
 
+mod billing;
+
 async fn sdk() -> SdkConfig {
+    sdk_on(&Simulator::new().expect("opens")).await
+}
+
+/// A config whose clients `simulator` answers, retrying nothing.
+async fn sdk_on(simulator: &Simulator) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "test", "test", None, None, "tests",
         ))
-        .http_client(Simulator::new().expect("opens").http_client())
+        .http_client(simulator.http_client())
+        .retry_config(aws_config::retry::RetryConfig::disabled())
         .load()
         .await
 }
