@@ -186,9 +186,13 @@ bench-cold-start: .venv
 # Figures, not a timed test: the design and a naive counter at AWS's scale (a viral item at
 # 50,000 likes/s over 100,000 reactions/s, 200 stream shards), in simulated time through the
 # real likes-core decisions; per-second worst partition key and Kinesis shard against their
-# limits, conflicts, staleness. No emulator. Writes docs/scale.svg.
+# limits, conflicts, staleness. No emulator. Writes docs/scale.svg. Then the ledger: write and
+# read units per cold and per viral like, by table and index, from the production functions
+# on the simulator, beside a fair batched naive build; written into docs/performance.md, its
+# last line the headline. (The functions' metric lines are left out of what it prints.)
 bench-scale:
 	cargo bench -q -p likes-tests --bench scale
+	cargo bench -q --profile dev -p likes-tests --bench ledger | { grep -v '^{"' || true; }
 
 # Figures, not a timed test: live counts with LIKES_BENCH_LIVE_WATCHERS (1,000) WebSocket
 # watchers on one item while distinct users like it as fast as the emulator takes writes

@@ -69,7 +69,7 @@ pub struct AwsTarget {
 enum Backend {
     Emulator(Emulator),
     Endpoint,
-    Simulator,
+    Simulator(likes_simulator::Simulator),
 }
 
 /// What [`AwsTarget::endpoint_url`] says of the simulator: it has no address, every call
@@ -122,7 +122,7 @@ impl AwsTarget {
             .load()
             .await;
         Ok(Self {
-            backend: Backend::Simulator,
+            backend: Backend::Simulator(simulator),
             endpoint_url: SIMULATOR_ENDPOINT.to_owned(),
             sdk,
         })
@@ -131,14 +131,23 @@ impl AwsTarget {
     pub fn emulator_pid(&self) -> Option<u32> {
         match &self.backend {
             Backend::Emulator(emulator) => Some(emulator.pid()),
-            Backend::Endpoint | Backend::Simulator => None,
+            Backend::Endpoint | Backend::Simulator(_) => None,
+        }
+    }
+
+    /// What the simulator billed, metered and throttled so far (`None` elsewhere: AWS and
+    /// the emulator keep their own bills).
+    pub fn usage(&self) -> Option<likes_simulator::Usage> {
+        match &self.backend {
+            Backend::Simulator(simulator) => Some(simulator.usage()),
+            Backend::Emulator(_) | Backend::Endpoint => None,
         }
     }
 
     /// Whether Athena answers here (the simulator has none): the template's work groups
     /// are created only where it does.
     pub fn serves_athena(&self) -> bool {
-        !matches!(self.backend, Backend::Simulator)
+        !matches!(self.backend, Backend::Simulator(_))
     }
 }
 

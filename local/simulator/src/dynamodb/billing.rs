@@ -362,6 +362,22 @@ impl DynamoDb {
                     table_units * share(on_table.len()),
                 );
             }
+            // A local index lives in its item's partition: its units go to the item's key.
+            for (index, detail) in entry["LocalSecondaryIndexes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+            {
+                let units = detail["CapacityUnits"].as_f64().unwrap_or(0.0);
+                for &i in &on_table {
+                    self.meter.take(
+                        &index_resource(table, index),
+                        &touches[i].partition,
+                        unit,
+                        units * share(on_table.len()),
+                    );
+                }
+            }
             let Ok(schema) = self.schema(table) else {
                 continue;
             };

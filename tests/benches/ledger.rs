@@ -1,0 +1,378 @@
+//! `make bench-scale`'s ledger: what one like costs, in write and read units, by the table,
+//! index or stream each part of the service writes, for a like of a cold item and a like of
+//! a viral one. The production functions run unchanged on the simulator
+//! (`likes-simulator`), which bills every request as DynamoDB bills it (item sizes,
+//! transactions doubled, index entries, refused conditions) and meters Kinesis: the
+//! handler, the write limiter, the aggregator, the publisher, the leaderboard's, the
+//! likers' and the broadcaster's consumers, through the local stack's event source
+//! mappings as template.yaml configures them.
+//!
+//! Beside it, a fair naive build of the same features, batched as the design batches: the
+//! same write path (the Reactions row, its index, the limiter), one `ADD` on a counter row
+//! per item per aggregator batch, one likers row per like (sorted by its time: no index),
+//! and per item per leaderboard batch an `ADD` on a score row and its index entry moved (a
+//! delete and a put). Its batches are the ones the design's mappings delivered in the same
+//! run, and its rows are under 1 KB, one unit each.
+//!
+//! What is left out: the per-second work that does not grow with likes (the pulse's probes
+//! and watermarks, the leaderboard's refresher, heartbeats), reconciliation (hourly, by
+//! export), and reads by clients. The last line is the ledger's headline.
+//!
+//! `LIKES_LEDGER_COLD` (400 cold likes, each a new user and item) and `LIKES_LEDGER_VIRAL`
+//! (4,000 likes of one item by new users) size the run; `LIKES_LEDGER_CLIENTS` (16) writes
+//! at once. The table is written into docs/performance.md between its markers.
+
+use std::collections::BTreeMap;
+
+use futures_util::stream::{self, StreamExt};
+use likes_simulator::{Unit, Usage};
+use likes_tests::{env_count, Aws, TestStack};
+
+/// us-east-1 on-demand prices, per million request units.
+const WRITE_UNIT_PRICE: f64 = 0.625;
+const READ_UNIT_PRICE: f64 = 0.125;
+/// The load `make bench-scale` simulates: a viral item's likes and the rest, per second.
+const VIRAL_PER_SECOND: f64 = 50_000.0;
+const COLD_PER_SECOND: f64 = 50_000.0;
+const BEGIN: &str = "<!-- ledger: written by make bench-scale -->";
+const END: &str = "<!-- ledger end -->";
+
+/// The parts of the service, by the template resources they write.
+const PARTS: [(&str, &[&str]); 6] = [
+    ("write path", &["ReactionsTable", "RateLimitsTable"]),
+    ("counts", &["CountsTable", "ClaimsTable"]),
+    ("leaderboard", &["LeaderboardTable"]),
+    ("likers", &["LikersTable"]),
+    (
+        "live counts",
+        &[
+            "LivePushesTable",
+            "LiveSubscriptionsTable",
+            "LiveConnectionsTable",
+        ],
+    ),
+    ("event log", &["EventsStream"]),
+];
+
+/// One phase's units per like, by (part, resource, unit).
+type PerLike = BTreeMap<(String, String, Unit), f64>;
+
+#[tokio::main]
+async fn main() {
+    let cold = env_count("LIKES_LEDGER_COLD", 400);
+    let viral = env_count("LIKES_LEDGER_VIRAL", 4000);
+    let clients = env_count("LIKES_LEDGER_CLIENTS", 16);
+    let stack = TestStack::builder().on(Aws::Simulator).start().await;
+    let names = resource_names(&stack);
+
+    let before = usage(&stack);
+    let cold_likes = (0..cold).map(|i| (format!("cold-user{i}"), format!("ledger:cold{i}")));
+    like_all(&stack, clients, cold_likes).await;
+    settle(&stack).await;
+    let after_cold = (usage(&stack), Batches::read(&stack));
+
+    let viral_likes = (0..viral).map(|i| (format!("viral-user{i}"), "ledger:viral".to_owned()));
+    like_all(&stack, clients, viral_likes).await;
+    settle(&stack).await;
+    let after_viral = (usage(&stack), Batches::read(&stack));
+
+    let cold_units = per_like(&names, &before, &after_cold.0, cold);
+    let viral_units = per_like(&names, &after_cold.0, &after_viral.0, viral);
+    // Cold: every like is its own item, in one batch of each consumer. Viral: one item, in
+    // every batch.
+    let cold_batches = Batches {
+        counts: cold as u64,
+        leaderboard: cold as u64,
+    };
+    let viral_batches = after_viral.1.since(&after_cold.1);
+    let peaks = after_viral
+        .0
+        .peaks
+        .iter()
+        .map(|((resource, unit), peak)| ((label(&names, resource).1, *unit), peak.clone()))
+        .collect();
+    let ledger = Ledger {
+        cold: Side::of(&cold_units, &cold_batches, cold),
+        viral: Side::of(&viral_units, &viral_batches, viral),
+        cold_units,
+        viral_units,
+        likes: (cold, viral),
+        throttled: after_viral.0.throttled.values().sum(),
+        peaks,
+    };
+    let table = ledger.table();
+    println!("{table}");
+    write_into_docs(&table);
+    println!("{}", ledger.headline());
+}
+
+/// Every physical table and stream name of the stack, with its part and logical id.
+fn resource_names(stack: &TestStack) -> BTreeMap<String, (&'static str, &'static str)> {
+    PARTS
+        .iter()
+        .flat_map(|(part, ids)| ids.iter().map(move |id| (*part, *id)))
+        .map(|(part, id)| (stack.name(id), (part, id)))
+        .collect()
+}
+
+fn usage(stack: &TestStack) -> Usage {
+    stack
+        .stack
+        .aws
+        .usage()
+        .expect("the ledger's stack runs on the simulator")
+}
+
+async fn like_all(
+    stack: &TestStack,
+    clients: usize,
+    likes: impl Iterator<Item = (String, String)>,
+) {
+    stream::iter(likes)
+        .for_each_concurrent(clients, |(user, item)| async move {
+            stack.like(&user, &item).await;
+        })
+        .await;
+}
+
+/// Waits until every like is counted and through every consumer of the event log.
+async fn settle(stack: &TestStack) {
+    stack.settle().await;
+    stack.settle_leaderboard().await;
+    stack.settle_likers().await;
+    stack.settle_broadcaster().await;
+}
+
+/// The (batch, item) pairs of the aggregator's and the leaderboard consumer's batches: a
+/// naive build writes once for each. Read as the mappings' invocations where every batch
+/// holds the one item.
+#[derive(Debug, Clone, Copy, Default)]
+struct Batches {
+    counts: u64,
+    leaderboard: u64,
+}
+
+impl Batches {
+    fn read(stack: &TestStack) -> Self {
+        Self {
+            counts: stack.pipeline().counters().invocations,
+            leaderboard: stack.leaderboard().counters().invocations,
+        }
+    }
+
+    fn since(self, earlier: &Self) -> Self {
+        Self {
+            counts: self.counts - earlier.counts,
+            leaderboard: self.leaderboard - earlier.leaderboard,
+        }
+    }
+}
+
+/// The units billed between two readings, per like, by part and resource.
+fn per_like(
+    names: &BTreeMap<String, (&'static str, &'static str)>,
+    before: &Usage,
+    after: &Usage,
+    likes: usize,
+) -> PerLike {
+    let mut units = PerLike::new();
+    for ((resource, unit), total) in &after.billed {
+        let spent = total
+            - before
+                .billed
+                .get(&(resource.clone(), *unit))
+                .unwrap_or(&0.0);
+        if spent <= 0.0 {
+            continue;
+        }
+        let (part, label) = label(names, resource);
+        *units.entry((part.to_owned(), label, *unit)).or_default() += spent / likes as f64;
+    }
+    units
+}
+
+/// A resource's part of the service and its name in the template (an index after its
+/// table's).
+fn label(
+    names: &BTreeMap<String, (&'static str, &'static str)>,
+    resource: &str,
+) -> (&'static str, String) {
+    let rest = resource.split_once('/').map_or(resource, |(_, rest)| rest);
+    let (name, index) = match rest.split_once("/index/") {
+        Some((name, index)) => (name, Some(index)),
+        None => (rest, None),
+    };
+    let (part, id) = names.get(name).copied().unwrap_or(("other", "?"));
+    match index {
+        Some(index) => (part, format!("{id} `{index}`")),
+        None => (part, id.to_owned()),
+    }
+}
+
+/// One phase's totals per like.
+struct Side {
+    design_writes: f64,
+    design_reads: f64,
+    naive_writes: f64,
+}
+
+impl Side {
+    fn of(units: &PerLike, batches: &Batches, likes: usize) -> Self {
+        let sum = |unit: Unit, part: Option<&str>| -> f64 {
+            units
+                .iter()
+                .filter(|((p, _, u), _)| *u == unit && part.is_none_or(|part| p == part))
+                .map(|(_, v)| v)
+                .sum()
+        };
+        let per_like = |n: u64| n as f64 / likes as f64;
+        // The same write path and live counts; a counter ADD per item per batch; a likers
+        // row per like; a score ADD and its index entry moved per item per batch.
+        let naive_writes = sum(Unit::Writes, Some("write path"))
+            + sum(Unit::Writes, Some("live counts"))
+            + per_like(batches.counts)
+            + 1.0
+            + 3.0 * per_like(batches.leaderboard);
+        Self {
+            design_writes: sum(Unit::Writes, None),
+            design_reads: sum(Unit::Reads, None),
+            naive_writes,
+        }
+    }
+}
+
+struct Ledger {
+    cold: Side,
+    viral: Side,
+    cold_units: PerLike,
+    viral_units: PerLike,
+    /// Cold and viral likes played.
+    likes: (usize, usize),
+    throttled: u64,
+    peaks: BTreeMap<(String, Unit), likes_simulator::Peak>,
+}
+
+impl Ledger {
+    /// The ledger as markdown: units per like by part and resource, the totals beside the
+    /// naive build's, and what both cost an hour at the simulated load.
+    fn table(&self) -> String {
+        let mut rows: BTreeMap<(String, String), [f64; 6]> = BTreeMap::new();
+        for (phase, units) in [(0, &self.cold_units), (1, &self.viral_units)] {
+            for ((part, label, unit), value) in units {
+                let column = match unit {
+                    Unit::Writes => 0,
+                    Unit::Reads => 2,
+                    Unit::RecordsIn => 4,
+                    Unit::BytesIn | Unit::BytesOut => continue,
+                };
+                rows.entry((part.clone(), label.clone())).or_default()[column + phase] += value;
+            }
+        }
+        let order = |part: &str| {
+            PARTS
+                .iter()
+                .position(|(p, _)| *p == part)
+                .unwrap_or(PARTS.len())
+        };
+        let mut rows: Vec<_> = rows.into_iter().collect();
+        rows.sort_by_key(|((part, label), _)| (order(part), label.clone()));
+        let mut out = format!(
+            "{} cold likes (each a new user and item) and {} likes of one viral item by new \
+             users, through the production functions on the simulator.\n\n\
+             | part | table, index or stream | cold WCU | viral WCU | cold RCU | viral RCU | \
+             cold records | viral records |\n|---|---|---|---|---|---|---|---|\n",
+            self.likes.0, self.likes.1
+        );
+        for ((part, label), v) in &rows {
+            out += &format!(
+                "| {part} | {label} | {} | {} | {} | {} | {} | {} |\n",
+                units(v[0]),
+                units(v[1]),
+                units(v[2]),
+                units(v[3]),
+                units(v[4]),
+                units(v[5])
+            );
+        }
+        out += &format!(
+            "| **design** | **per like** | **{}** | **{}** | **{}** | **{}** | | |\n\
+             | **fair batched naive** | **per like** | **{}** | **{}** | | | | |\n\
+             | | design / naive | {:.2}× | {:.2}× | | | | |\n\n",
+            units(self.cold.design_writes),
+            units(self.viral.design_writes),
+            units(self.cold.design_reads),
+            units(self.viral.design_reads),
+            units(self.naive_cold()),
+            units(self.naive_viral()),
+            self.cold.design_writes / self.naive_cold(),
+            self.viral.design_writes / self.naive_viral(),
+        );
+        let hourly = |cold: f64, viral: f64, price: f64| {
+            (cold * COLD_PER_SECOND + viral * VIRAL_PER_SECOND) * 3600.0 * price / 1e6
+        };
+        out +=
+            &format!(
+            "At {}K cold and {}K viral likes a second (us-east-1 on demand, ${WRITE_UNIT_PRICE} \
+             per million write units, ${READ_UNIT_PRICE} per million read units): the design \
+             ${:.0} an hour in writes and ${:.0} in reads, the naive build ${:.0} in writes.\n\n",
+            COLD_PER_SECOND / 1000.0,
+            VIRAL_PER_SECOND / 1000.0,
+            hourly(self.cold.design_writes, self.viral.design_writes, WRITE_UNIT_PRICE),
+            hourly(self.cold.design_reads, self.viral.design_reads, READ_UNIT_PRICE),
+            hourly(self.naive_cold(), self.naive_viral(), WRITE_UNIT_PRICE),
+        );
+        out += &format!(
+            "Requests throttled in the run: {}. The busiest key of each resource in any \
+             second of the run (this machine's rate, not the simulated load):",
+            self.throttled
+        );
+        for ((resource, unit), peak) in &self.peaks {
+            if matches!(unit, Unit::Writes | Unit::RecordsIn) {
+                out += &format!(
+                    " {resource}: {:.0} {unit:?}/s of {:.0};",
+                    peak.per_second,
+                    unit.limit()
+                );
+            }
+        }
+        out.pop();
+        out + ".\n"
+    }
+
+    fn naive_cold(&self) -> f64 {
+        self.cold.naive_writes
+    }
+
+    fn naive_viral(&self) -> f64 {
+        self.viral.naive_writes
+    }
+
+    fn headline(&self) -> String {
+        format!(
+            "ledger: cold {} WCU per like (naive {}), viral {} (naive {})",
+            units(self.cold.design_writes),
+            units(self.naive_cold()),
+            units(self.viral.design_writes),
+            units(self.naive_viral())
+        )
+    }
+}
+
+fn units(value: f64) -> String {
+    if value == 0.0 {
+        "–".to_owned()
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// Puts `table` between the ledger's markers in docs/performance.md.
+fn write_into_docs(table: &str) {
+    let path = likes_local::repo_root().join("docs/performance.md");
+    let text = std::fs::read_to_string(&path).expect("docs/performance.md reads");
+    let (Some(begin), Some(end)) = (text.find(BEGIN), text.find(END)) else {
+        panic!("docs/performance.md has no {BEGIN} … {END} markers");
+    };
+    let written = format!("{}{BEGIN}\n{table}{}", &text[..begin], &text[end..]);
+    std::fs::write(&path, written).expect("docs/performance.md writes");
+}
