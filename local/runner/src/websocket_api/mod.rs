@@ -12,22 +12,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::apigw::{
-    ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest,
-    ApiGatewayWebsocketProxyRequestContext,
-};
-use aws_lambda_events::encodings::Body;
-use aws_lambda_events::http::{HeaderMap, HeaderValue};
+use aws_lambda_events::http::HeaderMap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, CONTENT_TYPE, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
 use hyper_util::rt::TokioIo;
-use lambda_runtime::Context;
-use likes_core::clock::{now_ms, rfc3339};
+use likes_core::clock::now_ms;
 use likes_functions::Invoke;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -38,8 +32,12 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::http_api::{form_decode, serve_http, HttpResponse};
-use crate::lambda::InvokeError;
 use crate::template::DeclaredWebSocketApi;
+
+mod event;
+mod management;
+
+use event::{invoke, text_body};
 
 /// API Gateway closes a connection with no client frame for this long...
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -382,118 +380,6 @@ impl WebSocketApi {
             link.last_active_ms = now_ms();
         }
     }
-
-    /// The management API, as the SDK's `PostToConnection`, `GetConnection` and
-    /// `DeleteConnection` call it.
-    async fn manage(&self, request: hyper::Request<Incoming>, connection_id: &str) -> HttpResponse {
-        let method = request.method().clone();
-        let body = match Limited::new(request.into_body(), MAX_MESSAGE)
-            .collect()
-            .await
-        {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => return error(413, "PayloadTooLargeException", "Message too long"),
-        };
-        let mut links = self.links.lock().expect("links lock");
-        let Some(link) = links.get_mut(connection_id) else {
-            return error(410, "GoneException", "The connection is not open");
-        };
-        match method {
-            hyper::Method::POST
-                if self
-                    .throttle_posts
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok() =>
-            {
-                self.throttled_posts.fetch_add(1, Ordering::SeqCst);
-                error(429, "LimitExceededException", "Too Many Requests")
-            }
-            hyper::Method::POST => {
-                let text = String::from_utf8_lossy(&body).into_owned();
-                if link.outbound.send(Outbound::Text(text)).is_err() {
-                    return error(410, "GoneException", "The connection is not open");
-                }
-                plain_empty(200)
-            }
-            hyper::Method::GET => plain(
-                200,
-                json!({
-                    "connectedAt": rfc3339(link.connected_at_ms),
-                    "lastActiveAt": rfc3339(link.last_active_ms),
-                    "identity": {"sourceIp": link.source_ip, "userAgent": link.user_agent},
-                }),
-            ),
-            hyper::Method::DELETE => {
-                let _ = link.outbound.send(Outbound::Close);
-                plain_empty(204)
-            }
-            _ => error(404, "NotFoundException", "No such operation"),
-        }
-    }
-
-    /// API Gateway's WebSocket proxy event. Headers and query parameters come with
-    /// `$connect` only, a body with messages only.
-    fn event(
-        &self,
-        event_type: &str,
-        route_key: &str,
-        connection_id: &str,
-        connected_at_ms: i64,
-        caller: Option<&Caller>,
-        body: Option<String>,
-    ) -> ApiGatewayWebsocketProxyRequest {
-        let now = now_ms();
-        let mut context = ApiGatewayWebsocketProxyRequestContext::default();
-        context.account_id = Some(crate::resources::LOCAL_ACCOUNT.to_owned());
-        context.apiid = Some(self.api_id.clone());
-        context.stage = Some(self.stage.clone());
-        context.route_key = Some(route_key.to_owned());
-        context.event_type = Some(event_type.to_owned());
-        context.connection_id = Some(connection_id.to_owned());
-        context.connected_at = connected_at_ms;
-        context.request_time_epoch = now;
-        context.request_time = Some(rfc3339(now));
-        context.request_id = Some(uuid::Uuid::new_v4().to_string());
-        context.extended_request_id = context.request_id.clone();
-        context.message_direction = Some("IN".to_owned());
-        if event_type == "MESSAGE" {
-            context.message_id =
-                Some(URL_SAFE_NO_PAD.encode(&uuid::Uuid::new_v4().as_bytes()[..9]));
-        }
-        let mut request = ApiGatewayWebsocketProxyRequest::default();
-        if let Some(caller) = caller {
-            context.domain_name = Some(caller.domain.clone());
-            context.identity.source_ip = Some(caller.source_ip.clone());
-            context.identity.user_agent = Some(caller.user_agent.clone());
-            request.headers = caller.headers.clone();
-            request.multi_value_headers = caller.headers.clone();
-            let mut query: HashMap<String, Vec<String>> = HashMap::new();
-            for (name, value) in &caller.query {
-                query.entry(name.clone()).or_default().push(value.clone());
-            }
-            request.query_string_parameters = query.clone().into();
-            request.multi_value_query_string_parameters = query.into();
-        }
-        request.request_context = context;
-        request.body = body;
-        request
-    }
-}
-
-/// Invokes the route's function exactly as the Lambda runtime does.
-async fn invoke(
-    target: &SocketTarget,
-    event: ApiGatewayWebsocketProxyRequest,
-) -> Result<ApiGatewayProxyResponse, InvokeError> {
-    crate::lambda::invoke(&*target.function, &event, Context::default()).await
-}
-
-fn text_body(body: Body) -> Option<String> {
-    match body {
-        Body::Text(text) => Some(text),
-        Body::Binary(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        _ => None,
-    }
 }
 
 fn plain(status: u16, body: Value) -> HttpResponse {
@@ -502,20 +388,4 @@ fn plain(status: u16, body: Value) -> HttpResponse {
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .expect("static response is valid")
-}
-
-fn plain_empty(status: u16) -> HttpResponse {
-    hyper::Response::builder()
-        .status(status)
-        .body(Full::new(Bytes::new()))
-        .expect("static response is valid")
-}
-
-/// A management API error as the SDK reads it: the code in `x-amzn-ErrorType`.
-fn error(status: u16, code: &'static str, message: &str) -> HttpResponse {
-    let mut response = plain(status, json!({ "message": message }));
-    response
-        .headers_mut()
-        .insert("x-amzn-errortype", HeaderValue::from_static(code));
-    response
 }
