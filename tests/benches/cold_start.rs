@@ -302,7 +302,7 @@ fn lambda_environment(stack: &TestStack, logical_id: &str) -> BTreeMap<String, S
     // Functions are not created in the emulator: a name as a stack called `likes` gives them.
     let name = format!("likes-{logical_id}");
     let region = stack.stack.aws.sdk.region().map_or_else(
-        || likes_tests::stack::LOCAL_REGION.to_owned(),
+        || likes_local::aws::LOCAL_REGION.to_owned(),
         |r| r.to_string(),
     );
     let from_env = |name: &str, default: &str| std::env::var(name).unwrap_or(default.to_owned());

@@ -24,7 +24,7 @@ impl TestStack {
         likes_reconcile::Reconciler::new(
             config,
             self.dynamodb(),
-            likes_local::stack::s3_client(&self.stack.aws.sdk),
+            likes_local::aws::s3_client(&self.stack.aws.sdk),
             self.athena(),
         )
     }

@@ -3,8 +3,10 @@
 //! CORS as the template declares them), the WebSocket API ([`websocket_api`]), the event
 //! source mappings that feed the template's stream functions ([`event_source_mapping`], with
 //! fault injection for tests), EventBridge Scheduler ([`scheduler`]), and the reference web
-//! client's origin. `make run` and the tests both start it through [`stack::Stack`].
+//! client's origin. `make run` and the tests both start it through [`stack::Stack`], on the
+//! AWS that [`aws::AwsTarget`] names: the emulator, an endpoint, or the in-process simulator.
 
+pub mod aws;
 pub mod cors;
 pub mod emulator;
 pub mod event_source_mapping;

@@ -15,7 +15,8 @@ use likes_core::clock::rfc3339;
 use likes_reconcile::{Progress, ReconcileConfig, Reconciler, Step};
 use serde::{Deserialize, Serialize};
 
-use crate::stack::{emulator_sdk_config, s3_client, Stack};
+use crate::aws::{emulator_sdk_config, s3_client};
+use crate::stack::Stack;
 
 /// The logical id whose environment the command runs with.
 const RECONCILE_FUNCTION: &str = "ReconcileFunction";

@@ -102,7 +102,7 @@ impl Schedule {
             likes_functions::build(
                 &self.handler,
                 &|name| self.environment.get(name).cloned(),
-                &crate::stack::local_clients(sdk, virtual_split),
+                &crate::aws::local_clients(sdk, virtual_split),
             )
             .map_err(|e| failed(e.to_string()))?,
         );

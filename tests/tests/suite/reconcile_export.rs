@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use likes_core::pipeline::Counts;
 use likes_core::ItemId;
-use likes_local::stack::AwsTarget;
+use likes_local::aws::AwsTarget;
 use likes_reconcile::{ExportReader, ReadProgress, ReconcileError, RowKey, UnknownStateRow};
 use likes_tests::exports::{
     create_bucket, delete, probe, put, reaction, s3_client, write_export, FixtureFile,

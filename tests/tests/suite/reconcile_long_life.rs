@@ -282,7 +282,7 @@ async fn run_until_the_cut_pauses(
 /// The export `export_arn` expires, as the bucket's lifecycle would expire it under a run
 /// waiting too long: every object under its folder goes.
 async fn expire_the_export(stack: &TestStack, export_arn: &str) {
-    let s3 = likes_local::stack::s3_client(&stack.stack.aws.sdk);
+    let s3 = likes_local::aws::s3_client(&stack.stack.aws.sdk);
     let bucket = stack
         .stack
         .function_environment("ReconcileFunction")

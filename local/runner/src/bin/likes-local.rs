@@ -17,8 +17,9 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use likes_local::aws::{AwsTarget, LOCAL_REGION};
 use likes_local::jwt::JwtAuthorizer;
-use likes_local::stack::{self, AwsTarget, Schedules, Stack, StackOptions, LOCAL_REGION};
+use likes_local::stack::{self, Schedules, Stack, StackOptions};
 
 const USAGE: &str =
     "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--web-addr HOST:PORT] [--prefix NAME] [--pitr-lag SECONDS] [--parameter NAME=VALUE]...

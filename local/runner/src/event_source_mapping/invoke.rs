@@ -34,7 +34,7 @@ impl StreamFunction {
             handler: config.handler.clone(),
             environment: config.environment.clone(),
         };
-        function.build(crate::stack::local_clients(sdk, 1))?;
+        function.build(crate::aws::local_clients(sdk, 1))?;
         Ok(function)
     }
 
@@ -49,7 +49,7 @@ impl StreamFunction {
     /// One function instance (one per shard, as Lambda runs one per shard): its own SDK
     /// clients, carrying the mapping's fault interceptors in a test build.
     pub fn instance(&self, shared: &Arc<Shared>, sdk: &SdkConfig) -> FunctionInstance {
-        let clients = crate::stack::local_clients(sdk, shared.virtual_shards);
+        let clients = crate::aws::local_clients(sdk, shared.virtual_shards);
         #[cfg(any(test, feature = "faults"))]
         let invocation = Arc::new(InvocationSlot::default());
         #[cfg(any(test, feature = "faults"))]

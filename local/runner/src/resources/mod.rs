@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
-use crate::stack::AwsTarget;
+use crate::aws::AwsTarget;
 use crate::template::{get_att, intrinsic, ref_target, Template};
 
 /// The account moto serves requests without a recognised access key from.
@@ -129,7 +129,7 @@ impl Resources {
     /// What `!Ref <target>` (or `${target}` in a `!Sub`) stands for locally.
     fn reference(&self, template: &Template, target: &str) -> Option<String> {
         match target {
-            "AWS::Region" => Some(crate::stack::LOCAL_REGION.to_owned()),
+            "AWS::Region" => Some(crate::aws::LOCAL_REGION.to_owned()),
             "AWS::Partition" => Some("aws".to_owned()),
             "AWS::AccountId" => Some(LOCAL_ACCOUNT.to_owned()),
             _ => self
@@ -240,7 +240,7 @@ pub async fn create(
         // `!Ref` of a queue is its URL.
         resources.names.insert(logical_id, queue.url);
     }
-    let s3 = crate::stack::s3_client(sdk);
+    let s3 = crate::aws::s3_client(sdk);
     for logical_id in template.resources_of("AWS::S3::Bucket").into_keys() {
         // Bucket names are lowercase and global; the prefix keeps stacks apart.
         let name = format!("{prefix}-{logical_id}").to_lowercase();
