@@ -9,12 +9,13 @@ mod clean;
 mod compare;
 mod config;
 mod exports;
+mod handler;
 mod progress;
 mod repair;
+mod reports;
 
 use std::time::Duration;
 
-use likes_aws::AwsError;
 use likes_core::clock::{now_ms, rfc3339};
 use likes_store::pruning::PruningStore;
 use likes_store::reconciliation::{Phase, ReconciliationStore, RunState};
@@ -22,7 +23,6 @@ use likes_store::{FreshnessStore, LeaderboardStore, LikersStore};
 
 use crate::athena::AthenaJudge;
 use crate::export::{ExportReader, TableExports};
-use crate::report::DriftReport;
 use crate::ReconcileError;
 
 use compare::{Compared, Judging};
@@ -419,117 +419,11 @@ impl Reconciler {
             waiting: waiting(),
         })
     }
-
-    /// Gives the run's cut up: the run is done with why, a report of it goes where drift
-    /// reports go, and a metric feeds the alarm. The error to surface: why it was given up,
-    /// or what failed while giving it up.
-    async fn give_up(&self, state: &RunState, reason: String) -> ReconcileError {
-        tracing::error!(cut_ms = state.cut_ms, %reason, "reconciliation gives the cut up");
-        match self.store.abandon(state, &reason).await {
-            Ok(true) => {}
-            Ok(false) => {
-                return ReconcileError::GivenUp {
-                    cut_ms: state.cut_ms,
-                    reason: format!("{reason} (another invocation moved the run on)"),
-                }
-            }
-            Err(err) => return err.into(),
-        }
-        let report = DriftReport {
-            run_id: state.run_id(),
-            cut_ms: state.cut_ms,
-            cut: rfc3339(state.cut_ms),
-            recounted_by: self.recounted_by().to_owned(),
-            given_up: Some(reason.clone()),
-            ..DriftReport::default()
-        };
-        report.emit();
-        let reason = match self.put_report(&report).await {
-            Ok(_) => reason,
-            Err(err) => format!("{reason} (and its report could not be written: {err})"),
-        };
-        ReconcileError::GivenUp {
-            cut_ms: state.cut_ms,
-            reason,
-        }
-    }
-
-    fn recounted_by(&self) -> &'static str {
-        match self.config.engine {
-            RecountEngine::Function => "function",
-            RecountEngine::Athena(_) => "athena",
-        }
-    }
-
-    /// Writes a run's report to `<report prefix><cut>.json`; its key.
-    async fn put_report(&self, report: &DriftReport) -> Result<String, ReconcileError> {
-        let key = format!("{}{}.json", self.config.report_prefix, report.cut_ms);
-        self.s3
-            .put_object()
-            .bucket(&self.config.export_bucket)
-            .key(&key)
-            .content_type("application/json")
-            .body(
-                serde_json::to_vec_pretty(report)
-                    .expect("reports serialize")
-                    .into(),
-            )
-            .send()
-            .await
-            .map_err(|err| AwsError::new("PutObject", err))?;
-        Ok(key)
-    }
 }
 
-/// How a compare ended: the whole run compared and reported, or paused at the deadline.
 /// A step's outcome once it has what it waits for, or where the invocation goes next: `None`
 /// round again (the run state changed), or the step it stops at.
 enum Ready<T> {
     Now(T),
     Wait(Option<Step>),
-}
-
-impl Reconciler {
-    /// One scheduled invocation, as Lambda runs it: advance the run until shortly before the
-    /// deadline, report where it stands.
-    pub async fn handle(
-        &self,
-        event: lambda_runtime::LambdaEvent<serde_json::Value>,
-    ) -> Result<serde_json::Value, lambda_runtime::Error> {
-        let deadline_ms =
-            i64::try_from(event.context.deadline).unwrap_or(i64::MAX) - DEADLINE_MARGIN_MS;
-        let step = match self.advance(deadline_ms, &mut |_| {}).await {
-            Ok(step) => step,
-            // Reported, alarmed and out of the way of the next cut: not an invocation error
-            // for Lambda to retry.
-            Err(ReconcileError::GivenUp { cut_ms, reason }) => {
-                return Ok(
-                    serde_json::json!({"step": "given_up", "cut_ms": cut_ms, "reason": reason}),
-                )
-            }
-            Err(err) => return Err(err.into()),
-        };
-        tracing::info!(?step, "reconcile invocation ends");
-        Ok(match step {
-            Step::Idle => serde_json::json!({"step": "idle"}),
-            Step::WaitingForExport { cut_ms } => {
-                serde_json::json!({"step": "waiting_for_export", "cut_ms": cut_ms})
-            }
-            Step::WaitingForPipeline { cut_ms, as_of_ms } => serde_json::json!({
-                "step": "waiting_for_pipeline", "cut_ms": cut_ms, "as_of_ms": as_of_ms
-            }),
-            Step::WaitingForRecount { cut_ms } => {
-                serde_json::json!({"step": "waiting_for_recount", "cut_ms": cut_ms})
-            }
-            Step::Comparing {
-                cut_ms,
-                items_done,
-                items_total,
-            } => serde_json::json!({
-                "step": "comparing", "cut_ms": cut_ms,
-                "items_done": items_done, "items_total": items_total
-            }),
-            Step::Reconciled(report) => serde_json::json!({"step": "reconciled", "report": report}),
-        })
-    }
 }
