@@ -28,6 +28,8 @@
 #[allow(dead_code)]
 #[path = "dynamodb/capacity.rs"]
 mod capacity;
+#[path = "counts/column.rs"]
+mod column;
 #[path = "counts/emf.rs"]
 mod emf;
 #[path = "counts/emulator.rs"]
@@ -38,6 +40,8 @@ mod figures;
 mod ledger;
 #[path = "counts/naive.rs"]
 mod naive;
+#[path = "counts/table.rs"]
+mod table;
 #[path = "counts/workload.rs"]
 mod workload;
 

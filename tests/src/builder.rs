@@ -1,7 +1,7 @@
 //! How a test's stack is started: the plain stack, changed by each builder method.
 
-use likes_local::jwt::JwtAuthorizer;
 use likes_local::aws::AwsTarget;
+use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{Schedules, Stack, StackOptions};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,0 +1,307 @@
+//! The printed table: the run's conditions, then the five sections, one row per figure and
+//! one column per counter and phase.
+
+use std::time::Instant;
+
+use likes_core::ReactionState::{Dislike, Like, None as Neutral};
+use likes_core::Transition;
+use likes_tests::TestStack;
+
+use crate::column::Column;
+use crate::figures::{Report, PAGE};
+use crate::naive;
+use crate::workload::{self, Written};
+use crate::{Phase, Run, HOT};
+
+/// DynamoDB's write throughput per partition.
+const PARTITION_WCU_PER_SECOND: f64 = 1000.0;
+/// The viral item the service is sized for: 50K likes/s on one item.
+const VIRAL_LIKES_PER_SECOND: f64 = 50_000.0;
+
+fn percentile(values: &[i64], percent: usize) -> Option<i64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let rank = (percent * sorted.len()).div_ceil(100).max(1);
+    Some(sorted[rank - 1])
+}
+
+fn p50_p99(values: &[i64]) -> String {
+    match (percentile(values, 50), percentile(values, 99)) {
+        (Some(p50), Some(p99)) => format!("{p50} / {p99} ms"),
+        _ => "n/a".to_owned(),
+    }
+}
+
+fn half_units(half: u64) -> String {
+    if half % 2 == 0 {
+        format!("{}", half / 2)
+    } else {
+        format!("{}.5", half / 2)
+    }
+}
+
+fn transitions(written: &[Written]) -> String {
+    let kinds = [
+        ("first like", Neutral, Like),
+        ("first dislike", Neutral, Dislike),
+        ("unlike", Like, Neutral),
+        ("un-dislike", Dislike, Neutral),
+        ("like->dislike", Like, Dislike),
+        ("dislike->like", Dislike, Like),
+    ];
+    let mut parts: Vec<String> = kinds
+        .iter()
+        .map(|(name, from, to)| {
+            let n = written
+                .iter()
+                .filter(|w| w.transition == Transition::new(*from, *to))
+                .count();
+            format!("{n} {name}")
+        })
+        .collect();
+    let unchanged = written.iter().filter(|w| !w.transition.is_flip()).count();
+    parts.push(format!("{unchanged} unchanged (no write, no event)"));
+    parts.join(", ")
+}
+
+impl Report {
+    /// The four columns: design and naive, hot and cold.
+    fn columns(&self) -> [&Column; 4] {
+        [
+            &self.design_hot,
+            &self.naive_hot,
+            &self.design_cold,
+            &self.naive_cold,
+        ]
+    }
+
+    fn row(&self, name: &str, cell: impl Fn(&Column) -> String) {
+        print!("  {name:<44}");
+        for column in self.columns() {
+            print!(" {:>15}", cell(column));
+        }
+        println!();
+    }
+
+    /// A row only the design has: the naive counter writes no claims and no watermarks.
+    fn design_row(&self, name: &str, cell: impl Fn(&Column) -> String) {
+        print!("  {name:<44}");
+        for column in self.columns() {
+            let cell = match column.design {
+                true => cell(column),
+                false => "-".to_owned(),
+            };
+            print!(" {cell:>15}");
+        }
+        println!();
+    }
+
+    pub fn print(&self, stack: &TestStack, run: &Run, started: Instant) {
+        let mapping = stack.pipeline().config();
+        // A full batch's chunk: the mapping's batch size or the aggregator's CHUNK_RECORDS,
+        // whichever is smaller (a viral item's batch touches one item, so no 99-item cut).
+        let chunk_capacity = mapping.environment["CHUNK_RECORDS"]
+            .parse::<usize>()
+            .expect("CHUNK_RECORDS is a number")
+            .min(mapping.batch_size);
+        let build = match cfg!(debug_assertions) {
+            true => "debug",
+            false => "release (cargo bench profile)",
+        };
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let endpoint = match std::env::var_os("AWS_ENDPOINT_URL") {
+            Some(_) => "AWS_ENDPOINT_URL (under `make bench-counts`: the offline emulator)",
+            None => "an offline emulator this bench started",
+        };
+        let rate = |p: &Phase| p.written.len() as f64 / p.writing.as_secs_f64();
+        let cold_flips = self
+            .cold
+            .written
+            .iter()
+            .filter(|w| w.transition.is_flip())
+            .count();
+        println!("Likes count pipeline: figures, not a timed test");
+        println!("  {build} build, {cpus} CPUs; AWS endpoint: {endpoint}");
+        println!(
+            "  mapping from template.yaml: BatchSize {}, batching window {} s; chunks of <= {chunk_capacity} records (CHUNK_RECORDS),",
+            mapping.batch_size,
+            mapping.batching_window.as_secs(),
+        );
+        println!(
+            "  and <= 99 items; the largest claim here held {} records",
+            self.largest_chunk
+        );
+        println!(
+            "  K = {} count rows per item (COUNT_SHARDS); one stream shard",
+            self.shards
+        );
+        println!(
+            "  hot:  {} distinct users like {HOT}: {} writes, {:.0}/s achieved ({} offered)",
+            run.hot_users,
+            self.hot.written.len(),
+            rate(&self.hot),
+            run.hot_rate
+        );
+        println!(
+            "  cold: {} reactions by 3 users per item over {} items, + {} sample items liked once: {} writes,",
+            run.cold_reactions,
+            run.cold_items,
+            run.samples,
+            self.cold.written.len(),
+        );
+        println!(
+            "        {:.0}/s achieved ({} offered); {cold_flips} flips: {}",
+            rate(&self.cold),
+            run.cold_rate,
+            transitions(&self.cold.written)
+        );
+        println!("  writes: ReactionsStore::set as PUT reaction calls it; counts: the local mapping -> Aggregator");
+        println!("  naive:  one row per item (key item_id), UpdateItem ADD per flip, no shard, claim or transaction;");
+        println!(
+            "          a second reader of the same stream, batched as the mapping, {} ADDs in flight",
+            naive::WRITES_IN_FLIGHT
+        );
+        println!("  sizes:  attribute name + value bytes of the real items read back; WCU = ceil(size / 1 KB), x2 inside");
+        println!("          TransactWriteItems; RCU (eventually consistent) = 0.5 x ceil(bytes one request reads / 4 KB)");
+        let e = &self.emulator;
+        println!(
+            "  emulator round trips (moto, one global lock): UpdateItem {:.1} ms; TransactWriteItems of 2 updates {:.0} ms,",
+            e.update_item_ms, e.small_transaction_ms
+        );
+        println!(
+            "          of {} updates (a full cold chunk) {:.0} ms, every other request waiting meanwhile",
+            likes_core::pipeline::MAX_CHUNK_ITEMS,
+            e.full_transaction_ms
+        );
+
+        println!(
+            "\n  {:<44} {:>15} {:>15} {:>15} {:>15}",
+            "", "design hot", "naive hot", "design cold", "naive cold"
+        );
+        println!("1. Count writes per stream event");
+        self.row("stream records (moto: 2 per new row)", |c| {
+            c.records.to_string()
+        });
+        self.row("flips (records that change a count)", |c| {
+            c.flips.to_string()
+        });
+        self.row("count-row writes", |c| c.count_writes.to_string());
+        self.row("  per stream record", |c| {
+            format!("{:.4}", c.count_writes as f64 / c.records.max(1) as f64)
+        });
+        self.row("  per flip", |c| {
+            format!("{:.4}", c.count_writes as f64 / c.flips.max(1) as f64)
+        });
+        self.design_row("transactions (chunks, one claim each)", |c| {
+            c.transactions.to_string()
+        });
+        self.design_row("invocations (one watermark write each)", |c| {
+            c.heartbeats.to_string()
+        });
+
+        println!("2. Write units (WCU) per flip (hot: every flip is a like)");
+        self.row("count rows", |c| c.per_flip(c.row_units));
+        self.design_row("claims", |c| c.per_flip(c.claim_units));
+        self.design_row("shard watermarks", |c| c.per_flip(c.heartbeat_units));
+        self.row("total for counting", |c| c.per_flip(c.units()));
+        self.row("count row bytes (min-max)", |c| {
+            format!("{}-{}", c.row_bytes.0, c.row_bytes.1)
+        });
+        self.design_row("claim bytes (min-max)", |c| {
+            format!("{}-{}", c.claim_bytes.0, c.claim_bytes.1)
+        });
+        println!(
+            "     watermark row {} B, one UpdateItem per invocation. Not above: the Reactions write itself (1 WCU per",
+            self.heartbeat_bytes
+        );
+        println!("     flip + its by_liked_at entry: `make bench-write`), the publisher's Kinesis puts, and the pulse's");
+        println!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate).");
+        println!("     Claims grow with stream records: moto writes 2 per new row (a keys-only INSERT first), AWS 1.");
+
+        println!("3. Read units (RCU) per count read, eventually consistent");
+        self.row("one item (design: 1 Query; naive: GetItem)", |c| {
+            half_units(c.read_one)
+        });
+        self.row("40-id page (hot columns: hot + 39 cold)", |c| {
+            half_units(c.read_page)
+        });
+        self.row("  requests for the page", |c| match c.design {
+            true => format!("{PAGE} Query"),
+            false => "1 BatchGetItem".to_owned(),
+        });
+        let freshness = self.freshness_half_units as f64 / 2.0;
+        println!(
+            "     + the design's freshness read (as_of): 1 GetItem of an as_of replica, {freshness} RCU, at most once a second per"
+        );
+        println!(
+            "     container: +{:.3} RCU per read at 10 reads/s per container, +{:.4} at 100. The naive counter has no as_of.",
+            freshness / 10.0,
+            freshness / 100.0
+        );
+
+        println!("4. Staleness p50 / p99");
+        self.row("event time -> visible in a count read", |c| {
+            p50_p99(&c.visible_ms)
+        });
+        self.row("  flips measured", |c| c.visible_ms.len().to_string());
+        self.row("event time -> applied (pipeline's own)", |c| {
+            p50_p99(&c.applied_ms)
+        });
+        println!("     visible: hot, the n-th like in event-time order is visible at the first read showing >= n likes (a read");
+        println!(
+            "     every {} ms: GET like-count on the local front / the naive row); cold, the sample items, each read every",
+            workload::HOT_READ_EVERY.as_millis()
+        );
+        println!(
+            "     {} ms until it shows its like. A read counts when its answer arrived.",
+            workload::COLD_READ_EVERY.as_millis()
+        );
+        println!("     applied: design, the claim's created_at (its transaction sent) - updated_at; naive, its ADD returned.");
+        let emf: Vec<i64> = self.emf.staleness_ms.iter().map(|v| *v as i64).collect();
+        println!(
+            "     The aggregator's own StalenessMs metric (EMF, first <= 100 values per invocation): {}, n={}, {} lines",
+            p50_p99(&emf),
+            emf.len(),
+            self.emf.lines
+        );
+        let (held, reads) = self.as_of_held;
+        println!(
+            "     as_of on the hot reads: every like written by as_of was counted in {held} of {reads} reads; read time - as_of"
+        );
+        println!("     {}", p50_p99(&self.as_of_lag_ms));
+
+        println!("5. Hot item exposure: writes per second, most in any 1 s");
+        println!(
+            "     likes on the hot item: {:.0}/s. Naive: {} writes/s on its one row (a batch's ADDs land together).",
+            rate(&self.hot),
+            self.naive_hot.peak_row_writes
+        );
+        println!(
+            "     Design: {} writes/s on the busiest of its {} count rows, {} writes/s over all of them.",
+            self.design_hot.peak_row_writes, self.shards, self.design_hot.peak_item_writes
+        );
+        // At the viral rate every batch is full, so every chunk holds the most records a
+        // chunk takes, all of them likes of the one item (AWS: one record per like).
+        let chunks = VIRAL_LIKES_PER_SECOND / chunk_capacity.max(1) as f64;
+        println!(
+            "     At {VIRAL_LIKES_PER_SECOND:.0} likes/s (a viral item): naive, {VIRAL_LIKES_PER_SECOND:.0} WCU/s on one row, {:.0}x the ~{PARTITION_WCU_PER_SECOND:.0} WCU/s partition",
+            VIRAL_LIKES_PER_SECOND / PARTITION_WCU_PER_SECOND
+        );
+        println!(
+            "     limit. Design: full batches, one count-row write per chunk of {chunk_capacity} likes (AWS: 1 record per like):"
+        );
+        println!(
+            "     {chunks:.0} writes/s = {:.0} WCU/s (x2, transactional) on the item's key, {:.0} writes/s per count row; the {}",
+            chunks * 2.0,
+            chunks / self.shards as f64,
+            self.shards
+        );
+        println!("     rows share the partition key item_id, so one partition takes them all until DynamoDB splits it by");
+        println!("     sort key. moto has no partition limits: these are figures, not failures.");
+        println!("  endpoints: {}", self.answers);
+        println!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
+    }
+}
