@@ -1,6 +1,6 @@
 //! Every integration and end-to-end test, in one binary: one link instead of one per file.
 //! Each module is the tests of one part (`http_*` the HTTP API, `pipeline_*` the stream
-//! consumers, `reconcile_*` reconciliation, `live_counts` the WebSocket API, `contract` the
+//! consumers, `reconcile_*` reconciliation, `live_*` the WebSocket API, `contract` the
 //! API document, `web_client` the reference web client in a browser); nextest still runs
 //! each test in a process of its own.
 
@@ -36,7 +36,10 @@ mod http_likers;
 mod http_limits;
 mod http_private_answers;
 mod http_reactions;
-mod live_counts;
+mod live_connections;
+mod live_pushes;
+mod live_subscriptions;
+mod live_support;
 mod pipeline_faults;
 mod pipeline_freshness;
 mod pipeline_histories;
@@ -44,8 +47,11 @@ mod pipeline_hot_item;
 mod pipeline_http;
 mod pipeline_records;
 mod pipeline_shards;
+mod reactions_races;
 mod reactions_store;
-mod reconcile_athena;
+mod reactions_tables;
+mod reconcile_athena_judge;
+mod reconcile_athena_runs;
 mod reconcile_bounds;
 mod reconcile_cuts;
 mod reconcile_drift;

@@ -1,4 +1,5 @@
-//! The reactions store against the emulator: every outcome of the one conditional write.
+//! The reactions store against the emulator: every outcome of the one conditional write, the
+//! idempotency keys a row keeps, and the liked-items page.
 
 use std::collections::HashMap;
 
@@ -11,13 +12,13 @@ use likes_store::ReactionsStore;
 use likes_tests::TestStack;
 use ReactionState::{Dislike, Like, None as Neutral};
 
-struct Fixture {
-    stack: TestStack,
-    store: ReactionsStore,
+pub(crate) struct Fixture {
+    pub(crate) stack: TestStack,
+    pub(crate) store: ReactionsStore,
 }
 
 impl Fixture {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let stack = TestStack::start().await;
         let store = ReactionsStore::new(stack.dynamodb(), stack.name("ReactionsTable"));
         Self { stack, store }
@@ -40,15 +41,15 @@ impl Fixture {
     }
 }
 
-fn user(id: &str) -> UserId {
+pub(crate) fn user(id: &str) -> UserId {
     UserId::parse(id).unwrap()
 }
 
-fn item(id: &str) -> ItemId {
+pub(crate) fn item(id: &str) -> ItemId {
     ItemId::parse(id).unwrap()
 }
 
-fn keyed(target: ReactionState, key: &str) -> WriteRequest {
+pub(crate) fn keyed(target: ReactionState, key: &str) -> WriteRequest {
     WriteRequest {
         target,
         key: Some(IdempotencyKey::parse(key).unwrap().hash()),
@@ -252,89 +253,6 @@ async fn writes_without_a_key_flip_once() {
     assert_eq!((off.previous_state, off.version), (Like, 2));
 }
 
-/// Sixteen writers, each with its own client (connection), released together by a barrier,
-/// race the same conditional write on a row, on many fresh rows: each row must have exactly
-/// one winner. Against stock `moto_server` (no global lock) some rows get two, which is why
-/// the emulator serializes requests.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_racing_likes_on_one_row_have_exactly_one_winner() {
-    let f = Fixture::new().await;
-    let u = user("racer");
-    let writers: Vec<ReactionsStore> = (0..16)
-        .map(|_| ReactionsStore::new(f.stack.dynamodb(), f.store.table()))
-        .collect();
-    for round in 0..24 {
-        let i = item(&format!("game:race-{round}"));
-        let start = std::sync::Arc::new(tokio::sync::Barrier::new(writers.len()));
-        let writes = writers.iter().enumerate().map(|(n, store)| {
-            let (store, start) = (store.clone(), start.clone());
-            let (u, i) = (u.clone(), i.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                store
-                    .set(&u, &i, &keyed(Like, &format!("k{n}")), 1_000)
-                    .await
-            })
-        });
-        let mut winners = 0;
-        for write in writes.collect::<Vec<_>>() {
-            let outcome = write.await.unwrap().unwrap();
-            if matches!(outcome, WriteOutcome::Applied(_)) {
-                winners += 1;
-            }
-        }
-        assert_eq!(
-            winners, 1,
-            "row {round}: one conditional write wins, the others see LIKE"
-        );
-        assert_eq!(f.store.get(&u, &i).await.unwrap().version, 1, "row {round}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_concurrent_writers_leave_a_gap_free_op_id_sequence() {
-    let f = Fixture::new().await;
-    let (u, i) = (user("busy"), item("game:busy"));
-    let writers = (0..16).map(|writer| {
-        let store = f.store.clone();
-        let (u, i) = (u.clone(), i.clone());
-        tokio::spawn(async move {
-            let mut applied = Vec::new();
-            for n in 0..6 {
-                let target = ReactionState::ALL[(writer + n) % 3];
-                let outcome = store
-                    .set(&u, &i, &keyed(target, &format!("w{writer}-{n}")), 1_000)
-                    .await
-                    .unwrap();
-                if let WriteOutcome::Applied(change) = outcome {
-                    applied.push((change.version, change.previous_state, change.state));
-                }
-            }
-            applied
-        })
-    });
-    let mut applied = Vec::new();
-    for writer in writers {
-        applied.extend(writer.await.unwrap());
-    }
-    applied.sort_by_key(|(version, _, _)| *version);
-    let final_row = f.store.get(&u, &i).await.unwrap();
-    let versions: Vec<u64> = applied.iter().map(|(v, _, _)| *v).collect();
-    assert_eq!(versions, (1..=final_row.version).collect::<Vec<_>>());
-    // Each flip starts from the state the previous one left: a chain with no lost update.
-    let mut state = Neutral;
-    for (version, previous, next) in &applied {
-        assert_eq!(
-            *previous,
-            state,
-            "flip {version} starts where {} ended",
-            version - 1
-        );
-        state = *next;
-    }
-    assert_eq!(final_row.state, state);
-}
-
 #[tokio::test]
 async fn many_keyed_flips_keep_the_row_small_and_the_newest_keys_replayable() {
     let f = Fixture::new().await;
@@ -451,121 +369,4 @@ async fn liked_items_page_newest_first_and_skip_unliked_rows() {
     assert_eq!(ids, ["game:0"]);
     assert_eq!(second.items[0].liked_at_ms, 1_000);
     assert!(second.next.is_none(), "the last page has no cursor");
-}
-
-/// `(name, type)` pairs of a template key schema.
-fn template_keys(schema: &serde_yaml::Value) -> Vec<(String, String)> {
-    schema
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|k| {
-            let field = |f: &str| k[f].as_str().unwrap().to_owned();
-            (field("AttributeName"), field("KeyType"))
-        })
-        .collect()
-}
-
-fn described_keys(schema: &[aws_sdk_dynamodb::types::KeySchemaElement]) -> Vec<(String, String)> {
-    schema
-        .iter()
-        .map(|k| {
-            (
-                k.attribute_name().to_owned(),
-                k.key_type().as_str().to_owned(),
-            )
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn every_created_table_matches_the_template() {
-    let stack = TestStack::start().await;
-    let tables = stack.stack.template.resources_of("AWS::DynamoDB::Table");
-    assert!(tables.contains_key("ReactionsTable"));
-    for (logical_id, resource) in tables {
-        let props = &resource["Properties"];
-        let table = stack
-            .dynamodb()
-            .describe_table()
-            .table_name(stack.name(&logical_id))
-            .send()
-            .await
-            .unwrap()
-            .table
-            .unwrap();
-        assert_eq!(
-            described_keys(table.key_schema()),
-            template_keys(&props["KeySchema"]),
-            "{logical_id} keys"
-        );
-        let lsis = props["LocalSecondaryIndexes"]
-            .as_sequence()
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(
-            table.local_secondary_indexes().len(),
-            lsis.len(),
-            "{logical_id} LSIs"
-        );
-        for (created, declared) in table.local_secondary_indexes().iter().zip(&lsis) {
-            assert_eq!(created.index_name(), declared["IndexName"].as_str());
-            assert_eq!(
-                described_keys(created.key_schema()),
-                template_keys(&declared["KeySchema"])
-            );
-            assert_eq!(
-                created
-                    .projection()
-                    .and_then(|p| p.projection_type())
-                    .map(|p| p.as_str()),
-                declared["Projection"]["ProjectionType"].as_str()
-            );
-        }
-        assert_eq!(
-            table
-                .stream_specification()
-                .and_then(|s| s.stream_view_type())
-                .map(|v| v.as_str()),
-            props["StreamSpecification"]["StreamViewType"].as_str(),
-            "{logical_id} stream"
-        );
-    }
-}
-
-#[tokio::test]
-async fn the_reactions_table_is_shaped_as_designed() {
-    let stack = TestStack::start().await;
-    let table = stack
-        .dynamodb()
-        .describe_table()
-        .table_name(stack.name("ReactionsTable"))
-        .send()
-        .await
-        .unwrap()
-        .table
-        .unwrap();
-    assert_eq!(
-        described_keys(table.key_schema()),
-        [
-            ("user_id".into(), "HASH".into()),
-            ("item_id".into(), "RANGE".into())
-        ]
-    );
-    let lsi = &table.local_secondary_indexes()[0];
-    assert_eq!(lsi.index_name(), Some(likes_store::LIKED_AT_INDEX));
-    assert_eq!(
-        described_keys(lsi.key_schema()),
-        [
-            ("user_id".into(), "HASH".into()),
-            ("liked_at".into(), "RANGE".into())
-        ]
-    );
-    assert_eq!(
-        table
-            .stream_specification()
-            .and_then(|s| s.stream_view_type())
-            .map(|v| v.as_str()),
-        Some("NEW_AND_OLD_IMAGES")
-    );
 }
