@@ -13,6 +13,7 @@ use crate::meter::Meter;
 use crate::reply::{self, Reply};
 
 mod billing;
+mod touches;
 
 pub use billing::{index_resource, table_resource};
 
@@ -24,7 +25,7 @@ pub struct DynamoDb {
     /// Held across a request and the reads around it, so nothing writes between them.
     writing: Mutex<()>,
     /// Each table's key attributes, as billing reads them.
-    schemas: Mutex<HashMap<String, billing::Schema>>,
+    schemas: Mutex<HashMap<String, touches::Schema>>,
     meter: Arc<Meter>,
 }
 
