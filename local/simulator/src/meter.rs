@@ -6,7 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: a test that pauses time meters every request in the same instant.
+use tokio::time::Instant;
 
 /// What is billed or limited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
