@@ -84,6 +84,12 @@ impl Simulator {
         self
     }
 
+    /// Stops the meters' clock: every later request falls in the same second.
+    #[cfg(test)]
+    fn stop_the_clock(&self) {
+        self.services.meter.stop_the_clock();
+    }
+
     /// What the simulated services billed, their busiest keys and shards, and what they
     /// throttled, so far.
     pub fn usage(&self) -> Usage {

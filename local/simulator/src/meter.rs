@@ -6,10 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::Duration;
-
-// Tokio's clock: a test that pauses time meters every request in the same instant.
-use tokio::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What is billed or limited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,6 +87,9 @@ pub struct Peak {
 #[derive(Debug, Default)]
 pub struct Meter {
     state: Mutex<State>,
+    /// A test's stopped clock: every request metered in the same instant.
+    #[cfg(test)]
+    stopped: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug, Default)]
@@ -125,11 +125,28 @@ impl Window {
 }
 
 impl Meter {
+    #[cfg(not(test))]
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    #[cfg(test)]
+    fn now(&self) -> Instant {
+        let stopped = *self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        stopped.unwrap_or_else(Instant::now)
+    }
+
+    /// Stops the meters' clock where it is, however slowly the test runs after.
+    #[cfg(test)]
+    pub fn stop_the_clock(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
     /// Whether `key` of `resource` is at its limit in `unit` over the last second; a request
     /// it refuses is counted as throttled.
     pub fn at_limit(&self, resource: &str, key: &str, unit: Unit) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
+        let now = self.now();
         let id = (resource.to_owned(), key.to_owned(), unit);
         let full = match state.windows.get_mut(&id) {
             Some(window) => {
@@ -154,7 +171,7 @@ impl Meter {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
+        let now = self.now();
         if state.windows.len() >= WINDOWS_KEPT {
             state.windows.retain(|_, window| {
                 window.slide(now);

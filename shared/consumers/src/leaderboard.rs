@@ -1,37 +1,24 @@
-//! The leaderboard's consumer of the Kinesis event log, and the scheduled refresher of its
-//! materialized boards.
+//! The leaderboard's consumer of the Kinesis event log.
 //!
 //! Per invocation of the consumer (one shard's records, in order): finish the intent a
 //! crashed attempt left, skip the records the shard's progress already covers, claim each
 //! scoring event for its record (an event on the log twice scores once), freeze each run's
 //! net deltas per board and item as the shard's next intent, apply it (one conditional ADD
 //! per score row however many events it holds) and move the progress.
-//!
-//! The refresher ticks once a second: when some shard's progress moved, it re-ranks the
-//! boards those shards scored on from their board shards and stores each top, with the
-//! `as_of` it read before the scores.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::collections::BTreeSet;
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::{
-    board_as_of, expired_log_shards, score_deltas, sequence_after, LogProgress, Window,
-    MAX_RUN_EPOCHS,
-};
+use likes_core::leaderboard::{score_deltas, sequence_after, MAX_RUN_EPOCHS};
 use likes_core::pipeline::{LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
 use likes_store::metrics::Report;
 use likes_store::{LeaderboardStore, StoreError};
-use serde_json::Value;
 use tracing::Instrument;
 
-use crate::log_shards::LogShards;
-use crate::ticker::run_invocation;
 use crate::ConfigError;
 
 #[derive(Debug, Clone)]
@@ -259,209 +246,6 @@ fn shard_of(record: &KinesisEventRecord) -> &str {
         .as_deref()
         .and_then(|id| id.split_once(':'))
         .map_or("", |(shard, _)| shard)
-}
-
-#[derive(Debug, Clone)]
-pub struct RefresherConfig {
-    pub leaderboard_table: String,
-    /// The event log, whose shards `as_of` follows through reshards.
-    pub events_stream_arn: String,
-    pub board_shards: u32,
-    /// How long one invocation keeps ticking.
-    pub run_for: Duration,
-    pub tick: Duration,
-    /// A log shard whose consumer applied nothing that arrived in this long gets a
-    /// heartbeat (and no second one within it), so the boards' `as_of` moves through a quiet
-    /// spell.
-    pub heartbeat_after: Duration,
-}
-
-impl RefresherConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let whole = |name| ConfigError::whole(&lookup, name).map(|n| n as u64);
-        Ok(Self {
-            leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
-            events_stream_arn: ConfigError::var(&lookup, "EVENTS_STREAM_ARN")?,
-            board_shards: whole("LEADERBOARD_SHARDS")? as u32,
-            run_for: Duration::from_secs(whole("REFRESH_SECONDS")?),
-            tick: Duration::from_millis(whole("REFRESH_TICK_MS")?),
-            heartbeat_after: Duration::from_secs(whole("HEARTBEAT_AFTER_SECONDS")?),
-        })
-    }
-}
-
-/// Why a refresh tick failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RefreshError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Log(#[from] likes_aws::AwsError),
-}
-
-/// What one refresh tick did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefreshReport {
-    pub boards_refreshed: usize,
-    pub as_of_ms: Option<i64>,
-    pub heartbeats: usize,
-    /// Log shards whose progress went because they expired from the log.
-    pub log_shards_retired: usize,
-}
-
-/// A log shard's progress as the last tick read it: its last record and intents applied.
-type Seen = BTreeMap<String, (Option<String>, u64)>;
-
-/// The scheduled refresher of the materialized boards.
-#[derive(Debug)]
-pub struct BoardRefresher {
-    config: RefresherConfig,
-    store: LeaderboardStore,
-    log_shards: LogShards,
-    /// Each shard's progress at the last tick; `None` before this invocation's first.
-    seen: Mutex<Option<Seen>>,
-    /// When this invocation last put a heartbeat on each shard.
-    heartbeats: Mutex<BTreeMap<String, i64>>,
-}
-
-impl BoardRefresher {
-    pub fn new(
-        config: RefresherConfig,
-        dynamodb: aws_sdk_dynamodb::Client,
-        kinesis: aws_sdk_kinesis::Client,
-    ) -> Self {
-        Self {
-            store: LeaderboardStore::new(dynamodb, config.leaderboard_table.clone())
-                .with_board_shards(config.board_shards),
-            log_shards: LogShards::new(kinesis, config.events_stream_arn.clone()),
-            config,
-            seen: Mutex::new(None),
-            heartbeats: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    /// One scheduled invocation: ticks until `run_for` has passed (or the deadline nears).
-    /// Fails only when no tick succeeded, so a broken refresher shows in the function's
-    /// errors.
-    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
-        *self.seen.lock().expect("seen progress") = None;
-        run_invocation(
-            "refresh",
-            "Likes/Leaderboard",
-            (self.config.run_for, self.config.tick),
-            event,
-            |report: &RefreshReport| report.as_of_ms,
-            // Boxed: the tick's future nests deeper than rustc lays out inline.
-            || Box::pin(self.tick()),
-        )
-        .await
-    }
-
-    /// Reads every shard's progress; when some shard applied an intent since the last tick
-    /// (or this is the invocation's first), re-ranks `all`, today's board and the days the
-    /// shards scored on; when shards only moved over records that score nothing, moves the
-    /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
-    /// is the lowest progress of the shards not done with ([`board_as_of`]), read before any
-    /// score. Then puts a heartbeat on each open shard that applied nothing for
-    /// `heartbeat_after`, and retires the shards that have expired from the log
-    /// ([`expired_log_shards`]).
-    pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
-        let started_ms = likes_core::clock::now_ms();
-        let progress = self.store.progress().await?;
-        let shards = self.log_shards.list().await?;
-        let logged: Vec<_> = progress
-            .iter()
-            .map(|p| LogProgress {
-                shard_id: p.shard.clone(),
-                through_seq: p.through_seq.clone(),
-                applied_through_ms: p.applied_through_ms,
-            })
-            .collect();
-        let as_of_ms = board_as_of(&shards, &logged);
-        let today = Window::day_of(started_ms);
-        let mut boards = BTreeSet::new();
-        let mut moved = false;
-        {
-            let seen = self.seen.lock().expect("seen progress");
-            for shard in &progress {
-                match seen.as_ref().map(|seen| seen.get(&shard.shard)) {
-                    Some(Some((through, intents))) if *intents == shard.intents => {
-                        moved |= *through != shard.through_seq;
-                    }
-                    _ => {
-                        boards.insert(Window::All);
-                        boards.insert(today.clone());
-                        boards.extend(shard.windows.iter().cloned());
-                    }
-                }
-            }
-        }
-        self.store.refresh(&boards, as_of_ms, started_ms).await?;
-        if let (true, true, Some(as_of_ms)) = (boards.is_empty(), moved, as_of_ms) {
-            self.store
-                .touch(&[Window::All, today], as_of_ms, started_ms)
-                .await?;
-        }
-        *self.seen.lock().expect("seen progress") = Some(
-            progress
-                .iter()
-                .map(|p| (p.shard.clone(), (p.through_seq.clone(), p.intents)))
-                .collect(),
-        );
-        let quiet_since = started_ms - self.config.heartbeat_after.as_millis() as i64;
-        let quiet: Vec<_> = {
-            let put = self.heartbeats.lock().expect("heartbeats");
-            shards
-                .iter()
-                .filter(|shard| shard.ending_sequence_number.is_none())
-                .filter(|shard| {
-                    progress
-                        .iter()
-                        .any(|p| p.shard == shard.shard_id && p.applied_through_ms < quiet_since)
-                })
-                .filter(|shard| put.get(&shard.shard_id).is_none_or(|at| *at < quiet_since))
-                .collect()
-        };
-        for shard in &quiet {
-            self.log_shards.put_heartbeat(shard, started_ms).await?;
-            self.heartbeats
-                .lock()
-                .expect("heartbeats")
-                .insert(shard.shard_id.clone(), started_ms);
-        }
-        let mut retired = 0;
-        for shard in expired_log_shards(&shards, &logged, started_ms) {
-            // Refused: an intent of it is pending, or its progress moved; the next tick
-            // decides again.
-            if self
-                .store
-                .retire(&shard.shard_id, shard.through_seq.as_deref())
-                .await?
-            {
-                retired += 1;
-            }
-        }
-        let report = RefreshReport {
-            boards_refreshed: boards.len(),
-            as_of_ms,
-            heartbeats: quiet.len(),
-            log_shards_retired: retired,
-        };
-        Report::new("Likes/Leaderboard")
-            .value("BoardsRefreshed", "Count", report.boards_refreshed as f64)
-            .value("HeartbeatsPut", "Count", report.heartbeats as f64)
-            .value(
-                "LogShardsRetired",
-                "Count",
-                report.log_shards_retired as f64,
-            )
-            .emit();
-        Ok(report)
-    }
 }
 
 #[cfg(test)]

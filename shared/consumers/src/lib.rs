@@ -4,7 +4,8 @@
 //! - [`Publisher`]: the Kinesis event log, on its own checkpoint.
 //! - [`Pulse`]: every shard's watermark turned into one `as_of`, and probes for quiet shards.
 //! - [`Eraser`]: account erasure jobs, one paced slice per record of the Erasures stream.
-//! - [`Leaderboard`] and [`Likers`]: read models of the Kinesis event log.
+//! - [`Leaderboard`] and [`Likers`]: read models of the Kinesis event log, and the
+//!   [`BoardRefresher`] that re-ranks the leaderboard's materialized boards.
 
 mod aggregator;
 mod decode;
@@ -15,6 +16,7 @@ pub mod likers;
 mod log_shards;
 mod publisher;
 mod pulse;
+mod refresher;
 mod stream_shards;
 mod ticker;
 
@@ -22,12 +24,11 @@ pub use aggregator::{Aggregator, AggregatorConfig};
 pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishFailure};
-pub use leaderboard::{
-    BoardRefresher, Leaderboard, LeaderboardConfig, RefreshError, RefresherConfig,
-};
+pub use leaderboard::{Leaderboard, LeaderboardConfig};
 pub use likers::{Likers, LikersConfig};
 pub use log_shards::LogShards;
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
+pub use refresher::{BoardRefresher, RefreshError, RefresherConfig};
 
 pub use likes_core::config::ConfigError;

@@ -153,10 +153,11 @@ async fn writes_reads_transactions_indexes_and_refused_conditions_are_billed_as_
     assert_eq!(usage.billed(&table, Unit::Reads), 0.5 + 1.0);
 }
 
-// Time stands still: every request falls in the same second, however slow the machine.
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_key_at_1000_write_units_in_a_second_is_throttled_and_a_batch_hands_it_back() {
     let simulator = Simulator::new().unwrap();
+    // Every request in the same second, however slowly the machine runs the test.
+    simulator.stop_the_clock();
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk_on(&simulator).await);
     indexed_table(&dynamodb, "items").await;
     // Each write of the 10 KB item costs 10 units.
@@ -216,10 +217,11 @@ async fn a_key_at_1000_write_units_in_a_second_is_throttled_and_a_batch_hands_it
     assert!(cold.item.is_some(), "the cold key's item was written");
 }
 
-// Time stands still: every request falls in the same second, however slow the machine.
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_shard_refuses_records_past_1000_in_a_second_and_its_neighbour_takes_them() {
     let simulator = Simulator::new().unwrap();
+    // Every request in the same second, however slowly the machine runs the test.
+    simulator.stop_the_clock();
     let kinesis = aws_sdk_kinesis::Client::new(&sdk_on(&simulator).await);
     kinesis
         .create_stream()
