@@ -198,12 +198,12 @@ pub fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The nearest-rank percentile `p` (0-100) of `values`; 0 for none.
-pub fn percentile(values: &[u64], p: f64) -> u64 {
+/// The nearest-rank percentile `p` (0-100) of `values`; the default (0) for none.
+pub fn percentile<T: Copy + PartialOrd + Default>(values: &[T], p: f64) -> T {
     let mut sorted = values.to_vec();
-    sorted.sort_unstable();
+    sorted.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     if sorted.is_empty() {
-        return 0;
+        return T::default();
     }
     let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use likes_tests::percentile;
+
 use crate::bootstrap::{Bootstrap, BOOTSTRAP};
 use crate::spawn::{Sample, Target};
 
@@ -70,8 +72,8 @@ pub fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u6
         let pair = |values: Vec<f64>| {
             format!(
                 "{:.1} / {:.1}",
-                percentile(&values, 50),
-                percentile(&values, 95)
+                percentile(&values, 50.0),
+                percentile(&values, 95.0)
             )
         };
         let peak = samples.iter().map(|s| s.peak_rss_kib).max().unwrap_or(0);
@@ -82,16 +84,8 @@ pub fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u6
             pair(ms(|s| s.init)),
             pair(ms(|s| s.served)),
             pair(ms(|s| s.served - s.init)),
-            percentile(&ms(|s| s.cpu), 50),
+            percentile(&ms(|s| s.cpu), 50.0),
             peak as f64 / 1024.0,
         );
     }
-}
-
-/// Nearest rank.
-fn percentile(values: &[f64], percent: usize) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = (percent * sorted.len()).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied().unwrap_or(f64::NAN)
 }

@@ -18,21 +18,15 @@ const PARTITION_WCU_PER_SECOND: f64 = 1000.0;
 /// The viral item the service is sized for: 50K likes/s on one item.
 const VIRAL_LIKES_PER_SECOND: f64 = 50_000.0;
 
-fn percentile(values: &[i64], percent: usize) -> Option<i64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    let rank = (percent * sorted.len()).div_ceil(100).max(1);
-    Some(sorted[rank - 1])
-}
-
 fn p50_p99(values: &[i64]) -> String {
-    match (percentile(values, 50), percentile(values, 99)) {
-        (Some(p50), Some(p99)) => format!("{p50} / {p99} ms"),
-        _ => "n/a".to_owned(),
+    if values.is_empty() {
+        return "n/a".to_owned();
     }
+    format!(
+        "{} / {} ms",
+        likes_tests::percentile(values, 50.0),
+        likes_tests::percentile(values, 99.0)
+    )
 }
 
 fn half_units(half: u64) -> String {

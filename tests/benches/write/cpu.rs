@@ -65,8 +65,8 @@ pub async fn cpu_per_request(stack: &TestStack, requests: usize, pollers: usize)
         println!(
             "   {name:<58} {:>9} us {:>9.2} ms {:>9.2} ms",
             run.cpu_per_request().as_micros(),
-            millis(run.wall_percentile(50)),
-            millis(run.wall_percentile(99)),
+            millis(run.wall_percentile(50.0)),
+            millis(run.wall_percentile(99.0)),
         );
     }
     println!(

@@ -41,11 +41,8 @@ impl Run {
     }
 
     /// Nearest-rank percentile of the per-request wall times.
-    pub fn wall_percentile(&self, percent: usize) -> Duration {
-        let mut sorted = self.wall.clone();
-        sorted.sort();
-        let rank = (percent * sorted.len()).div_ceil(100).max(1);
-        sorted[rank - 1]
+    pub fn wall_percentile(&self, percent: f64) -> Duration {
+        likes_tests::percentile(&self.wall, percent)
     }
 }
 
