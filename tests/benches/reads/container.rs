@@ -52,11 +52,7 @@ impl Cost {
 
 impl Container {
     pub fn new(stack: &TestStack) -> Self {
-        let sent = SentRequests::default();
-        let config = aws_sdk_dynamodb::config::Builder::from(&stack.stack.aws.sdk)
-            .interceptor(sent.clone())
-            .build();
-        let client = Client::from_conf(config);
+        let (client, sent) = SentRequests::client(&stack.stack.aws.sdk);
         let table = stack.name("CountsTable");
         let config = Config {
             counts_table: Some(table.clone()),

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodb::Client;
 use lambda_http::request::LambdaRequest;
 use likes_api::{App, Config, Endpoint};
 use likes_core::clock::now_ms;
@@ -57,12 +56,7 @@ pub async fn likers_pages(stack: &TestStack) {
         .stack
         .function_environment("ListLikersFunction")
         .expect("the list-likers function's environment");
-    let sent = SentRequests::default();
-    let client = Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&stack.stack.aws.sdk)
-            .interceptor(sent.clone())
-            .build(),
-    );
+    let (client, sent) = SentRequests::client(&stack.stack.aws.sdk);
     let app = App::with_dynamodb(
         Config {
             likers_table: Some(table.clone()),

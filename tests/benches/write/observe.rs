@@ -82,14 +82,11 @@ impl Observed {
 
 impl Bench {
     pub fn new(stack: &TestStack) -> Self {
-        let sent = SentRequests::default();
-        let config = aws_sdk_dynamodb::config::Builder::from(&stack.stack.aws.sdk)
-            .interceptor(sent.clone())
-            .build();
+        let (client, sent) = SentRequests::client(&stack.stack.aws.sdk);
         let table = stack.name("ReactionsTable");
         Self {
             raw: stack.dynamodb(),
-            store: ReactionsStore::new(Client::from_conf(config), table.clone()),
+            store: ReactionsStore::new(client, table.clone()),
             sent,
             table,
         }

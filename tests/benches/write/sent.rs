@@ -25,6 +25,15 @@ pub enum Sent {
 pub struct SentRequests(Arc<Mutex<Vec<Sent>>>);
 
 impl SentRequests {
+    /// A DynamoDB client on `sdk` whose requests are counted, and their count.
+    pub fn client(sdk: &aws_config::SdkConfig) -> (aws_sdk_dynamodb::Client, Self) {
+        let sent = Self::default();
+        let config = aws_sdk_dynamodb::config::Builder::from(sdk)
+            .interceptor(sent.clone())
+            .build();
+        (aws_sdk_dynamodb::Client::from_conf(config), sent)
+    }
+
     /// The requests sent since the last call.
     pub fn take(&self) -> Vec<Sent> {
         std::mem::take(&mut *self.0.lock().expect("not poisoned"))
