@@ -90,6 +90,12 @@ impl Simulator {
         self.services.meter.stop_the_clock();
     }
 
+    /// Moves a stopped clock on.
+    #[cfg(test)]
+    fn advance_the_clock(&self, by: std::time::Duration) {
+        self.services.meter.advance_the_clock(by);
+    }
+
     /// What the simulated services billed, their busiest keys and shards, and what they
     /// throttled, so far.
     pub fn usage(&self) -> Usage {

@@ -126,12 +126,13 @@ impl Window {
 
 impl Meter {
     #[cfg(not(test))]
-    fn now(&self) -> Instant {
+    pub fn now(&self) -> Instant {
         Instant::now()
     }
 
+    /// Now, on the meters' clock (stopped in a test that stops it).
     #[cfg(test)]
-    fn now(&self) -> Instant {
+    pub fn now(&self) -> Instant {
         let stopped = *self.stopped.lock().unwrap_or_else(|e| e.into_inner());
         stopped.unwrap_or_else(Instant::now)
     }
@@ -140,6 +141,19 @@ impl Meter {
     #[cfg(test)]
     pub fn stop_the_clock(&self) {
         *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Moves a stopped clock on by `by`.
+    #[cfg(test)]
+    pub fn advance_the_clock(&self, by: Duration) {
+        if let Some(at) = self
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            *at += by;
+        }
     }
 
     /// Whether `key` of `resource` is at its limit in `unit` over the last second; a request

@@ -9,7 +9,7 @@
 //! Each request's units go to the partition keys it touched, base table and index alike,
 //! and a key already at its limit in the last second is throttled: a single-item request
 //! with `ProvisionedThroughputExceededException`, a batch's items at such keys handed back
-//! unprocessed. A batch's units are split evenly over the items it touched.
+//! unprocessed, a transaction cancelled (see `transactions.rs`). A batch's units are split evenly over the items it touched.
 
 use serde_json::{json, Map, Value};
 
@@ -62,9 +62,20 @@ impl DynamoDb {
             Ok(touches) => touches,
             Err(reply) => return reply,
         };
-        let (touches, held_back) = match self.admit(operation, unit, &mut request, touches) {
-            Ok(admitted) => admitted,
-            Err(reply) => return reply,
+        let transaction = matches!(operation, "TransactWriteItems" | "TransactGetItems");
+        if let Some(cancelled) = transaction
+            .then(|| self.cancelled(unit, &touches))
+            .flatten()
+        {
+            return cancelled;
+        }
+        let (touches, held_back) = if transaction {
+            (touches, None)
+        } else {
+            match self.admit(operation, unit, &mut request, touches) {
+                Ok(admitted) => admitted,
+                Err(reply) => return reply,
+            }
         };
         let before: Vec<Option<dynoxide::Item>> = match unit {
             Unit::Writes => touches.iter().map(|t| self.item(t)).collect(),
@@ -93,6 +104,9 @@ impl DynamoDb {
                 .unwrap_or(Value::Null)
         };
         self.bill(unit, &capacity, &touches, &before, &after);
+        if operation == "TransactWriteItems" {
+            self.hold(&touches);
+        }
         if let Some(held_back) = held_back {
             answer[held_back.0] = held_back.1;
         }
@@ -167,7 +181,7 @@ impl DynamoDb {
     }
 
     /// The item a write touches as it is now (`None` for a query's or scan's touch).
-    fn item(&self, touch: &Touch) -> Option<dynoxide::Item> {
+    pub(super) fn item(&self, touch: &Touch) -> Option<dynoxide::Item> {
         let schema = self.schema(&touch.table).ok()?;
         let mut key = Map::new();
         for name in std::iter::once(&schema.hash).chain(schema.range.as_ref()) {

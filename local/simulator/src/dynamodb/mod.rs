@@ -14,8 +14,11 @@ use crate::reply::{self, Reply};
 
 mod billing;
 mod touches;
+mod transactions;
 
 pub use billing::{index_resource, table_resource};
+#[cfg(test)]
+pub use transactions::IN_FLIGHT;
 
 pub struct DynamoDb {
     database: Database,
@@ -26,6 +29,8 @@ pub struct DynamoDb {
     writing: Mutex<()>,
     /// Each table's key attributes, as billing reads them.
     schemas: Mutex<HashMap<String, touches::Schema>>,
+    /// Until when each item a transaction wrote counts as in flight.
+    held: Mutex<HashMap<String, std::time::Instant>>,
     meter: Arc<Meter>,
 }
 
@@ -61,6 +66,7 @@ impl DynamoDb {
             recovery: Mutex::default(),
             writing: Mutex::default(),
             schemas: Mutex::default(),
+            held: Mutex::default(),
             meter,
         })
     }

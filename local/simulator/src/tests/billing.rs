@@ -3,7 +3,7 @@
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, Put, PutRequest, ReturnConsumedCapacity,
-    ScalarAttributeType, TransactWriteItem, WriteRequest,
+    ScalarAttributeType, TransactWriteItem, Update, WriteRequest,
 };
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
@@ -272,4 +272,62 @@ async fn a_shard_refuses_records_past_1000_in_a_second_and_its_neighbour_takes_t
         usage.peaks[&(stream, Unit::RecordsIn)].key,
         "shardId-000000000000"
     );
+}
+
+#[tokio::test]
+async fn a_transaction_meeting_one_in_flight_on_its_item_is_cancelled_and_billed() {
+    let simulator = Simulator::new().unwrap();
+    simulator.stop_the_clock();
+    let dynamodb = aws_sdk_dynamodb::Client::new(&sdk_on(&simulator).await);
+    indexed_table(&dynamodb, "items").await;
+    let add = |pk: &str| {
+        TransactWriteItem::builder()
+            .update(
+                Update::builder()
+                    .table_name("items")
+                    .key("pk", s(pk))
+                    .update_expression("ADD n :one")
+                    .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+    };
+    let transact = |items: Vec<TransactWriteItem>| {
+        dynamodb
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+    };
+    transact(vec![add("a")]).await.unwrap();
+    // Another item is free; the one just written is still in flight.
+    transact(vec![add("c")]).await.unwrap();
+    let refused = transact(vec![add("a"), add("b")]).await.unwrap_err();
+    let reasons: Vec<_> = match refused.as_service_error() {
+        Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(e)) => e
+            .cancellation_reasons()
+            .iter()
+            .map(|r| r.code().unwrap_or_default().to_owned())
+            .collect(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(reasons, ["TransactionConflict", "None"]);
+    let count = |pk: &str| {
+        let get = dynamodb.get_item().table_name("items").key("pk", s(pk));
+        async move { get.send().await.unwrap().item.map(|item| item["n"].clone()) }
+    };
+    assert_eq!(
+        count("b").await,
+        None,
+        "a cancelled transaction writes nothing"
+    );
+    simulator.advance_the_clock(crate::dynamodb::IN_FLIGHT * 2);
+    transact(vec![add("a"), add("b")]).await.unwrap();
+    assert_eq!(count("a").await, Some(AttributeValue::N("2".into())));
+    // Two committed transactions of one small item each (2 units), one of two items (4), and
+    // the conflicting item billed as a cancellation (1).
+    let billed = simulator
+        .usage()
+        .billed(&table_resource("items"), Unit::Writes);
+    assert_eq!(billed, 2.0 + 2.0 + 4.0 + 1.0);
 }
