@@ -1,6 +1,7 @@
 //! Kinesis Data Streams: a stream's shards split the 128-bit hash space evenly, and a
 //! record goes to the shard whose range holds the MD5 of its partition key, as on AWS.
-//! Sequence numbers rise across the whole service, so a shard's always do. Each shard is
+//! Sequence numbers rise across the whole service, so a shard's always do. A split closes
+//! its shard at the last sequence number given and opens two children on its halves. Each shard is
 //! metered over a sliding second: a put to a shard that took 1,000 records or 1 MB in the
 //! last second is refused (a PutRecords entry, or a whole PutRecord), and so is a read of
 //! one whose readers took 2 MB. (The five reads a second per shard are not enforced.)
@@ -55,6 +56,11 @@ struct Shard {
     first_hash: u128,
     last_hash: u128,
     records: Vec<Record>,
+    /// The shard this one was split from.
+    parent: Option<usize>,
+    /// The sequence numbers it holds: from `start`, and once it is split, through `end`.
+    start: String,
+    end: Option<String>,
 }
 
 #[derive(Debug)]
@@ -79,6 +85,8 @@ struct Request {
     starting_sequence_number: Option<String>,
     timestamp: Option<f64>,
     shard_iterator: Option<String>,
+    shard_to_split: Option<String>,
+    new_starting_hash_key: Option<String>,
     limit: Option<usize>,
     partition_key: Option<String>,
     explicit_hash_key: Option<String>,
@@ -167,6 +175,7 @@ impl Kinesis {
                 Reply::json(&json!({ "FailedRecordCount": failed, "Records": written }))
             }
             "GetShardIterator" => state.iterator(&name, &request),
+            "SplitShard" => state.split(&name, &request),
             other => Reply::unknown_operation(&format!("Kinesis_20131202.{other}")),
         }
     }
@@ -213,6 +222,9 @@ impl State {
                     (n + 1) * width - 1
                 },
                 records: Vec::new(),
+                parent: None,
+                start: sequence_text(0),
+                end: None,
             })
             .collect();
         self.streams.insert(
@@ -238,7 +250,7 @@ impl State {
                 "StreamCreationTimestamp": stream.created,
                 "EnhancedMonitoring": [{ "ShardLevelMetrics": [] }],
                 "EncryptionType": "NONE",
-                "OpenShardCount": stream.shards.len(),
+                "OpenShardCount": stream.shards.iter().filter(|s| s.end.is_none()).count(),
                 "ConsumerCount": 0,
             }
         }))
@@ -250,22 +262,27 @@ impl State {
             .iter()
             .enumerate()
             .map(|(n, shard)| {
-                json!({
+                let mut listed = json!({
                     "ShardId": shard_id(n),
                     "HashKeyRange": {
                         "StartingHashKey": shard.first_hash.to_string(),
                         "EndingHashKey": shard.last_hash.to_string(),
                     },
-                    "SequenceNumberRange": { "StartingSequenceNumber": sequence_text(0) },
-                })
+                    "SequenceNumberRange": { "StartingSequenceNumber": shard.start },
+                });
+                if let Some(parent) = shard.parent {
+                    listed["ParentShardId"] = json!(shard_id(parent));
+                }
+                if let Some(end) = &shard.end {
+                    listed["SequenceNumberRange"]["EndingSequenceNumber"] = json!(end);
+                }
+                listed
             })
             .collect();
         Reply::json(&json!({ "Shards": shards }))
     }
 
-    /// Appends `entry` to the shard its explicit hash key, or else the MD5 of its partition
-    /// key, falls in: that shard and the new sequence number.
-    /// The shard whose hash range holds the record's explicit hash key, or the MD5 of its
+    /// The open shard whose hash range holds the record's explicit hash key, or the MD5 of its
     /// partition key.
     fn shard_of(&self, name: &str, entry: &Entry) -> usize {
         let hash = entry
@@ -276,8 +293,51 @@ impl State {
         self.streams[name]
             .shards
             .iter()
-            .position(|s| s.first_hash <= hash && hash <= s.last_hash)
+            .position(|s| s.end.is_none() && s.first_hash <= hash && hash <= s.last_hash)
             .unwrap_or(0)
+    }
+
+    /// Splits an open shard at `NewStartingHashKey`: it is closed at the last sequence
+    /// number given so far, and two children take its halves of the hash range.
+    fn split(&mut self, name: &str, request: &Request) -> Reply {
+        let (Some(n), Some(at)) = (
+            request.shard_to_split.as_deref().and_then(shard_index),
+            request
+                .new_starting_hash_key
+                .as_deref()
+                .and_then(|key| key.parse::<u128>().ok()),
+        ) else {
+            return Reply::bad_request("ShardToSplit and NewStartingHashKey are required");
+        };
+        let end = sequence_text(self.sequence);
+        let start = sequence_text(self.sequence + 1);
+        let stream = self
+            .streams
+            .get_mut(name)
+            .expect("the caller checked the stream");
+        let Some(shard) = stream.shards.get_mut(n).filter(|s| s.end.is_none()) else {
+            return Reply::error(400, "ResourceNotFoundException", "no such open shard");
+        };
+        if at <= shard.first_hash || at > shard.last_hash {
+            return Reply::error(
+                400,
+                "InvalidArgumentException",
+                "NewStartingHashKey is not inside the shard's hash key range",
+            );
+        }
+        shard.end = Some(end);
+        let halves = [(shard.first_hash, at - 1), (at, shard.last_hash)];
+        for (first_hash, last_hash) in halves {
+            stream.shards.push(Shard {
+                first_hash,
+                last_hash,
+                records: Vec::new(),
+                parent: Some(n),
+                start: start.clone(),
+                end: None,
+            });
+        }
+        Reply::json(&json!({}))
     }
 
     /// Appends the record to shard `n`: its sequence number.

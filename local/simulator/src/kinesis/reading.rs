@@ -91,11 +91,16 @@ impl State {
             .map_or(0.0, |last| {
                 (last.arrived - shard.records[next].arrived) * 1000.0
             });
-        Reply::json(&json!({
+        // A split shard read to its end has no next iterator: its children go on.
+        let read_out = shard.end.is_some() && next >= shard.records.len();
+        let mut answer = json!({
             "Records": records,
-            "NextShardIterator": encode_iterator(&name, n, next),
             "MillisBehindLatest": behind as i64,
-        }))
+        });
+        if !read_out {
+            answer["NextShardIterator"] = json!(encode_iterator(&name, n, next));
+        }
+        Reply::json(&answer)
     }
 }
 

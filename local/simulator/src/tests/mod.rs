@@ -221,6 +221,83 @@ async fn kinesis_records_go_to_the_shard_their_hash_key_falls_in() {
 }
 
 #[tokio::test]
+async fn a_split_shard_closes_and_its_children_take_its_halves() {
+    let sdk = sdk().await;
+    let kinesis = aws_sdk_kinesis::Client::new(&sdk);
+    kinesis
+        .create_stream()
+        .stream_name("log")
+        .shard_count(1)
+        .send()
+        .await
+        .expect("CreateStream");
+    let put = |hash: u128| {
+        kinesis
+            .put_record()
+            .stream_name("log")
+            .partition_key("k")
+            .explicit_hash_key(hash.to_string())
+            .data(Blob::new("record"))
+            .send()
+    };
+    let before = put(0).await.expect("PutRecord");
+    let middle = u128::MAX / 2 + 1;
+    kinesis
+        .split_shard()
+        .stream_name("log")
+        .shard_to_split(&before.shard_id)
+        .new_starting_hash_key(middle.to_string())
+        .send()
+        .await
+        .expect("SplitShard");
+    let shards = kinesis
+        .list_shards()
+        .stream_name("log")
+        .send()
+        .await
+        .expect("ListShards")
+        .shards
+        .unwrap();
+    assert_eq!(shards.len(), 3);
+    let ending = |n: usize| {
+        shards[n]
+            .sequence_number_range
+            .as_ref()
+            .and_then(|r| r.ending_sequence_number.clone())
+    };
+    assert_eq!(ending(0), Some(before.sequence_number.clone()), "closed");
+    for child in &shards[1..] {
+        assert_eq!(
+            child.parent_shard_id.as_deref(),
+            Some(before.shard_id.as_str())
+        );
+    }
+    assert_eq!((ending(1), ending(2)), (None, None), "open");
+    // Records after the split go to the child whose half holds their hash.
+    assert_eq!(put(0).await.unwrap().shard_id, shards[1].shard_id);
+    assert_eq!(put(middle).await.unwrap().shard_id, shards[2].shard_id);
+    // The parent reads to its end, then hands over: no next iterator.
+    let iterator = kinesis
+        .get_shard_iterator()
+        .stream_name("log")
+        .shard_id(&before.shard_id)
+        .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await
+        .expect("GetShardIterator")
+        .shard_iterator
+        .unwrap();
+    let read = kinesis
+        .get_records()
+        .shard_iterator(iterator)
+        .send()
+        .await
+        .expect("GetRecords");
+    assert_eq!(read.records.len(), 1);
+    assert_eq!(read.next_shard_iterator, None);
+}
+
+#[tokio::test]
 async fn s3_objects_put_are_listed_by_prefix_and_read_back() {
     let sdk = sdk().await;
     let s3 = aws_sdk_s3::Client::from_conf(
