@@ -60,15 +60,6 @@ impl Usage {
             .unwrap_or(0.0)
     }
 
-    /// The units billed to every resource in `unit` whose name starts with `prefix`.
-    pub fn billed_under(&self, prefix: &str, unit: Unit) -> f64 {
-        self.billed
-            .iter()
-            .filter(|((resource, u), _)| *u == unit && resource.starts_with(prefix))
-            .map(|(_, units)| units)
-            .sum()
-    }
-
     pub fn throttled(&self, resource: &str, unit: Unit) -> u64 {
         self.throttled
             .get(&(resource.to_owned(), unit))
@@ -96,6 +87,9 @@ pub struct Meter {
 struct State {
     usage: Usage,
     windows: HashMap<(Resource, String, Unit), Window>,
+    /// How many windows are kept before the idle ones are dropped: twice those still busy
+    /// at the last drop, so a drop is never repeated on every request.
+    drop_at: usize,
 }
 
 /// One key's last second: what it took, when.
@@ -106,7 +100,7 @@ struct Window {
 }
 
 const SECOND: Duration = Duration::from_secs(1);
-/// Windows kept before the idle ones are dropped.
+/// Windows kept at least before the idle ones are dropped.
 const WINDOWS_KEPT: usize = 100_000;
 
 impl Window {
@@ -186,11 +180,12 @@ impl Meter {
         }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.now();
-        if state.windows.len() >= WINDOWS_KEPT {
+        if state.windows.len() >= state.drop_at.max(WINDOWS_KEPT) {
             state.windows.retain(|_, window| {
                 window.slide(now);
                 !window.taken.is_empty()
             });
+            state.drop_at = 2 * state.windows.len();
         }
         *state
             .usage

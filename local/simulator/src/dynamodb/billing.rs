@@ -9,7 +9,8 @@
 //! Each request's units go to the partition keys it touched, base table and index alike,
 //! and a key already at its limit in the last second is throttled: a single-item request
 //! with `ProvisionedThroughputExceededException`, a batch's items at such keys handed back
-//! unprocessed, a transaction cancelled (see `transactions.rs`). A batch's units are split evenly over the items it touched.
+//! unprocessed, a transaction cancelled (see `transactions.rs`). A batch's units are split
+//! evenly over the items it touched.
 
 use serde_json::{json, Map, Value};
 
@@ -77,8 +78,11 @@ impl DynamoDb {
                 Err(reply) => return reply,
             }
         };
-        let before: Vec<Option<dynoxide::Item>> = match unit {
-            Unit::Writes => touches.iter().map(|t| self.item(t)).collect(),
+        let before = match unit {
+            Unit::Writes => match self.items(&touches, false) {
+                Ok(items) => items,
+                Err(reply) => return reply,
+            },
             _ => Vec::new(),
         };
         let body = serde_json::to_vec(&request).unwrap_or_default();
@@ -91,8 +95,13 @@ impl DynamoDb {
             Ok(answer) => answer,
             Err(_) => return reply,
         };
-        let after: Vec<Option<dynoxide::Item>> = match unit {
-            Unit::Writes => touches.iter().map(|t| self.item(t)).collect(),
+        // Written already: a failed read now is answered as DynamoDB answers a 500 after a
+        // write, and the caller's retry meets what it wrote.
+        let after = match unit {
+            Unit::Writes => match self.items(&touches, true) {
+                Ok(items) => items,
+                Err(reply) => return reply,
+            },
             _ => Vec::new(),
         };
         let capacity = if asked {
@@ -180,20 +189,45 @@ impl DynamoDb {
         Ok((admitted, Some((field, Value::Object(held)))))
     }
 
-    /// The item a write touches as it is now (`None` for a query's or scan's touch).
-    pub(super) fn item(&self, touch: &Touch) -> Option<dynoxide::Item> {
-        let schema = self.schema(&touch.table).ok()?;
+    /// The item a write touches as it is now (`None` for a query's or scan's touch, which
+    /// names no key).
+    pub(super) fn item(&self, touch: &Touch) -> Result<Option<dynoxide::Item>, Reply> {
+        let schema = self.schema(&touch.table)?;
         let mut key = Map::new();
         for name in std::iter::once(&schema.hash).chain(schema.range.as_ref()) {
-            key.insert(name.clone(), touch.key.get(name)?.clone());
+            let Some(value) = touch.key.get(name) else {
+                return Ok(None);
+            };
+            key.insert(name.clone(), value.clone());
         }
-        let request = reply::read(
-            json!({ "TableName": touch.table, "Key": key, "ConsistentRead": true })
-                .to_string()
-                .as_bytes(),
-        )
-        .ok()?;
-        self.database.get_item(request).ok()?.item
+        self.stored(&touch.table, &key)
+    }
+
+    /// The items a write's touches name, read where billing needs them: before a write, to
+    /// price a refusal and find an index entry it takes out; after it, only on a table with
+    /// a global index, to find the entry it wrote.
+    fn items(&self, touches: &[Touch], after: bool) -> Result<Vec<Option<dynoxide::Item>>, Reply> {
+        touches
+            .iter()
+            .map(|touch| {
+                let indexed = !self.schema(&touch.table)?.indexes.is_empty();
+                if after && !indexed {
+                    return Ok(None);
+                }
+                self.item(touch)
+            })
+            .collect()
+    }
+
+    /// What a refused write costs the item it names: its size, at least one write unit.
+    pub(super) fn bill_refused(&self, touch: &Touch, item: Option<&dynoxide::Item>) {
+        let size = item.map_or(0, dynoxide::types::item_size);
+        self.meter.take(
+            &touch.resource(),
+            &touch.partition,
+            Unit::Writes,
+            dynoxide::types::write_capacity_units(size),
+        );
     }
 
     /// Bills the capacity a request consumed to the keys it touched.
@@ -305,10 +339,7 @@ impl DynamoDb {
             return;
         }
         for (touch, item) in touches.iter().zip(before) {
-            let size = item.as_ref().map_or(0, dynoxide::types::item_size);
-            let units = dynoxide::types::write_capacity_units(size);
-            self.meter
-                .take(&touch.resource(), &touch.partition, Unit::Writes, units);
+            self.bill_refused(touch, item.as_ref());
         }
     }
 }

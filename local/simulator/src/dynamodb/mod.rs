@@ -120,8 +120,8 @@ impl DynamoDb {
             .as_deref()
             .is_some_and(|r| r.eq_ignore_ascii_case("ALL_OLD"));
         let existed = if all_old {
-            match self.exists(&request.table_name, &request.key) {
-                Ok(existed) => existed,
+            match self.stored(&request.table_name, &request.key) {
+                Ok(stored) => stored.is_some(),
                 Err(reply) => return reply,
             }
         } else {
@@ -150,15 +150,20 @@ impl DynamoDb {
         }))
     }
 
-    /// Whether the item is there now; a failed read is answered as DynamoDB's error.
-    fn exists(&self, table: &str, key: &dynoxide::Item) -> Result<bool, Reply> {
+    /// The item stored at `key` now, read without billing it; a failed read is answered as
+    /// DynamoDB's error.
+    fn stored(
+        &self,
+        table: &str,
+        key: &impl serde::Serialize,
+    ) -> Result<Option<dynoxide::Item>, Reply> {
         let request = reply::read(
             serde_json::json!({ "TableName": table, "Key": key, "ConsistentRead": true })
                 .to_string()
                 .as_bytes(),
         )?;
         match self.database.get_item(request) {
-            Ok(found) => Ok(found.item.is_some()),
+            Ok(found) => Ok(found.item),
             Err(error) => Err(failure(&error)),
         }
     }

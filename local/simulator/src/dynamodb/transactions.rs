@@ -49,16 +49,10 @@ impl DynamoDb {
         }
         for (touch, reason) in touches.iter().zip(&reasons) {
             if *reason == "TransactionConflict" && unit == Unit::Writes {
-                let size = self
-                    .item(touch)
-                    .as_ref()
-                    .map_or(0, dynoxide::types::item_size);
-                self.meter.take(
-                    &touch.resource(),
-                    &touch.partition,
-                    unit,
-                    dynoxide::types::write_capacity_units(size),
-                );
+                match self.item(touch) {
+                    Ok(item) => self.bill_refused(touch, item.as_ref()),
+                    Err(reply) => return Some(reply),
+                }
             }
         }
         let message = format!(
