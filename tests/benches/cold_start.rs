@@ -84,10 +84,12 @@ async fn main() {
         "   For scale, the emulator's round trips (not DynamoDB's), warm client in this process:"
     );
     println!(
-        "   UpdateItem {:.1} ms (put-reaction's write), 2-item TransactWriteItems {:.1} ms (the",
-        emulator.update_item_ms, emulator.small_transaction_ms
+        "   UpdateItem {:.1} ms (put-reaction's write; the aggregator's per count row), PutItem of {} B {:.1} ms",
+        emulator.update_item_ms,
+        emulator::INTENT_BYTES,
+        emulator.intent_put_ms
     );
-    println!("   aggregator's chunk: count row + claim; it also calls Kinesis PutRecords).");
+    println!("   (the aggregator's chunk: an intent PutItem, then one count-row UpdateItem per row it adds to).");
     println!(
         "\n(bench took {:.1} s, release build not included)",
         started.elapsed().as_secs_f64()

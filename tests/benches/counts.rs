@@ -8,9 +8,10 @@
 //! naive counter (one row per item, one `UpdateItem ADD` per flip) reads the same stream.
 //!
 //! 1. Count writes per stream record and per flip, from the pipeline's counters and from
-//!    the claims read back.
-//! 2. Write units per flip with AWS's item-size rules, from the real claims, count rows and
-//!    heartbeat rows read back (2x for items inside `TransactWriteItems`).
+//!    the intents read back (one per chunk, on the Counts table beside its shard's watermark).
+//! 2. Write units per flip with AWS's item-size rules, from the real intents, count rows and
+//!    watermark rows read back: per chunk one intent `PutItem`, one `UpdateItem` per count row
+//!    it adds to and one watermark `UpdateItem`, each billed once.
 //! 3. Read units per count read (one item, a 40-id batch, the freshness read), from the
 //!    items those reads return.
 //! 4. Staleness from event time (the row's `updated_at`) to visible in a count read, and
@@ -21,7 +22,7 @@
 //! `LIKES_BENCH_COLD_ITEMS` (1000), `LIKES_BENCH_COLD_SAMPLES` (50), and the writes per
 //! second offered, `LIKES_BENCH_HOT_RATE` (80) and `LIKES_BENCH_COLD_RATE` (40), size the
 //! run. The rates stay under what the emulator sustains beside both counters and the
-//! readers (a cold chunk's 99-item transaction holds moto's one lock for hundreds of ms).
+//! readers (every request waits on moto's one lock).
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 // The capacity rules are shared with `make bench-write`, which uses the index arithmetic.
@@ -204,7 +205,7 @@ fn minus(after: Counters, before: Counters) -> Counters {
     Counters {
         invocations: after.invocations - before.invocations,
         records_delivered: after.records_delivered - before.records_delivered,
-        transactions_committed: after.transactions_committed - before.transactions_committed,
+        intents_written: after.intents_written - before.intents_written,
         count_row_writes: after.count_row_writes - before.count_row_writes,
         retries: after.retries - before.retries,
         function_errors: after.function_errors - before.function_errors,

@@ -40,7 +40,7 @@ const END: &str = "<!-- ledger end -->";
 /// The parts of the service, by the template resources they write.
 const PARTS: [(&str, &[&str]); 6] = [
     ("write path", &["ReactionsTable", "RateLimitsTable"]),
-    ("counts", &["CountsTable", "ClaimsTable"]),
+    ("counts", &["CountsTable"]),
     ("leaderboard", &["LeaderboardTable"]),
     ("likers", &["LikersTable"]),
     (

@@ -4,14 +4,16 @@
 //! A viral item liked by 50,000 distinct users a second over 100,000 background reactions a
 //! second flows through a model of AWS's topology: the Reactions stream's shards, the event
 //! source mapping as template.yaml configures it, the aggregator's calls with modelled
-//! latencies, the Counts table's per-partition-key write units and transaction conflicts,
-//! and the Kinesis event stream's per-shard records; then the event log's two read models,
-//! each behind its own mapping of the log's shards: the likers' entries and their index,
-//! and the leaderboard's claims, intents and score rows, with its scheduled refresher beside
-//! them. Every decision is the real one from `likes_core` (batch hotness, chunk cuts,
-//! count-row routing, claims, event partition keys, liker buckets, score deltas, board
-//! shards) and the leaderboard's (intent runs by `intent_bytes`, the refresher's boards, its
-//! schedule and tick); only AWS is modelled. Deterministic: a seeded
+//! latencies (per batch a Query of the shard's progress, then per chunk an intent PutItem,
+//! an UpdateItem per count row and the progress UpdateItem: no transaction), the Counts
+//! table's per-partition-key write units, and the Kinesis event stream's per-shard records;
+//! then the event log's two read models, each behind its own mapping of the log's shards:
+//! the likers' entries and their index, and the leaderboard's claims, intents and score
+//! rows, with its scheduled refresher beside them. Every decision is the real one from
+//! `likes_core` (batch hotness, the records a shard's progress covers, chunk size, count-row
+//! routing by the stream shard's slot, intent numbers, event partition keys, liker buckets,
+//! score deltas, board shards) and the leaderboard's (intent runs by `intent_bytes`, the
+//! refresher's boards, its schedule and tick); only AWS is modelled. Deterministic: a seeded
 //! generator drives the traffic and the latencies.
 //!
 //! Sizes: `LIKES_SCALE_SECONDS` (60), `LIKES_SCALE_SHARDS` (Reactions stream shards, 200),
@@ -56,7 +58,7 @@ mod traffic;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_ITEMS};
+use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_RECORDS};
 use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
 use likes_tests::{
@@ -341,24 +343,49 @@ fn main() {
         publisher_mapping.batching_window / SECOND
     );
     println!(
-        "  design    chunks <= {chunk_records} records (CHUNK_RECORDS) and <= {MAX_CHUNK_ITEMS} items; K = {} rows,",
+        "  design    chunks <= {chunk_records} records (CHUNK_RECORDS, at most MAX_CHUNK_RECORDS = {MAX_CHUNK_RECORDS}); K = {} rows,",
         layout.rows
     );
     println!(
-        "            H = {} overflow partitions, hot at >= {HOT_ITEM_CHANGES} changes in a batch",
+        "            H = {} overflow partitions, hot at >= {HOT_ITEM_CHANGES} changes in a batch; a stream",
         layout.overflow_partitions
     );
     println!(
-        "  latency   TransactWriteItems {}, UpdateItem {}, PutRecords {} ms, uniform",
-        range(latency::TRANSACTION),
+        "            shard writes the row and overflow partition of its slot (CountLayout::slot)"
+    );
+    println!(
+        "  writes    per batch a strongly consistent Query of #wm#<shard>; per chunk that adds"
+    );
+    println!(
+        "            anything an intent PutItem on #wm#<shard> (its rows as compact JSON), then a"
+    );
+    println!(
+        "            conditional UpdateItem per count row (32 in flight, billed once at the row's"
+    );
+    println!(
+        "            size), then the progress UpdateItem on #wm#<shard>. No transaction: writes on"
+    );
+    println!("            one row queue, none is cancelled or retried");
+    let notes = &design.row_notes;
+    println!(
+        "  row size  {} B (the largest count row) + {} B per i#<shard> intent note, one per stream",
+        notes.size.bare, notes.size.note
+    );
+    println!(
+        "            shard that writes the row: from these {shards} shards' slots, at most {} on a base",
+        notes.most_on_base_row
+    );
+    println!(
+        "            row, {} on an overflow row: {} WCU a write (1 WCU up to {} notes)",
+        notes.most_on_overflow_row,
+        notes.units_at_most,
+        notes.size.notes_in_one_unit()
+    );
+    println!(
+        "  latency   Query {}, PutItem and UpdateItem {}, PutRecords {} ms, uniform",
+        range(latency::QUERY),
         range(latency::UPDATE_ITEM),
         range(latency::PUT_RECORDS)
-    );
-    println!(
-        "  conflict  two transactions in flight at once on one count row: the later is cancelled,"
-    );
-    println!(
-        "            retried 5 times, 50/100/200/400 ms apart; a cancelled attempt billed half"
     );
     println!("  kinesis   {event_shards} event stream shards, MD5 of the partition key over even hash ranges");
     println!();
@@ -367,32 +394,26 @@ fn main() {
             name: "design",
             counts_wcu: design.counts_wcu.finish(design_run.end),
             kinesis: events.kinesis.finish(design_run.end),
-            conflicts: Some(design.conflicts.seconds().to_vec()),
-            chunks: Some((
-                design.chunks_committed,
-                design.chunks_failed,
-                design.chunks_already_claimed,
-            )),
+            chunks: Some((design.chunks, design.intents)),
             staleness: design.staleness,
             as_of_lag: Some(design.as_of_lag),
             event_lag: events.lag,
             count_row_writes: design.count_row_writes,
-            other_counts_writes: Some(design.marker_writes + design.watermark_writes),
-            claims_wcu: Some(design.claims_wcu.finish(design_run.end)),
+            other_counts_writes: Some(design.marker_writes + design.progress_writes),
+            progress_wcu: Some(design.progress_wcu.finish(design_run.end)),
             mapping: design_run,
         },
         Column {
             name: "naive (row per item)",
             counts_wcu: naive.counts_wcu.finish(naive_run.end),
             kinesis: naive.events.kinesis.finish(naive_run.end),
-            conflicts: None,
             chunks: None,
             staleness: naive.staleness,
             as_of_lag: None,
             event_lag: naive.events.lag,
             count_row_writes: naive.count_row_writes,
             other_counts_writes: None,
-            claims_wcu: None,
+            progress_wcu: None,
             mapping: naive_run,
         },
     ];
@@ -433,6 +454,19 @@ fn main() {
     println!(
         "  - real network jitter and tail latency (latencies are uniform in the ranges above)"
     );
+    println!(
+        "  - count rows: DynamoDB applying one row's queued writes one at a time (none waits for"
+    );
+    println!(
+        "    another here); crashes (no intent left pending, no batch retried); the Query's read"
+    );
+    println!(
+        "    units; the notes of earlier stream shards (shards roll over every few hours, and a"
+    );
+    println!(
+        "    row keeps their notes until reconciliation drops them after 26 h); epoch subtotals"
+    );
+    println!("    and near-cut counts in a row's size (~25 B per epoch it took changes in)");
     println!(
         "  - Lambda cold starts and invoke overhead, stream propagation delay, shard splits, the"
     );

@@ -1,13 +1,14 @@
 //! The count aggregator: Reactions stream batches become exactly-once additions to sharded
 //! count rows, and each shard's watermark moves to the last record applied.
 //!
-//! A batch is cut into chunks; each chunk is committed with its claim in one transaction
-//! (see [`likes_core::pipeline`]). A claim met on the way means an earlier delivery committed
-//! those records: they are skipped, or handed on with a continuation claim when the batch
-//! ends inside them. The first failure stops the batch and is reported at its first record,
-//! a chunk boundary, which is where Lambda's retry will start. The mapping runs with a
-//! tumbling window only because that event names the stream shard, which the watermark is
-//! kept per; the window's state is handed back untouched.
+//! Per invocation (one stream shard's records, in order): finish the intent a crashed attempt
+//! left, skip the records the shard's progress covers, then chunk by chunk freeze the
+//! chunk's deltas as the shard's next intent, apply it (one conditional ADD per count row
+//! however many records it holds) and move the progress, which is also the shard's watermark
+//! (see [`likes_store::counts::CountsWriter`]). The first failure stops the batch and is
+//! reported at its chunk's first record, where Lambda's retry will start. The mapping runs
+//! with a tumbling window only because that event names the stream shard, which the progress
+//! is kept per; the window's state is handed back untouched.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,13 +18,13 @@ use aws_lambda_events::event::streams::DynamoDbBatchItemFailure;
 use lambda_runtime::LambdaEvent;
 use likes_core::clock::now_ms;
 use likes_core::pipeline::{
-    hot_items, match_claim, next_chunk_len, route_chunk, ChangeRecord, ClaimMatch, CountLayout,
-    Lane,
+    covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout, Lane,
+    INTENT_ABANDON_MS, MAX_CHUNK_RECORDS,
 };
 use likes_core::reconcile::Period;
 use likes_core::ItemId;
 use likes_store::metrics::Report;
-use likes_store::{Chunk, CommitOutcome, CountsWriter, FreshnessStore, StoreError};
+use likes_store::{Advance, CountIntent, CountsWriter, ShardProgress, StoreError};
 use tracing::Instrument;
 
 use crate::decode::{decode, probe_key, unreadable};
@@ -36,13 +37,12 @@ const MARKED_ITEMS_CAP: usize = 100_000;
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
     pub counts_table: String,
-    pub claims_table: String,
     pub layout: CountLayout,
     /// Count rows keep subtotals per epoch of this length, and count the changes near its
     /// boundaries (reconciliation cuts).
     pub period: Period,
-    /// At most this many records per chunk (one transaction, one claim); chunks also stop
-    /// at 99 distinct items.
+    /// At most this many records per chunk (one intent), and never more than
+    /// [`MAX_CHUNK_RECORDS`].
     pub chunk_records: usize,
 }
 
@@ -57,7 +57,6 @@ impl AggregatorConfig {
         let whole = |name| ConfigError::whole(&lookup, name);
         Ok(Self {
             counts_table: var("COUNTS_TABLE")?,
-            claims_table: var("CLAIMS_TABLE")?,
             layout: CountLayout {
                 rows: whole("COUNT_SHARDS")? as u32,
                 overflow_partitions: whole("OVERFLOW_PARTITIONS")? as u32,
@@ -71,19 +70,9 @@ impl AggregatorConfig {
     }
 }
 
-/// Why a record failed; the batch is reported failed from it on.
-#[derive(Debug, thiserror::Error)]
-enum RecordError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the claim keyed by {0} lists other records than this batch holds")]
-    ClaimMismatch(String),
-}
-
 #[derive(Debug, Clone)]
 pub struct Aggregator {
     writer: CountsWriter,
-    freshness: FreshnessStore,
     layout: CountLayout,
     period: Period,
     chunk_records: usize,
@@ -93,8 +82,11 @@ pub struct Aggregator {
 /// What one invocation did, for metrics.
 #[derive(Debug, Default)]
 struct Tally {
-    committed_chunks: usize,
-    skipped_chunks: usize,
+    /// Records an earlier delivery applied already (a retry's or a duplicate's).
+    covered_records: usize,
+    intents_applied: usize,
+    /// Pending intents too old to apply, given up to reconciliation.
+    intents_abandoned: usize,
     count_row_writes: usize,
     overflow_row_writes: usize,
     /// Event time to applied, for each change this invocation committed.
@@ -104,15 +96,10 @@ struct Tally {
 impl Aggregator {
     pub fn new(config: AggregatorConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
-            writer: CountsWriter::new(
-                dynamodb.clone(),
-                config.counts_table.clone(),
-                config.claims_table,
-            ),
-            freshness: FreshnessStore::new(dynamodb, config.counts_table),
+            writer: CountsWriter::new(dynamodb, config.counts_table),
             layout: config.layout,
             period: config.period,
-            chunk_records: config.chunk_records,
+            chunk_records: config.chunk_records.clamp(1, MAX_CHUNK_RECORDS),
             marked: Arc::default(),
         }
     }
@@ -149,6 +136,13 @@ impl Aggregator {
         records: &[EventRecord],
         shard: Option<&str>,
     ) -> Option<DynamoDbBatchItemFailure> {
+        let first = records.first()?;
+        let Some(shard) = shard else {
+            // Without the shard there is no progress to apply exactly once against: the
+            // batch waits (and the mapping's alarms fire) until the mapping is fixed.
+            let error = "the event names no shard (no tumbling window on the mapping?)";
+            return Some(report_failure(first, error));
+        };
         let mut tally = Tally::default();
         let decoded: Vec<ChangeRecord> = records
             .iter()
@@ -161,100 +155,142 @@ impl Aggregator {
             .collect();
         // Boxed: the chunk loop's state machine is deep enough to overflow the compiler's
         // layout query depth when nested inline inside the runtime's service future.
-        let result = Box::pin(self.apply(&decoded, &mut tally)).await;
-        let applied = match &result {
-            Ok(()) => decoded.len(),
-            Err((at, _)) => *at,
-        };
-        self.advance_watermark(shard, &records[..applied], &decoded[..applied])
-            .await;
-        report(&tally, decoded.len());
+        let result = Box::pin(self.apply(shard, records, &decoded, &mut tally)).await;
+        report(&tally, decoded.len(), shard);
         let (at, error) = result.err()?;
-        let record = &records[at];
-        tracing::error!(
-            event_id = %record.event_id,
-            sequence_number = ?record.change.sequence_number,
-            error = %error,
-            "batch stops at this record; Lambda retries from it"
-        );
-        Report::new("Likes/Pipeline")
-            .value("RecordFailures", "Count", 1.0)
-            .property("error", error.to_string())
-            .emit();
-        let mut failed = DynamoDbBatchItemFailure::default();
-        failed.item_identifier = record.change.sequence_number.clone();
-        Some(failed)
+        Some(report_failure(&records[at], &error.to_string()))
     }
 
-    /// Commits `records` chunk by chunk; on failure, the index of the first record not applied.
+    /// Applies `records` of `shard` chunk by chunk; on failure, the index of the first record
+    /// not applied.
     async fn apply(
         &self,
-        records: &[ChangeRecord],
+        shard: &str,
+        records: &[EventRecord],
+        decoded: &[ChangeRecord],
         tally: &mut Tally,
-    ) -> Result<(), (usize, RecordError)> {
-        let hot = hot_items(records);
-        let mut at = 0;
-        while at < records.len() {
-            let rest = &records[at..];
-            let len = next_chunk_len(rest, self.chunk_records);
-            let chunk = &rest[..len];
-            let claim_id = chunk[0].event_id.as_str();
-            let deltas = route_chunk(chunk, claim_id, &hot, self.layout, self.period);
-            let overflowing: BTreeSet<&ItemId> = deltas
-                .keys()
-                .filter(|target| matches!(target.lane, Lane::Overflow(_)))
-                .map(|target| &target.item)
-                .collect();
-            self.mark_overflow(overflowing)
-                .await
-                .map_err(|e| (at, e.into()))?;
-            let commit = Chunk {
-                claim_id,
-                event_ids: chunk.iter().map(|r| r.event_id.as_str()).collect(),
-                deltas: &deltas,
+    ) -> Result<(), (usize, StoreError)> {
+        let state = self.writer.shard_state(shard).await.map_err(|e| (0, e))?;
+        let mut progress = state.progress;
+        if let Some(pending) = state.pending {
+            progress = Some(
+                self.finish(shard, progress.as_ref(), &pending, tally)
+                    .await
+                    .map_err(|e| (0, e))?,
+            );
+        }
+        let mut at = covered(decoded, progress.as_ref().map(|p| p.through_seq.as_str()));
+        tally.covered_records = at;
+        let hot = hot_items(&decoded[at..]);
+        while at < decoded.len() {
+            let end = (at + self.chunk_records).min(decoded.len());
+            let chunk = &decoded[at..end];
+            let last = &chunk[chunk.len() - 1];
+            let probe_key = records[at..end].iter().rev().find_map(probe_key);
+            let deltas = route_chunk(chunk, shard, &hot, self.layout, self.period);
+            let done = progress.as_ref().and_then(|p| p.intent);
+            let intent = CountIntent {
+                n: next_intent(done, now_ms()),
+                last_seq: last.sequence_number.clone(),
+                stream_time_ms: last.stream_time_ms,
+                probe_key,
+                deltas,
             };
-            let outcome = self
-                .writer
-                .commit(&commit, now_ms())
-                .await
-                .map_err(|e| (at, e.into()))?;
-            at += match outcome {
-                CommitOutcome::Committed => {
-                    let applied_at = now_ms();
-                    tally.committed_chunks += 1;
-                    tally.count_row_writes += deltas.len();
-                    tally.overflow_row_writes += deltas
-                        .keys()
-                        .filter(|t| matches!(t.lane, Lane::Overflow(_)))
-                        .count();
-                    tally.staleness_ms.extend(
-                        chunk
-                            .iter()
-                            .filter_map(|r| r.change.as_ref())
-                            .map(|c| (applied_at - c.event_time_ms) as f64),
-                    );
-                    len
-                }
-                CommitOutcome::AlreadyClaimed(listed) => {
-                    tally.skipped_chunks += 1;
-                    let ids: Vec<&str> = rest.iter().map(|r| r.event_id.as_str()).collect();
-                    match match_claim(&ids, &listed) {
-                        ClaimMatch::Skip(n) => n,
-                        ClaimMatch::Continue { skip, rest } => {
-                            self.writer
-                                .continue_claim(&rest, now_ms())
-                                .await
-                                .map_err(|e| (at, e.into()))?;
-                            skip
-                        }
-                        ClaimMatch::Mismatch => {
-                            return Err((at, RecordError::ClaimMismatch(claim_id.to_owned())))
-                        }
-                    }
-                }
+            let moved = if intent.deltas.is_empty() {
+                self.advance(shard, progress.as_ref(), &intent, done).await
+            } else {
+                self.commit(shard, progress.as_ref(), &intent, tally).await
             };
+            progress = Some(moved.map_err(|e| (at, e))?);
+            let applied_at = now_ms();
+            tally.staleness_ms.extend(
+                chunk
+                    .iter()
+                    .filter_map(|r| r.change.as_ref())
+                    .map(|c| (applied_at - c.event_time_ms) as f64),
+            );
+            at = end;
         }
         Ok(())
+    }
+
+    /// Freezes, applies and completes one chunk's intent: the progress after it.
+    async fn commit(
+        &self,
+        shard: &str,
+        was: Option<&ShardProgress>,
+        intent: &CountIntent,
+        tally: &mut Tally,
+    ) -> Result<ShardProgress, StoreError> {
+        let overflowing: BTreeSet<&ItemId> = intent
+            .deltas
+            .keys()
+            .filter(|target| matches!(target.lane, Lane::Overflow(_)))
+            .map(|target| &target.item)
+            .collect();
+        self.mark_overflow(overflowing).await?;
+        self.writer.begin(shard, intent, now_ms()).await?;
+        self.finish(shard, was, intent, tally).await
+    }
+
+    /// Applies an intent begun and moves the progress past it; one older than
+    /// [`INTENT_ABANDON_MS`] is given up instead (reported: reconciliation repairs what it
+    /// did not add).
+    async fn finish(
+        &self,
+        shard: &str,
+        was: Option<&ShardProgress>,
+        intent: &CountIntent,
+        tally: &mut Tally,
+    ) -> Result<ShardProgress, StoreError> {
+        if now_ms() - intent.n > INTENT_ABANDON_MS {
+            tracing::error!(
+                shard,
+                intent = intent.n,
+                "an intent too old to apply is given up to reconciliation"
+            );
+            tally.intents_abandoned += 1;
+        } else {
+            let took = self.writer.apply(shard, intent, now_ms()).await?;
+            tally.intents_applied += 1;
+            tally.count_row_writes += took;
+            tally.overflow_row_writes += intent
+                .deltas
+                .keys()
+                .filter(|t| matches!(t.lane, Lane::Overflow(_)))
+                .count();
+        }
+        self.advance(shard, was, intent, Some(intent.n)).await
+    }
+
+    /// Moves the shard's progress (and watermark) to the intent's last record.
+    async fn advance(
+        &self,
+        shard: &str,
+        was: Option<&ShardProgress>,
+        intent: &CountIntent,
+        completed: Option<i64>,
+    ) -> Result<ShardProgress, StoreError> {
+        let to = Advance {
+            through_seq: &intent.last_seq,
+            stream_time_ms: intent.stream_time_ms,
+            probe_key: intent.probe_key.as_deref(),
+            intent: completed,
+        };
+        let now = now_ms();
+        self.writer.advance(shard, was, to, now).await?;
+        Report::new("Likes/Pipeline")
+            .value(
+                "WatermarkLagMs",
+                "Milliseconds",
+                (now - intent.stream_time_ms) as f64,
+            )
+            .property("shard", shard)
+            .emit();
+        Ok(ShardProgress {
+            through_seq: intent.last_seq.clone(),
+            intent: completed,
+        })
     }
 
     /// Writes the overflow marker of each item this container has not marked yet, before any
@@ -280,50 +316,23 @@ impl Aggregator {
         }
         Ok(())
     }
+}
 
-    /// Everything up to the last applied record of this shard is counted now: its stream
-    /// time is the shard's new watermark. The counts are committed whatever happens here; a
-    /// lost watermark only keeps `as_of` older until the next batch, so it is reported, not
-    /// retried.
-    async fn advance_watermark(
-        &self,
-        shard: Option<&str>,
-        records: &[EventRecord],
-        applied: &[ChangeRecord],
-    ) {
-        let Some(last) = applied.last() else {
-            return;
-        };
-        let Some(shard) = shard else {
-            tracing::error!("the event names no shard (no tumbling window on the mapping?): as_of cannot advance");
-            Report::new("Likes/Pipeline")
-                .value("WatermarkFailures", "Count", 1.0)
-                .emit();
-            return;
-        };
-        let probe = records.iter().rev().find_map(probe_key);
-        let now = now_ms();
-        match self
-            .freshness
-            .advance(shard, last.stream_time_ms, probe.as_deref(), now)
-            .await
-        {
-            Ok(()) => Report::new("Likes/Pipeline")
-                .value(
-                    "WatermarkLagMs",
-                    "Milliseconds",
-                    (now - last.stream_time_ms) as f64,
-                )
-                .property("shard", shard)
-                .emit(),
-            Err(err) => {
-                tracing::error!(shard, error = %err, "could not advance the shard's watermark");
-                Report::new("Likes/Pipeline")
-                    .value("WatermarkFailures", "Count", 1.0)
-                    .emit();
-            }
-        }
-    }
+/// The failure entry for `record`, where Lambda's retry starts: logged and counted.
+fn report_failure(record: &EventRecord, error: &str) -> DynamoDbBatchItemFailure {
+    tracing::error!(
+        event_id = %record.event_id,
+        sequence_number = ?record.change.sequence_number,
+        error,
+        "batch stops at this record; Lambda retries from it"
+    );
+    Report::new("Likes/Pipeline")
+        .value("RecordFailures", "Count", 1.0)
+        .property("error", error.to_owned())
+        .emit();
+    let mut failed = DynamoDbBatchItemFailure::default();
+    failed.item_identifier = record.change.sequence_number.clone();
+    failed
 }
 
 /// A record the aggregator cannot read: counted as no change, reported with its keys so an
@@ -338,11 +347,16 @@ fn report_unreadable(record: &EventRecord, error: &str) {
         .emit();
 }
 
-fn report(tally: &Tally, records: usize) {
+fn report(tally: &Tally, records: usize, shard: &str) {
     Report::new("Likes/Pipeline")
         .value("RecordsReceived", "Count", records as f64)
-        .value("ChunksCommitted", "Count", tally.committed_chunks as f64)
-        .value("ChunksAlreadyClaimed", "Count", tally.skipped_chunks as f64)
+        .value(
+            "RecordsAlreadyApplied",
+            "Count",
+            tally.covered_records as f64,
+        )
+        .value("IntentsApplied", "Count", tally.intents_applied as f64)
+        .value("IntentsAbandoned", "Count", tally.intents_abandoned as f64)
         .value("CountRowWrites", "Count", tally.count_row_writes as f64)
         .value(
             "OverflowRowWrites",
@@ -350,5 +364,6 @@ fn report(tally: &Tally, records: usize) {
             tally.overflow_row_writes as f64,
         )
         .values("StalenessMs", "Milliseconds", &tally.staleness_ms)
+        .property("shard", shard)
         .emit();
 }

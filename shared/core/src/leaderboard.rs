@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
+use crate::pipeline::{sequence_after, user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::reconcile::Period;
 use crate::ValidationError;
 
@@ -154,13 +154,6 @@ pub fn days<'a>(windows: impl IntoIterator<Item = &'a Window>) -> Vec<i64> {
 /// stable SHA-256 hash that spreads users over the event log's keys.
 pub fn item_shard(item_id: &str, shards: u32) -> u32 {
     user_hash(item_id) % shards.max(1)
-}
-
-/// Whether Kinesis sequence number `seq` comes after `through` on its shard: sequence
-/// numbers are decimal strings that only grow, but not always in length, so they compare
-/// by length first.
-pub fn sequence_after(seq: &str, through: &str) -> bool {
-    (seq.len(), seq) > (through.len(), through)
 }
 
 /// A shard of the event log as Kinesis lists it.
@@ -378,17 +371,6 @@ mod tests {
         }
         assert!(seen.iter().all(|n| (50..150).contains(n)), "{seen:?}");
         assert_eq!(item_shard("game:1", 1), 0);
-    }
-
-    #[test]
-    fn sequence_numbers_compare_as_numbers() {
-        assert!(sequence_after("10", "9"));
-        assert!(!sequence_after("9", "10"));
-        assert!(!sequence_after("42", "42"));
-        assert!(sequence_after(
-            "49590338271490256608559692540925702759324208523137515618",
-            "49590338271490256608559692538361571095921575989136588898"
-        ));
     }
 
     #[test]

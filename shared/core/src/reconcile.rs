@@ -68,6 +68,9 @@ pub struct CountRowState {
     pub subtotals: BTreeMap<i64, Delta>,
     /// Changes within the export's uncertainty of cut k, by k.
     pub near_cuts: BTreeMap<i64, u64>,
+    /// The row's notes of the last intent each stream shard wrote to it (attribute, intent
+    /// number): no reconciliation input, but old ones are cleaned away with the subtotals.
+    pub intent_notes: BTreeMap<String, i64>,
 }
 
 /// What reconciliation decides for one item at cut k.
@@ -147,7 +150,7 @@ mod tests {
         CountRowState {
             total,
             subtotals: subtotals.iter().copied().collect(),
-            near_cuts: BTreeMap::new(),
+            ..CountRowState::default()
         }
     }
 

@@ -1,9 +1,10 @@
 //! The rows `as_of` is made of, on the Counts table beside the counts (none of their partition
 //! keys is a valid item id, since `#` never appears in one):
 //!
-//! - `#wm#<shard id>` / `W`: a stream shard's watermark, written by the aggregator after each
-//!   batch (`stream_time`, and the last probe key it saw on that shard). One partition key per
-//!   shard, so hundreds of shards never share one. A stream's shards roll over every few
+//! - `#wm#<shard id>` / `W`: a stream shard's watermark, written by the aggregator with its
+//!   progress after each chunk (`stream_time`, and the last probe key it saw on that shard;
+//!   see [`crate::counts::CountsWriter`]). One partition key per shard, so hundreds of shards
+//!   never share one. A stream's shards roll over every few
 //!   hours, so each row carries a TTL (`expires_at`) past the stream's retention from its last
 //!   write: the rows of shards long gone leave the table.
 //! - `#asof#<r>` / `A`, r < [`AS_OF_REPLICAS`]: the `as_of` the pulse computed from every
@@ -18,13 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-use likes_core::pipeline::REPLAY_HORIZON_MS;
-
 use crate::batch;
-use crate::error::condition_held;
 use crate::rows::{self, AsOfRow, CountKey, Item, ProbeRow, WatermarkRow};
 use crate::StoreError;
 
@@ -50,6 +47,8 @@ pub struct Watermark {
 }
 
 const WATERMARK_PREFIX: &str = "#wm#";
+/// The sort key of a shard's watermark row; its intents sort before it.
+pub(crate) const WATERMARK_ROW: &str = "W";
 
 fn key(item_id: String, shard: &str) -> Item {
     rows::to_item(&CountKey {
@@ -59,8 +58,13 @@ fn key(item_id: String, shard: &str) -> Item {
     .expect("a key of two strings always serializes")
 }
 
+/// The partition key of a shard's watermark row and intents.
+pub(crate) fn watermark_partition(shard_id: &str) -> String {
+    format!("{WATERMARK_PREFIX}{shard_id}")
+}
+
 fn watermark_key(shard_id: &str) -> Item {
-    key(format!("{WATERMARK_PREFIX}{shard_id}"), "W")
+    key(watermark_partition(shard_id), WATERMARK_ROW)
 }
 
 fn as_of_id(replica: u32) -> String {
@@ -82,39 +86,6 @@ impl FreshnessStore {
             counts_table: counts_table.into(),
             cached: Arc::default(),
         }
-    }
-
-    /// Moves a shard's watermark forward to `stream_time_ms` (never back: a late duplicate
-    /// delivery of older records must not lower it), noting the last probe seen, and puts
-    /// off its expiry to [`REPLAY_HORIZON_MS`] from `now_ms`.
-    pub async fn advance(
-        &self,
-        shard_id: &str,
-        stream_time_ms: i64,
-        probe_key: Option<&str>,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        let mut update = self
-            .client
-            .update_item()
-            .table_name(&self.counts_table)
-            .set_key(Some(watermark_key(shard_id)))
-            .condition_expression("attribute_not_exists(stream_time) OR stream_time <= :t")
-            .expression_attribute_values(":t", AttributeValue::N(stream_time_ms.to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
-            .expression_attribute_values(
-                ":expires",
-                AttributeValue::N(((now_ms + REPLAY_HORIZON_MS) / 1000).to_string()),
-            );
-        let set = "SET stream_time = :t, updated_at = :now, expires_at = :expires";
-        update = match probe_key {
-            Some(probe) => update
-                .update_expression(format!("{set}, probe_key = :p"))
-                .expression_attribute_values(":p", AttributeValue::S(probe.to_owned())),
-            None => update.update_expression(set),
-        };
-        // Refused: another delivery already moved it further.
-        condition_held("UpdateItem", update.send().await).map(drop)
     }
 
     /// The watermarks of the given shards (shards with none are absent).

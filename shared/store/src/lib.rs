@@ -19,7 +19,7 @@ pub mod reconciliation;
 pub mod rows;
 
 pub use cached_counts::{CachedCounts, CountsAsOf};
-pub use counts::{Chunk, CommitOutcome, CountsStore, CountsWriter};
+pub use counts::{Advance, CountIntent, CountsStore, CountsWriter, ShardCounting, ShardProgress};
 pub use erasures::{ErasureStart, ErasuresStore};
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};

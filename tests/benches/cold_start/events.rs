@@ -62,8 +62,8 @@ impl HttpRequest<'_> {
 }
 
 /// A stream batch of one INSERT: `user` likes [`ITEM`] for the first time. `sequence` makes
-/// the record's eventID and SequenceNumber unique, so each cold start commits a new claim
-/// rather than finding an earlier run's.
+/// the record's eventID and SequenceNumber unique and rising, so each cold start applies a
+/// new record (an intent and its count row) rather than finding it behind the shard's progress.
 pub fn stream_insert(stream_arn: &str, user: &str, sequence: u64, now_ms: i64) -> Value {
     let keys = json!({ "user_id": {"S": user}, "item_id": {"S": ITEM} });
     // What the aggregator reads of the row `ReactionsStore::set` writes for a first like.

@@ -34,7 +34,7 @@ pub enum Event {
     PutReaction,
     /// `GET /v1/items/{item_id}/like-count`.
     GetLikeCount,
-    /// One INSERT record from the Reactions stream, new each spawn: a new claim is committed.
+    /// One INSERT record from the Reactions stream, new each spawn: a new intent is applied.
     StreamInsert,
 }
 

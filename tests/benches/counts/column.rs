@@ -1,30 +1,30 @@
 //! One column of the printed table (one counter in one phase) and how it is worked out from
-//! the transactions, stream records and rows read back.
+//! the intents, stream records and rows read back.
 
 use std::collections::HashMap;
 
 use likes_local::faults::Counters;
 
 use crate::capacity::{self, Item};
-use crate::ledger::{self, Transaction};
+use crate::ledger::{self, Intent};
 use crate::naive::StreamRecord;
 
 /// One column of the table: one counter in one phase.
 #[derive(Default)]
 pub struct Column {
-    /// The design's column (the naive counter writes no claims and no watermarks).
+    /// The design's column (the naive counter writes no intents and no watermarks).
     pub design: bool,
     pub records: usize,
     pub flips: usize,
     pub count_writes: usize,
-    pub transactions: usize,
+    pub intents: usize,
     pub heartbeats: u64,
     /// Write units, by what was written.
-    pub claim_units: u64,
+    pub intent_units: u64,
     pub row_units: u64,
     pub heartbeat_units: u64,
     /// Item sizes seen (min, max), bytes.
-    pub claim_bytes: (usize, usize),
+    pub intent_bytes: (usize, usize),
     pub row_bytes: (usize, usize),
     /// Read units of one count read and of a 40-id page, in half units.
     pub read_one: u64,
@@ -38,7 +38,7 @@ pub struct Column {
 
 impl Column {
     pub fn units(&self) -> u64 {
-        self.claim_units + self.row_units + self.heartbeat_units
+        self.intent_units + self.row_units + self.heartbeat_units
     }
 
     pub fn per_flip(&self, units: u64) -> String {
@@ -47,7 +47,7 @@ impl Column {
 }
 
 pub fn design_column(
-    transactions: &[&Transaction],
+    intents: &[&Intent],
     log: &[&StreamRecord],
     rows: &HashMap<(String, String), Item>,
     counters: &Counters,
@@ -56,9 +56,11 @@ pub fn design_column(
         design: true,
         records: log.len(),
         flips: log.iter().filter(|r| r.is_flip()).count(),
-        transactions: transactions.len(),
+        intents: intents.len(),
+        // One chunk per invocation (a batch is never cut, see `figures`), and one watermark
+        // write per chunk.
         heartbeats: counters.invocations,
-        claim_bytes: (usize::MAX, 0),
+        intent_bytes: (usize::MAX, 0),
         row_bytes: (usize::MAX, 0),
         ..Column::default()
     };
@@ -75,19 +77,20 @@ pub fn design_column(
         counters.records_delivered,
         column.records
     );
-    for t in transactions {
-        let (claim, updates) = ledger::transaction_units(t, rows);
-        column.claim_units += claim;
+    for intent in intents {
+        let (put, updates) = ledger::intent_units(intent, rows);
+        column.intent_units += put;
         column.row_units += updates;
-        column.count_writes += t.rows.len();
-        column.claim_bytes = widen(column.claim_bytes, t.claim_bytes);
-        for key in &t.rows {
-            column.row_bytes = widen(column.row_bytes, capacity::item_size(&rows[key]));
+        column.count_writes += intent.rows.len();
+        column.intent_bytes = widen(column.intent_bytes, intent.bytes);
+        for row in &intent.rows {
+            column.row_bytes = widen(column.row_bytes, capacity::item_size(&rows[&row.key]));
         }
         column.applied_ms.extend(
-            t.records
+            intent
+                .flips
                 .iter()
-                .filter_map(|r| Some(t.sent_ms - r.event_time_ms?)),
+                .filter_map(|r| Some(intent.sent_ms - r.event_time_ms?)),
         );
     }
     column

@@ -1,14 +1,16 @@
 //! The figures: every number the bench prints, worked out from the items read back (the
 //! table that prints them is in `table.rs`, a column's own arithmetic in `column.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use likes_core::pipeline::{CountLayout, MAX_CHUNK_RECORDS};
+use likes_local::event_source_mapping::virtual_shard_id;
 use likes_tests::TestStack;
 use serde_json::json;
 
 use crate::capacity::{self, Item};
 use crate::column::{design_column, naive_column, Column};
-use crate::ledger::{self, Transaction};
+use crate::ledger::{self, Intent, WATERMARK_PREFIX, WATERMARK_ROW};
 use crate::naive::{Naive, StreamRecord};
 use crate::workload::HotRead;
 use crate::{emf, emulator, Phase, HOT};
@@ -24,8 +26,15 @@ pub struct Report {
     pub hot: Phase,
     pub cold: Phase,
     pub emf: emf::Metrics,
-    pub shards: u32,
-    pub largest_chunk: usize,
+    pub layout: CountLayout,
+    /// Stream shards the aggregator read: their watermark rows.
+    pub stream_shards: usize,
+    /// Records per chunk at most: CHUNK_RECORDS, within MAX_CHUNK_RECORDS.
+    pub chunk_records: usize,
+    /// The most flips one intent applied, and the most count rows one added to.
+    pub largest_intent: (usize, usize),
+    /// The hot item's count rows written, and the partitions they are in.
+    pub hot_rows: (usize, usize),
     pub heartbeat_bytes: usize,
     pub freshness_half_units: u64,
     pub as_of_held: (usize, usize),
@@ -46,37 +55,49 @@ impl Report {
         emulator: emulator::Timings,
     ) -> Self {
         let client = stack.dynamodb();
-        let environment = &stack.pipeline().config().environment;
+        let pipeline = stack.pipeline();
+        let mapping = pipeline.config();
         let number = |name: &str| -> u32 {
-            environment[name]
+            mapping.environment[name]
                 .parse()
                 .unwrap_or_else(|_| panic!("{name} is a number"))
         };
-        let shards = number("COUNT_SHARDS");
-        let layout = likes_core::pipeline::CountLayout {
-            rows: shards,
+        let layout = CountLayout {
+            rows: number("COUNT_SHARDS"),
             overflow_partitions: number("OVERFLOW_PARTITIONS"),
         };
+        let chunk_records = (number("CHUNK_RECORDS") as usize).min(MAX_CHUNK_RECORDS);
+        // Then the aggregator never cuts a batch: one chunk, so one watermark write, per
+        // invocation (the heartbeats below).
+        assert!(
+            chunk_records >= mapping.batch_size,
+            "a batch of {} records is one chunk of <= {chunk_records}",
+            mapping.batch_size
+        );
         let log = naive.log();
-        let claims = ledger::scan(&client, &stack.name("ClaimsTable")).await;
         let count_items = ledger::scan(&client, &stack.name("CountsTable")).await;
         let rows = ledger::rows_by_key(&count_items);
-        let transactions = ledger::transactions(&claims, &log, layout, &rows);
+        // The aggregator's shard of a record: the local mapping's virtual shard of its key.
+        let intents = ledger::intents(&count_items, &log, |record| {
+            virtual_shard_id(
+                &mapping.source,
+                &record.stream_shard,
+                pipeline.shard_index(&record.user),
+            )
+        });
 
-        // The rebuilt transactions must be the ones the mapping counted, or no figure stands.
-        let total = stack.pipeline().counters();
+        // The intents read back must be the ones the mapping counted, or no figure stands.
+        let total = pipeline.counters();
         assert_eq!(
-            transactions.len() as u64,
-            total.transactions_committed,
-            "claims read back vs transactions committed"
+            intents.len() as u64,
+            total.intents_written,
+            "intents read back vs intents written"
         );
+        // A row refuses an intent it took already; with no faults armed, each row takes it.
         assert_eq!(
-            transactions
-                .iter()
-                .map(|t| t.rows.len() as u64)
-                .sum::<u64>(),
+            intents.iter().map(|i| i.rows.len() as u64).sum::<u64>(),
             total.count_row_writes,
-            "count rows rebuilt from the claims vs count rows the transactions held"
+            "count rows listed in the intents vs count-row writes that added"
         );
         assert_eq!(
             (total.retries, total.function_errors),
@@ -84,23 +105,26 @@ impl Report {
             "no faults were armed"
         );
 
-        let heartbeat_bytes = rows
+        // One watermark row per stream shard the aggregator read.
+        let watermarks: Vec<usize> = rows
             .iter()
-            .filter(|((item, _), _)| item.starts_with("#wm#"))
+            .filter(|((item, sort), _)| item.starts_with(WATERMARK_PREFIX) && sort == WATERMARK_ROW)
             .map(|(_, row)| capacity::item_size(row))
+            .collect();
+        let heartbeat_bytes = *watermarks
+            .iter()
             .max()
             .expect("shard watermarks were written");
-        let (hot_tx, cold_tx): (Vec<&Transaction>, Vec<&Transaction>) = transactions
-            .iter()
-            .partition(|t| t.records.iter().any(|r| r.item == HOT));
+        let (hot_intents, cold_intents): (Vec<&Intent>, Vec<&Intent>) =
+            intents.iter().partition(|i| i.items.contains(HOT));
         // The pulse's probe records belong to no phase's items: the phases' figures leave them
         // out (they are the per-second writes below).
         let (hot_log, cold_log): (Vec<&StreamRecord>, Vec<&StreamRecord>) = log
             .iter()
             .filter(|r| r.item != likes_store::freshness::PROBE_ITEM)
             .partition(|r| r.item == HOT);
-        let mut design_hot = design_column(&hot_tx, &hot_log, &rows, &hot.counters);
-        let mut design_cold = design_column(&cold_tx, &cold_log, &rows, &cold.counters);
+        let mut design_hot = design_column(&hot_intents, &hot_log, &rows, &hot.counters);
+        let mut design_cold = design_column(&cold_intents, &cold_log, &rows, &cold.counters);
         for column in [&mut design_hot, &mut design_cold] {
             column.heartbeat_units = column.heartbeats * capacity::write_units(heartbeat_bytes);
         }
@@ -109,15 +133,17 @@ impl Report {
             naive_hot: naive_column(&hot_log, &naive_rows),
             design_cold,
             naive_cold: naive_column(&cold_log, &naive_rows),
-            largest_chunk: transactions
-                .iter()
-                .map(|t| t.records.len())
-                .max()
-                .unwrap_or(0),
+            layout,
+            stream_shards: watermarks.len(),
+            chunk_records,
+            largest_intent: (
+                intents.iter().map(|i| i.flips.len()).max().unwrap_or(0),
+                intents.iter().map(|i| i.rows.len()).max().unwrap_or(0),
+            ),
+            hot_rows: (0, 0),
             hot,
             cold,
             emf,
-            shards,
             heartbeat_bytes,
             freshness_half_units: 0,
             as_of_held: (0, 0),
@@ -127,7 +153,7 @@ impl Report {
         };
         report.reads(stack, &rows, &naive_rows).await;
         report.staleness();
-        report.exposure(&hot_tx, &hot_log);
+        report.exposure(&hot_intents, &hot_log);
         report
     }
 
@@ -207,18 +233,20 @@ impl Report {
             .collect();
     }
 
-    /// Section 5: writes per second on the hot item's rows.
-    fn exposure(&mut self, hot_tx: &[&Transaction], hot_log: &[&StreamRecord]) {
+    /// Section 5: writes per second on the hot item's rows, in its base partition and its
+    /// overflow ones. A count row's write is timed by its intent's number: the aggregator's
+    /// clock when it froze the chunk, just before it wrote the rows.
+    fn exposure(&mut self, hot_intents: &[&Intent], hot_log: &[&StreamRecord]) {
         let mut naive_writes: Vec<i64> = hot_log.iter().filter_map(|r| r.applied_ms).collect();
         self.naive_hot.peak_row_writes = ledger::peak_per_second(&mut naive_writes);
-        let mut by_row: HashMap<&str, Vec<i64>> = HashMap::new();
-        for t in hot_tx {
-            for (item, shard) in &t.rows {
-                if item == HOT {
-                    by_row.entry(shard).or_default().push(t.sent_ms);
-                }
+        let mut by_row: HashMap<&(String, String), Vec<i64>> = HashMap::new();
+        for intent in hot_intents {
+            for row in intent.rows.iter().filter(|row| row.item == HOT) {
+                by_row.entry(&row.key).or_default().push(intent.sent_ms);
             }
         }
+        let partitions: HashSet<&str> = by_row.keys().map(|(p, _)| p.as_str()).collect();
+        self.hot_rows = (by_row.len(), partitions.len());
         let mut all_rows: Vec<i64> = by_row.values().flatten().copied().collect();
         self.design_hot.peak_item_writes = ledger::peak_per_second(&mut all_rows);
         self.design_hot.peak_row_writes = by_row

@@ -1,28 +1,51 @@
-//! What the aggregator wrote, rebuilt from the real items: every claim (one per committed
-//! transaction, listing its records' eventIDs) joined with the stream log tells which count
-//! rows that transaction updated (the items with a nonzero summed delta, on the chunk's slot:
-//! row k of the item's base partition, or of overflow partition h when the item was hot in
-//! its batch), and the items read back give every size the bill needs.
+//! What the aggregator wrote, rebuilt from the real items: every intent row read back from the
+//! Counts table (`#wm#<shard>` / `I#<n>`, one per chunk that added anything) names the count
+//! rows its chunk added to, and, joined with the stream log on its shard, the flips it
+//! applied: those of the shard's records after the shard's previous intent, through the
+//! intent's last record. The items read back give every size the bill needs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::Client;
-use likes_core::pipeline::{overflow_partition, CountLayout};
-use likes_core::{Delta, ItemId};
-use likes_store::rows::{self, ClaimRow, CountKey};
+use likes_core::pipeline::{sequence_after, REPLAY_HORIZON_MS};
+use likes_core::Delta;
+use likes_store::counts::decode_intent;
+use likes_store::rows::{self, CountIntentRow, CountKey};
 
 use crate::capacity::{self, Item};
 use crate::naive::StreamRecord;
 
-/// One committed chunk, as its claim and the stream log tell it.
+/// A stream shard's partition on the Counts table: its watermark row `W` and its intents.
+pub const WATERMARK_PREFIX: &str = "#wm#";
+/// The watermark (and progress) row's sort key.
+pub const WATERMARK_ROW: &str = "W";
+/// Intent rows' sort keys start with this.
+const INTENT_PREFIX: &str = "I#";
+/// An intent's number is the aggregator's clock when it froze the chunk; its row's TTL says
+/// when it was written, to the second: at most this much later.
+const WRITTEN_WITHIN_S: i64 = 5;
+
+/// One chunk, as its intent row and the stream log tell it.
 #[derive(Debug, Clone)]
-pub struct Transaction {
-    pub claim_bytes: usize,
-    /// When the aggregator sent it (the claim's `created_at`, epoch millis).
+pub struct Intent {
+    pub bytes: usize,
+    /// When the aggregator froze it, just before its count-row writes: its number `n`, the
+    /// clock then (epoch millis).
     pub sent_ms: i64,
-    pub records: Vec<StreamRecord>,
-    /// The count rows it updated: (item, `D#k`).
-    pub rows: Vec<(String, String)>,
+    /// The items it adds to.
+    pub items: BTreeSet<String>,
+    /// The count rows it adds to, each by one UpdateItem.
+    pub rows: Vec<RowWrite>,
+    /// The flips it applied: the shard's flips in its range, of the items it adds to.
+    pub flips: Vec<StreamRecord>,
+}
+
+/// One count row an intent adds to.
+#[derive(Debug, Clone)]
+pub struct RowWrite {
+    pub item: String,
+    /// (partition key, `D#<row>`): the item's base partition or one of its overflow ones.
+    pub key: (String, String),
 }
 
 /// Scans a table whole.
@@ -45,60 +68,92 @@ pub async fn scan(client: &Client, table: &str) -> Vec<Item> {
     }
 }
 
-/// Every committed transaction, rebuilt from the claims table and the stream log.
-pub fn transactions(
-    claims: &[Item],
+/// Every intent on the Counts table, in the order they were sent, with the flips of `log`
+/// it applied; `shard_of` names the stream shard a record was delivered on.
+pub fn intents(
+    counts: &[Item],
     log: &[StreamRecord],
-    layout: CountLayout,
-    rows: &HashMap<(String, String), Item>,
-) -> Vec<Transaction> {
-    let by_event: HashMap<&str, &StreamRecord> =
-        log.iter().map(|r| (r.event_id.as_str(), r)).collect();
-    let mut all: Vec<Transaction> = claims
+    shard_of: impl Fn(&StreamRecord) -> String,
+) -> Vec<Intent> {
+    let mut flips: HashMap<String, Vec<&StreamRecord>> = HashMap::new();
+    for record in log.iter().filter(|r| r.is_flip()) {
+        flips.entry(shard_of(record)).or_default().push(record);
+    }
+    for shard in flips.values_mut() {
+        shard.sort_by_key(|r| (r.sequence_number.len(), r.sequence_number.clone()));
+    }
+    let mut read_back: Vec<(String, CountIntentRow, usize)> = counts
         .iter()
-        .map(|item| {
-            let claim: ClaimRow = rows::from_item(item.clone()).expect("a claim row");
-            let records: Vec<StreamRecord> = claim
-                .listed()
-                .map(|event| {
-                    (*by_event
-                        .get(event)
-                        .unwrap_or_else(|| panic!("claimed record {event} is in the stream log")))
-                    .clone()
-                })
-                .collect();
-            let mut deltas: BTreeMap<&str, Delta> = BTreeMap::new();
-            for record in &records {
-                *deltas.entry(record.item.as_str()).or_default() += record.delta;
-            }
-            let (k, h) = layout.slot(&claim.claim_id);
-            let row = format!("D#{k}");
-            let written = deltas
-                .into_iter()
-                .filter(|(_, delta)| !delta.is_zero())
-                .map(|(item, _)| {
-                    // Which partition depends on the item's changes in the whole batch, which
-                    // the claim does not tell: the overflow row exists only if it was used.
-                    let overflow = overflow_partition(&ItemId::parse(item).expect("item id"), h);
-                    match rows.contains_key(&(overflow.clone(), row.clone())) {
-                        true => (overflow, row.clone()),
-                        false => (item.to_owned(), row.clone()),
-                    }
-                })
-                .collect();
-            Transaction {
-                claim_bytes: capacity::item_size(item),
-                sent_ms: claim.created_at,
-                records,
-                rows: written,
-            }
+        .filter_map(|item| {
+            let key: CountKey = rows::from_item(item.clone()).expect("a Counts row key");
+            let shard = key.item_id.strip_prefix(WATERMARK_PREFIX)?.to_owned();
+            key.shard.starts_with(INTENT_PREFIX).then(|| {
+                let row: CountIntentRow = rows::from_item(item.clone()).expect("an intent row");
+                let written_s = row.expires_at - REPLAY_HORIZON_MS / 1000;
+                assert!(
+                    (0..=WRITTEN_WITHIN_S).contains(&(written_s - row.n.div_euclid(1000))),
+                    "intent {} of {shard} is numbered by the clock it was written at ({written_s} s)",
+                    row.n
+                );
+                (shard, row, capacity::item_size(item))
+            })
         })
         .collect();
-    all.sort_by_key(|t| t.sent_ms);
+    read_back.sort_by(|(a, x, _), (b, y, _)| (a, x.n).cmp(&(b, y.n)));
+    let none = Vec::new();
+    let mut all = Vec::with_capacity(read_back.len());
+    let mut previous: Option<(String, String)> = None;
+    for (shard, row, bytes) in read_back {
+        let intent = decode_intent(row).expect("an intent row decodes");
+        // The shard's flips after its previous intent, through this one's last record.
+        let shard_flips = flips.get(&shard).unwrap_or(&none);
+        let through =
+            |seq: &str| shard_flips.partition_point(|r| !sequence_after(&r.sequence_number, seq));
+        let from = match &previous {
+            Some((last_shard, last_seq)) if *last_shard == shard => through(last_seq),
+            _ => 0,
+        };
+        let to = through(&intent.last_seq);
+        let items: BTreeSet<String> = intent
+            .deltas
+            .keys()
+            .map(|target| target.item.as_str().to_owned())
+            .collect();
+        // A flip whose item the intent does not add to cancelled out in its chunk (or in an
+        // earlier chunk that added nothing): no count row took it.
+        let (applied, cancelled): (Vec<&StreamRecord>, Vec<&StreamRecord>) = shard_flips[from..to]
+            .iter()
+            .partition(|r| items.contains(&r.item));
+        let mut net: HashMap<&str, Delta> = HashMap::new();
+        for record in cancelled {
+            *net.entry(&record.item).or_default() += record.delta;
+        }
+        assert!(
+            net.values().all(|delta| delta.is_zero()),
+            "flips of {shard} up to intent {} that it does not add to cancel out: {net:?}",
+            intent.n
+        );
+        all.push(Intent {
+            bytes,
+            sent_ms: intent.n,
+            flips: applied.into_iter().cloned().collect(),
+            rows: intent
+                .deltas
+                .keys()
+                .map(|target| RowWrite {
+                    item: target.item.as_str().to_owned(),
+                    key: (target.partition_key(), format!("D#{}", target.row)),
+                })
+                .collect(),
+            items,
+        });
+        previous = Some((shard, intent.last_seq));
+    }
+    all.sort_by_key(|i| i.sent_ms);
     all
 }
 
-/// Count rows and freshness rows as they are now, by (item, sort key).
+/// Count rows, freshness rows and intents as they are now, by (item, sort key).
 pub fn rows_by_key(counts: &[Item]) -> HashMap<(String, String), Item> {
     counts
         .iter()
@@ -109,23 +164,21 @@ pub fn rows_by_key(counts: &[Item]) -> HashMap<(String, String), Item> {
         .collect()
 }
 
-/// Write units of one transaction: the claim and each count-row update, twice each.
-pub fn transaction_units(
-    transaction: &Transaction,
-    rows: &HashMap<(String, String), Item>,
-) -> (u64, u64) {
-    let claim = capacity::transactional_write_units(transaction.claim_bytes);
-    let updates = transaction
+/// Write units of one intent: its PutItem, and each count row's UpdateItem (billed once, on
+/// the row as read back: the largest it has been).
+pub fn intent_units(intent: &Intent, rows: &HashMap<(String, String), Item>) -> (u64, u64) {
+    let put = capacity::write_units(intent.bytes);
+    let updates = intent
         .rows
         .iter()
-        .map(|key| {
-            let row = rows
-                .get(key)
-                .unwrap_or_else(|| panic!("count row {key:?} exists"));
-            capacity::transactional_write_units(capacity::item_size(row))
+        .map(|row| {
+            let read_back = rows
+                .get(&row.key)
+                .unwrap_or_else(|| panic!("count row {:?} exists", row.key));
+            capacity::write_units(capacity::item_size(read_back))
         })
         .sum();
-    (claim, updates)
+    (put, updates)
 }
 
 /// The most events in any one-second window of `times` (epoch millis).

@@ -1,8 +1,8 @@
 //! The naive baseline, run beside the design on the same stream: one counter row per item
-//! (`item_id` alone as its key), one `UpdateItem ADD` per flip, no shard, no claim, no
-//! transaction. It is a second reader of the Reactions stream, as a second Lambda mapping
+//! (`item_id` alone as its key), one `UpdateItem ADD` per flip, no shard, no intent, no
+//! watermark. It is a second reader of the Reactions stream, as a second Lambda mapping
 //! would be, batched as the template batches the aggregator, and it keeps every record it
-//! read: the cost accounting joins the aggregator's claims against that log.
+//! read: the cost accounting joins the aggregator's intents against that log.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +30,11 @@ pub const WRITES_IN_FLIGHT: usize = 16;
 /// One Reactions stream record, as both consumers got it.
 #[derive(Debug, Clone)]
 pub struct StreamRecord {
-    pub event_id: String,
+    /// The stream shard it was read from, and its place there.
+    pub stream_shard: String,
+    pub sequence_number: String,
+    /// Its keys: the partition key, which the local mapping splits the shard by, and the item.
+    pub user: String,
     pub item: String,
     /// Zero for a record that changes no state (moto's keys-only INSERT, a trim).
     pub delta: Delta,
@@ -269,7 +273,11 @@ impl ShardReader {
                     .expect("GetRecords of the Reactions stream");
                 let arrived = Instant::now();
                 read = page.records().len();
-                buffer.extend(page.records().iter().map(|r| (decode(r), arrived)));
+                buffer.extend(
+                    page.records()
+                        .iter()
+                        .map(|r| (decode(r, &self.shard), arrived)),
+                );
                 iterator = page.next_shard_iterator;
             }
             if read == 0 && buffer.is_empty() {
@@ -316,7 +324,7 @@ impl ShardReader {
 
 /// The record's flip, from its images through the transition table (as the aggregator
 /// decides it), or none.
-fn decode(record: &Record) -> StreamRecord {
+fn decode(record: &Record, stream_shard: &str) -> StreamRecord {
     let change = record.dynamodb.as_ref().expect("a stream record's change");
     let image = |image: Option<&HashMap<String, StreamValue>>, name: &str| {
         image.and_then(|i| i.get(name)).map(|v| match v {
@@ -333,7 +341,9 @@ fn decode(record: &Record) -> StreamRecord {
     );
     let delta = transition.delta();
     StreamRecord {
-        event_id: record.event_id.clone().expect("an eventID"),
+        stream_shard: stream_shard.to_owned(),
+        sequence_number: change.sequence_number.clone().expect("a SequenceNumber"),
+        user: image(change.keys.as_ref(), "user_id").expect("the user_id key"),
         item: image(change.keys.as_ref(), "item_id").expect("the item_id key"),
         delta,
         event_time_ms: (!delta.is_zero())

@@ -7,11 +7,11 @@ use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_core::Transition;
 use likes_tests::TestStack;
 
+use crate::capacity::{self, READ_UNIT_BYTES};
 use crate::column::Column;
 use crate::figures::{Report, PAGE};
-use crate::naive;
 use crate::workload::{self, Written};
-use crate::{Phase, Run, HOT};
+use crate::{emulator, naive, Phase, Run, HOT};
 
 /// DynamoDB's write throughput per partition.
 const PARTITION_WCU_PER_SECOND: f64 = 1000.0;
@@ -80,7 +80,7 @@ impl Report {
         println!();
     }
 
-    /// A row only the design has: the naive counter writes no claims and no watermarks.
+    /// A row only the design has: the naive counter writes no intents and no watermarks.
     fn design_row(&self, name: &str, cell: impl Fn(&Column) -> String) {
         print!("  {name:<44}");
         for column in self.columns() {
@@ -95,12 +95,8 @@ impl Report {
 
     pub fn print(&self, stack: &TestStack, run: &Run, started: Instant) {
         let mapping = stack.pipeline().config();
-        // A full batch's chunk: the mapping's batch size or the aggregator's CHUNK_RECORDS,
-        // whichever is smaller (a viral item's batch touches one item, so no 99-item cut).
-        let chunk_capacity = mapping.environment["CHUNK_RECORDS"]
-            .parse::<usize>()
-            .expect("CHUNK_RECORDS is a number")
-            .min(mapping.batch_size);
+        // A full batch's chunk: the whole batch (never above the aggregator's chunk size).
+        let chunk_capacity = self.chunk_records.min(mapping.batch_size);
         let build = match cfg!(debug_assertions) {
             true => "debug",
             false => "release (cargo bench profile)",
@@ -125,12 +121,16 @@ impl Report {
             mapping.batching_window.as_secs(),
         );
         println!(
-            "  and <= 99 items; the largest claim here held {} records",
-            self.largest_chunk
+            "  so one chunk per batch; intents here applied at most {} flips and added to at most {} count rows",
+            self.largest_intent.0, self.largest_intent.1
         );
         println!(
-            "  K = {} count rows per item (COUNT_SHARDS); one stream shard",
-            self.shards
+            "  K = {} count rows per item (COUNT_SHARDS), H = {} overflow partitions for an item hot in a batch;",
+            self.layout.rows, self.layout.overflow_partitions
+        );
+        println!(
+            "  {} stream shards (the local mapping's, split by user_id), each always writing one row of an item",
+            self.stream_shards
         );
         println!(
             "  hot:  {} distinct users like {HOT}: {} writes, {:.0}/s achieved ({} offered)",
@@ -153,22 +153,19 @@ impl Report {
             transitions(&self.cold.written)
         );
         println!("  writes: ReactionsStore::set as PUT reaction calls it; counts: the local mapping -> Aggregator");
-        println!("  naive:  one row per item (key item_id), UpdateItem ADD per flip, no shard, claim or transaction;");
+        println!("  naive:  one row per item (key item_id), UpdateItem ADD per flip, no shard, intent or watermark;");
         println!(
             "          a second reader of the same stream, batched as the mapping, {} ADDs in flight",
             naive::WRITES_IN_FLIGHT
         );
-        println!("  sizes:  attribute name + value bytes of the real items read back; WCU = ceil(size / 1 KB), x2 inside");
-        println!("          TransactWriteItems; RCU (eventually consistent) = 0.5 x ceil(bytes one request reads / 4 KB)");
+        println!("  sizes:  attribute name + value bytes of the real items read back; WCU = ceil(size / 1 KB), each write");
+        println!("          billed once (no transactions); RCU (eventually consistent) = 0.5 x ceil(bytes one request reads / 4 KB)");
         let e = &self.emulator;
         println!(
-            "  emulator round trips (moto, one global lock): UpdateItem {:.1} ms; TransactWriteItems of 2 updates {:.0} ms,",
-            e.update_item_ms, e.small_transaction_ms
-        );
-        println!(
-            "          of {} updates (a full cold chunk) {:.0} ms, every other request waiting meanwhile",
-            likes_core::pipeline::MAX_CHUNK_ITEMS,
-            e.full_transaction_ms
+            "  emulator round trips (moto, one global lock): count-row UpdateItem {:.1} ms, intent PutItem of {} B {:.1} ms",
+            e.update_item_ms,
+            emulator::INTENT_BYTES,
+            e.intent_put_ms
         );
 
         println!(
@@ -189,8 +186,8 @@ impl Report {
         self.row("  per flip", |c| {
             format!("{:.4}", c.count_writes as f64 / c.flips.max(1) as f64)
         });
-        self.design_row("transactions (chunks, one claim each)", |c| {
-            c.transactions.to_string()
+        self.design_row("intents (chunks, one per shard batch)", |c| {
+            c.intents.to_string()
         });
         self.design_row("invocations (one watermark write each)", |c| {
             c.heartbeats.to_string()
@@ -198,22 +195,37 @@ impl Report {
 
         println!("2. Write units (WCU) per flip (hot: every flip is a like)");
         self.row("count rows", |c| c.per_flip(c.row_units));
-        self.design_row("claims", |c| c.per_flip(c.claim_units));
+        self.design_row("intents", |c| c.per_flip(c.intent_units));
         self.design_row("shard watermarks", |c| c.per_flip(c.heartbeat_units));
         self.row("total for counting", |c| c.per_flip(c.units()));
         self.row("count row bytes (min-max)", |c| {
             format!("{}-{}", c.row_bytes.0, c.row_bytes.1)
         });
-        self.design_row("claim bytes (min-max)", |c| {
-            format!("{}-{}", c.claim_bytes.0, c.claim_bytes.1)
+        self.design_row("intent bytes (min-max)", |c| {
+            format!("{}-{}", c.intent_bytes.0, c.intent_bytes.1)
         });
         println!(
             "     watermark row {} B, one UpdateItem per invocation. Not above: the Reactions write itself (1 WCU per",
             self.heartbeat_bytes
         );
         println!("     flip + its by_liked_at entry: `make bench-write`), the publisher's Kinesis puts, and the pulse's");
-        println!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate).");
-        println!("     Claims grow with stream records: moto writes 2 per new row (a keys-only INSERT first), AWS 1.");
+        println!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate),");
+        println!("     and the overflow marker (once per hot item and container). A count row's UpdateItem is billed on the row");
+        println!("     as read back (the largest it has been); an intent's PutItem on its size, which grows with the count rows");
+        println!("     its chunk adds to, not with its records.");
+        let largest_intent = self
+            .design_hot
+            .intent_bytes
+            .1
+            .max(self.design_cold.intent_bytes.1);
+        println!(
+            "     Reads, not above: each invocation first Queries its shard's progress and newest intent, strongly consistent:"
+        );
+        println!(
+            "     <= {} RCU (the watermark row and the largest intent here: {} B).",
+            (self.heartbeat_bytes + largest_intent).div_ceil(READ_UNIT_BYTES),
+            self.heartbeat_bytes + largest_intent
+        );
 
         println!("3. Read units (RCU) per count read, eventually consistent");
         self.row("one item (design: 1 Query; naive: GetItem)", |c| {
@@ -244,6 +256,7 @@ impl Report {
         self.row("event time -> applied (pipeline's own)", |c| {
             p50_p99(&c.applied_ms)
         });
+        self.row("  flips measured", |c| c.applied_ms.len().to_string());
         println!("     visible: hot, the n-th like in event-time order is visible at the first read showing >= n likes (a read");
         println!(
             "     every {} ms: GET like-count on the local front / the naive row); cold, the sample items, each read every",
@@ -253,7 +266,9 @@ impl Report {
             "     {} ms until it shows its like. A read counts when its answer arrived.",
             workload::COLD_READ_EVERY.as_millis()
         );
-        println!("     applied: design, the claim's created_at (its transaction sent) - updated_at; naive, its ADD returned.");
+        println!("     applied: design, the intent's number n (the aggregator's clock in ms when it froze the chunk, just before");
+        println!("     its count-row writes; checked against the intent's TTL, written within seconds) - updated_at, for the");
+        println!("     flips joined to their intent by shard and sequence number; naive, when its ADD returned.");
         let emf: Vec<i64> = self.emf.staleness_ms.iter().map(|v| *v as i64).collect();
         println!(
             "     The aggregator's own StalenessMs metric (EMF, first <= 100 values per invocation): {}, n={}, {} lines",
@@ -273,28 +288,39 @@ impl Report {
             rate(&self.hot),
             self.naive_hot.peak_row_writes
         );
+        let (rows, partitions) = self.hot_rows;
         println!(
-            "     Design: {} writes/s on the busiest of its {} count rows, {} writes/s over all of them.",
-            self.design_hot.peak_row_writes, self.shards, self.design_hot.peak_item_writes
+            "     Design: {} writes/s on the busiest of the {rows} count rows written (in {partitions} partitions, base and overflow),",
+            self.design_hot.peak_row_writes
+        );
+        println!(
+            "     {} writes/s over all of them; a row's write timed by its intent's number.",
+            self.design_hot.peak_item_writes
         );
         // At the viral rate every batch is full, so every chunk holds the most records a
         // chunk takes, all of them likes of the one item (AWS: one record per like).
         let chunks = VIRAL_LIKES_PER_SECOND / chunk_capacity.max(1) as f64;
+        let row_units = capacity::write_units(self.design_hot.row_bytes.1);
+        let overflow = self.layout.overflow_partitions;
         println!(
             "     At {VIRAL_LIKES_PER_SECOND:.0} likes/s (a viral item): naive, {VIRAL_LIKES_PER_SECOND:.0} WCU/s on one row, {:.0}x the ~{PARTITION_WCU_PER_SECOND:.0} WCU/s partition",
             VIRAL_LIKES_PER_SECOND / PARTITION_WCU_PER_SECOND
         );
         println!(
-            "     limit. Design: full batches, one count-row write per chunk of {chunk_capacity} likes (AWS: 1 record per like):"
+            "     limit. Design: full batches, one count-row UpdateItem per chunk of {chunk_capacity} likes (AWS: 1 record per like):"
         );
         println!(
-            "     {chunks:.0} writes/s = {:.0} WCU/s (x2, transactional) on the item's key, {:.0} writes/s per count row; the {}",
-            chunks * 2.0,
-            chunks / self.shards as f64,
-            self.shards
+            "     {chunks:.0} writes/s = {:.0} WCU/s ({row_units} WCU each, billed once) on the item's rows. The item is hot in such a",
+            chunks * row_units as f64
         );
-        println!("     rows share the partition key item_id, so one partition takes them all until DynamoDB splits it by");
-        println!("     sort key. moto has no partition limits: these are figures, not failures.");
+        println!(
+            "     batch, so each goes to the shard's own overflow partition of H = {overflow}: with its likes on >= {overflow} shards,"
+        );
+        println!(
+            "     ~{:.0} writes/s per partition key. Each chunk's intent and watermark go to its shard's own partition.",
+            chunks / f64::from(overflow.max(1))
+        );
+        println!("     moto has no partition limits: these are figures, not failures.");
         println!("  endpoints: {}", self.answers);
         println!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
     }

@@ -1,39 +1,47 @@
-//! The aggregator as the simulation runs it: the calls it makes per batch, in order, each
+//! The aggregator as the simulation runs it: the calls it makes per invocation, in order, each
 //! decided by the real core (`likes_core::pipeline`) and costed by the table model.
 //!
-//! Per batch: `hot_items` of the whole batch; then chunk by chunk (`next_chunk_len`), the
-//! chunk's count rows from `route_chunk`; an overflow-marker UpdateItem, one after another,
-//! for each of its overflow items this container has not marked yet; one TransactWriteItems
-//! of the claim and the rows, retried on a conflict as the store retries it (5 attempts,
-//! 50/100/200/400 ms apart). Finally, if anything was applied, the shard's watermark
-//! UpdateItem. A chunk that fails all its attempts ends the invocation, reporting its first
-//! record, so the mapping sends the batch again from there. Events are not the aggregator's:
-//! the publisher puts them from a mapping of its own.
+//! Per invocation (one stream shard's batch, in order): one strongly consistent Query of the
+//! shard's progress and newest intent (`#wm#<shard>`, a read: no write units); the records
+//! the progress covers are skipped (`covered`); `hot_items` of the rest. Then chunk by chunk
+//! (`CHUNK_RECORDS` records, never more than `MAX_CHUNK_RECORDS`, a plain cut): the chunk's
+//! count rows from `route_chunk`, in the row and overflow partition of the stream shard's
+//! slot (`CountLayout::slot`); an overflow-marker UpdateItem, one after another, for each of
+//! its overflow items this container has not marked yet; if the chunk adds anything, the
+//! PutItem of its intent on `#wm#<shard>` (sized as the store encodes a `CountIntentRow`),
+//! then one conditional UpdateItem per count row, 32 in flight as the store's
+//! `buffer_unordered` keeps them, done when the slowest is, each billed once at its row's
+//! size (the row's counts and one intent note per stream shard whose slot writes it); then,
+//! for every chunk, the progress UpdateItem on `#wm#<shard>`, which also moves the shard's
+//! watermark.
+//!
+//! No transaction: writes to one row queue on it (not waited on here) and none is cancelled,
+//! so nothing is retried, no batch fails and no intent is left pending (there are no
+//! crashes either). Events are not the aggregator's: the publisher puts them from a mapping
+//! of its own.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 
 use likes_core::pipeline::{
-    counts_as_of, hot_items, match_claim, next_chunk_len, route_chunk, ChangeRecord, ClaimMatch,
-    CountLayout, CountTarget, Lane, RowDelta, StreamShard,
+    counts_as_of, covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout,
+    CountTarget, Lane, RowDelta, StreamShard, MAX_CHUNK_RECORDS,
 };
 use likes_core::reconcile::Period;
-use likes_core::{backoff, Delta, ItemId};
+use likes_core::{Delta, ItemId};
 
 use crate::latency::{self, Latency};
-use crate::mapping::{Consumer, Micros, Next, MS, SECOND};
-use crate::meter::{Histogram, PerSecond, WorstKey};
-use crate::table::{self, Claims, RowLocks};
+use crate::mapping::{Consumer, Micros, Next, MS};
+use crate::meter::{Histogram, WorstKey};
+use crate::table::{self, CountRowSize};
 use crate::traffic::{EPOCH_MS, VIRAL_ITEM};
 
-/// The store's attempts at a chunk's transaction before the chunk fails (its
-/// `CONFLICT_ATTEMPTS`), waiting `backoff::delay` between them.
-pub const CONFLICT_ATTEMPTS: u32 = 5;
+/// Count-row UpdateItems of one intent in flight at once (the store's `IN_FLIGHT`).
+const ROW_WRITES_IN_FLIGHT: usize = 32;
 /// A container forgets the items it marked past this many (the aggregator's cap).
 const MARKED_ITEMS_CAP: usize = 100_000;
 /// How often the count's `as_of` is read, as readers would.
 const AS_OF_EVERY: Micros = 100 * MS;
-/// Claims are kept this long: far longer than any retry here takes to come.
-const CLAIMS_KEPT: Micros = 30 * SECOND;
 
 #[derive(Debug, Clone, Copy)]
 pub struct DesignConfig {
@@ -46,50 +54,68 @@ pub struct DesignConfig {
 
 /// Where an invocation is.
 enum Step {
-    /// The first of `unmarked` is being marked; the chunk is committed after the last.
+    /// The shard's progress and newest intent are being read.
+    Reading,
+    /// The first of `unmarked` is being marked; the chunk's intent is put after the last.
     Marking { chunk: Chunk, unmarked: Vec<ItemId> },
-    /// A transaction attempt is in flight; `took` says whether it got its rows.
-    Committing {
-        chunk: Chunk,
-        attempt: u32,
-        took: bool,
-    },
-    /// Waiting out the backoff after a cancelled attempt.
-    BackingOff { chunk: Chunk, attempt: u32 },
-    /// The shard's watermark is being written; then the invocation returns `unapplied`.
-    Advancing { unapplied: Vec<ChangeRecord> },
+    /// The chunk's intent is being put, at `units`.
+    Freezing { chunk: Chunk, units: u64 },
+    /// The chunk's count rows are being written; the step ends with the slowest write.
+    Adding { chunk: Chunk },
+    /// The shard's progress is being moved past the chunk.
+    Advancing { chunk: Chunk },
 }
 
 struct Chunk {
+    /// Its records: the invocation's next `len`.
     len: usize,
-    claim_id: String,
     rows: BTreeMap<CountTarget, RowDelta>,
+    /// The intent's number; `None` for a chunk that adds nothing (it only moves the progress).
+    intent: Option<i64>,
 }
 
 struct Invocation {
     batch: Vec<ChangeRecord>,
     hot: BTreeSet<ItemId>,
-    /// The first record not yet committed.
+    /// The first record not yet applied.
     at: usize,
+}
+
+/// How many intent notes the count rows carry, from the stream shards' slots: a base row
+/// `D#k` of any item is written by every shard of row k, an overflow row by the shards of
+/// its row and overflow partition.
+#[derive(Debug, Clone, Copy)]
+pub struct RowNotes {
+    pub size: CountRowSize,
+    pub most_on_base_row: usize,
+    pub most_on_overflow_row: usize,
+    /// Write units of a row with the most notes there are.
+    pub units_at_most: u64,
 }
 
 /// What the aggregator did over a run.
 #[derive(Debug)]
 pub struct DesignTally {
     pub counts_wcu: WorstKey<String>,
-    /// By claim id: each is written once, so its worst second is its largest claim.
-    pub claims_wcu: WorstKey<String>,
-    pub conflicts: PerSecond,
-    pub chunks_committed: u64,
-    pub chunks_failed: u64,
-    pub chunks_already_claimed: u64,
+    /// The `#wm#<shard>` keys alone (intents and progress), also in `counts_wcu`.
+    pub progress_wcu: WorstKey<String>,
+    pub chunks: u64,
+    pub intents: u64,
     pub count_row_writes: u64,
     pub marker_writes: u64,
-    pub watermark_writes: u64,
+    pub progress_writes: u64,
     pub staleness: Histogram,
     pub as_of_lag: Histogram,
     pub counted_viral: Delta,
     pub counted_total: Delta,
+    pub row_notes: RowNotes,
+}
+
+/// Where a stream shard is: the last record it applied, and its last intent completed.
+#[derive(Default)]
+struct Progress {
+    through_seq: Option<String>,
+    intent: Option<i64>,
 }
 
 pub struct Design {
@@ -99,55 +125,90 @@ pub struct Design {
     /// Per stream shard, the items its container marked: one warm container per shard,
     /// since the mapping keeps one batch in flight per shard.
     marked: Vec<HashSet<ItemId>>,
-    locks: RowLocks,
-    claims: Claims,
+    progress: Vec<Progress>,
     stream_shards: Vec<StreamShard>,
     watermarks: BTreeMap<String, i64>,
     viral: ItemId,
-    /// Write units of a count-row Update in a transaction, and of a small UpdateItem.
-    count_update_units: u64,
+    /// Write units of an UpdateItem of each count row a shard's slot writes.
+    row_units: HashMap<(Lane, u32), u64>,
     small_update_units: u64,
     tally: DesignTally,
 }
 
+/// A stream shard's id, as long as DynamoDB Streams' are.
 fn shard_id(shard: usize) -> String {
-    format!("shardId-{shard:05}")
+    format!(
+        "shardId-{:020}-{shard:08x}",
+        1_536_019_433_613 + shard as u64
+    )
+}
+
+/// Per count row (lane and row index) the stream shards whose slot writes it, and so the
+/// notes it carries, with the write units that costs.
+fn row_units(layout: CountLayout, shard_ids: &[String]) -> (HashMap<(Lane, u32), u64>, RowNotes) {
+    let mut writers: HashMap<(Lane, u32), usize> = HashMap::new();
+    for id in shard_ids {
+        let (row, overflow) = layout.slot(id);
+        *writers.entry((Lane::Base, row)).or_default() += 1;
+        *writers.entry((Lane::Overflow(overflow), row)).or_default() += 1;
+    }
+    let most = |base: bool| {
+        writers
+            .iter()
+            .filter(|((lane, _), _)| (*lane == Lane::Base) == base)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0)
+    };
+    let size = CountRowSize::new();
+    let notes = RowNotes {
+        size,
+        most_on_base_row: most(true),
+        most_on_overflow_row: most(false),
+        units_at_most: size.units(most(true).max(most(false))),
+    };
+    let units = writers
+        .into_iter()
+        .map(|(row, n)| (row, size.units(n)))
+        .collect();
+    (units, notes)
 }
 
 impl Design {
     pub fn new(config: DesignConfig) -> Self {
         let shards = config.stream_shards as usize;
+        let ids: Vec<String> = (0..shards).map(shard_id).collect();
+        let (row_units, row_notes) = row_units(config.layout, &ids);
         Self {
             latency: Latency::new(config.seed),
             invocations: (0..shards).map(|_| None).collect(),
             marked: vec![HashSet::new(); shards],
-            locks: RowLocks::default(),
-            claims: Claims::default(),
-            stream_shards: (0..shards)
-                .map(|s| StreamShard {
-                    shard_id: shard_id(s),
+            progress: (0..shards).map(|_| Progress::default()).collect(),
+            stream_shards: ids
+                .into_iter()
+                .map(|shard_id| StreamShard {
+                    shard_id,
                     parent_shard_id: None,
                     closed: false,
                 })
                 .collect(),
             watermarks: BTreeMap::new(),
             viral: ItemId::parse(VIRAL_ITEM).expect("a valid item id"),
-            count_update_units: table::count_update_units(),
+            row_units,
             small_update_units: table::small_update_units(),
             tally: DesignTally {
                 counts_wcu: WorstKey::new(),
-                claims_wcu: WorstKey::new(),
-                conflicts: PerSecond::default(),
-                chunks_committed: 0,
-                chunks_failed: 0,
-                chunks_already_claimed: 0,
+                progress_wcu: WorstKey::new(),
+                chunks: 0,
+                intents: 0,
                 count_row_writes: 0,
                 marker_writes: 0,
-                watermark_writes: 0,
+                progress_writes: 0,
                 staleness: Histogram::default(),
                 as_of_lag: Histogram::default(),
                 counted_viral: Delta::ZERO,
                 counted_total: Delta::ZERO,
+                row_notes,
             },
             config,
         }
@@ -166,21 +227,58 @@ impl Design {
         Next::At(until)
     }
 
-    /// The next chunk of the invocation, or the watermark once the batch is applied.
+    /// Charges a write on the `#wm#<shard>` key.
+    fn charge_progress_key(&mut self, shard: usize, now: Micros, units: u64) {
+        let key = table::progress_key(&self.stream_shards[shard].shard_id);
+        self.tally.counts_wcu.charge(now, key.as_str(), units);
+        self.tally.progress_wcu.charge(now, key.as_str(), units);
+    }
+
+    /// `n` calls, [`ROW_WRITES_IN_FLIGHT`] at once in any order (`buffer_unordered`): how
+    /// long until the last is done.
+    fn unordered(&mut self, n: usize, call: (Micros, Micros)) -> Micros {
+        let mut ends = BinaryHeap::new();
+        let mut last = 0;
+        for _ in 0..n {
+            let start = if ends.len() < ROW_WRITES_IN_FLIGHT {
+                0
+            } else {
+                let Reverse(end) = ends.pop().expect("calls in flight");
+                end
+            };
+            let end = start + self.latency.draw(call);
+            last = last.max(end);
+            ends.push(Reverse(end));
+        }
+        last
+    }
+
+    /// The next chunk of the invocation, or its return once the batch is applied.
     fn next_chunk(&mut self, shard: usize, inv: Invocation, now: Micros) -> Next {
         let rest = &inv.batch[inv.at..];
         if rest.is_empty() {
-            return self.advance(shard, inv, Vec::new(), now);
+            return Next::Done {
+                unapplied: Vec::new(),
+            };
         }
-        let len = next_chunk_len(rest, self.config.chunk_records);
-        let claim_id = rest[0].event_id.clone();
+        let len = rest
+            .len()
+            .min(self.config.chunk_records.clamp(1, MAX_CHUNK_RECORDS));
         let rows = route_chunk(
             &rest[..len],
-            &claim_id,
+            &self.stream_shards[shard].shard_id,
             &inv.hot,
             self.config.layout,
             self.config.period,
         );
+        if rows.is_empty() {
+            let chunk = Chunk {
+                len,
+                rows,
+                intent: None,
+            };
+            return self.advance(shard, inv, chunk, now);
+        }
         let marked = &self.marked[shard];
         let unmarked: Vec<ItemId> = rows
             .keys()
@@ -191,143 +289,90 @@ impl Design {
             .collect();
         let chunk = Chunk {
             len,
-            claim_id,
             rows,
+            intent: None,
         };
-        self.mark_or_attempt(shard, inv, chunk, unmarked, now)
+        self.mark_or_freeze(shard, inv, chunk, unmarked, now)
     }
 
-    fn mark_or_attempt(
+    fn mark_or_freeze(
         &mut self,
         shard: usize,
         inv: Invocation,
-        chunk: Chunk,
+        mut chunk: Chunk,
         unmarked: Vec<ItemId>,
         now: Micros,
     ) -> Next {
-        if unmarked.is_empty() {
-            return self.attempt(shard, inv, chunk, 1, now);
+        if !unmarked.is_empty() {
+            let end = now + self.latency.draw(latency::UPDATE_ITEM);
+            return self.wait(shard, inv, Step::Marking { chunk, unmarked }, end);
         }
-        let end = now + self.latency.draw(latency::UPDATE_ITEM);
-        self.wait(shard, inv, Step::Marking { chunk, unmarked }, end)
-    }
-
-    fn attempt(
-        &mut self,
-        shard: usize,
-        inv: Invocation,
-        chunk: Chunk,
-        attempt: u32,
-        now: Micros,
-    ) -> Next {
-        let end = now + self.latency.draw(latency::TRANSACTION);
-        let took = self.locks.try_take(chunk.rows.keys(), now, end);
-        if !took {
-            self.tally.conflicts.add(now, 1);
-        }
-        let step = Step::Committing {
-            chunk,
-            attempt,
-            took,
-        };
-        self.wait(shard, inv, step, end)
-    }
-
-    /// A transaction attempt ended at `now`.
-    fn committed(
-        &mut self,
-        shard: usize,
-        mut inv: Invocation,
-        chunk: Chunk,
-        attempt: u32,
-        took: bool,
-        now: Micros,
-    ) -> Next {
-        let records = &inv.batch[inv.at..];
-        if let Some(listed) = self.claims.get(&chunk.claim_id) {
-            // The claim's condition failed: an earlier delivery committed from here.
-            let ids: Vec<&str> = records.iter().map(|r| r.event_id.as_str()).collect();
-            let ClaimMatch::Skip(skip) = match_claim(&ids, &listed) else {
-                panic!("a retry starts at a chunk boundary, so a claim fits the batch whole");
-            };
-            self.tally.chunks_already_claimed += 1;
-            inv.at += skip;
-            return self.next_chunk(shard, inv, now);
-        }
-        let records = &records[..chunk.len];
-        let event_ids: Vec<&str> = records.iter().map(|r| r.event_id.as_str()).collect();
         let now_ms = EPOCH_MS + (now / MS) as i64;
-        let claim_units = table::claim_units(&chunk.claim_id, &event_ids, now_ms);
-        if !took {
-            // Assumed: a cancelled attempt is billed its prepare phase, half a committed one.
-            self.tally
-                .claims_wcu
-                .charge(now, chunk.claim_id.as_str(), claim_units / 2);
-            for target in chunk.rows.keys() {
-                let units = self.count_update_units / 2;
-                self.tally
-                    .counts_wcu
-                    .charge(now, target.partition_key().as_str(), units);
-            }
-            if attempt == CONFLICT_ATTEMPTS {
-                self.tally.chunks_failed += 1;
-                let unapplied = inv.batch.split_off(inv.at);
-                return self.advance(shard, inv, unapplied, now);
-            }
-            let retry_at = now + backoff::delay(attempt).as_micros() as Micros;
-            return self.wait(shard, inv, Step::BackingOff { chunk, attempt }, retry_at);
-        }
-        self.claims.put(&chunk.claim_id, &event_ids, now);
-        self.tally
-            .claims_wcu
-            .charge(now, chunk.claim_id.as_str(), claim_units);
+        let n = next_intent(self.progress[shard].intent, now_ms);
+        let last = &inv.batch[inv.at + chunk.len - 1];
+        let units = table::intent_units(
+            &self.stream_shards[shard].shard_id,
+            n,
+            last.stream_time_ms,
+            &chunk.rows,
+            now_ms,
+        );
+        chunk.intent = Some(n);
+        // A conditional PutItem takes an UpdateItem's time.
+        let end = now + self.latency.draw(latency::UPDATE_ITEM);
+        self.wait(shard, inv, Step::Freezing { chunk, units }, end)
+    }
+
+    /// The chunk's count rows were written at `now`: they count from here.
+    fn added(&mut self, shard: usize, inv: Invocation, chunk: Chunk, now: Micros) -> Next {
         for (target, written) in &chunk.rows {
+            let units = self.row_units[&(target.lane, target.row)];
             let key = target.partition_key();
-            self.tally
-                .counts_wcu
-                .charge(now, key.as_str(), self.count_update_units);
+            self.tally.counts_wcu.charge(now, key.as_str(), units);
             self.tally.count_row_writes += 1;
             self.tally.counted_total += written.total;
             if target.item == self.viral {
                 self.tally.counted_viral += written.total;
             }
         }
+        let now_ms = EPOCH_MS + (now / MS) as i64;
+        let records = &inv.batch[inv.at..inv.at + chunk.len];
         for change in records.iter().filter_map(|r| r.change.as_ref()) {
             let stale = now_ms - change.event_time_ms;
             self.tally.staleness.record(stale.max(0) as u64, 1);
         }
-        self.tally.chunks_committed += 1;
-        inv.at += chunk.len;
-        self.next_chunk(shard, inv, now)
+        self.advance(shard, inv, chunk, now)
     }
 
-    /// Writes the watermark up to the last applied record (if any), then returns.
-    fn advance(
-        &mut self,
-        shard: usize,
-        inv: Invocation,
-        unapplied: Vec<ChangeRecord>,
-        now: Micros,
-    ) -> Next {
-        if inv.at == 0 {
-            return Next::Done { unapplied };
-        }
+    /// Moves the shard's progress (and watermark) past the chunk.
+    fn advance(&mut self, shard: usize, inv: Invocation, chunk: Chunk, now: Micros) -> Next {
         let end = now + self.latency.draw(latency::UPDATE_ITEM);
-        self.wait(shard, inv, Step::Advancing { unapplied }, end)
+        self.wait(shard, inv, Step::Advancing { chunk }, end)
     }
 }
 
 impl Consumer for Design {
     fn invoke(&mut self, shard: usize, batch: Vec<ChangeRecord>, now: Micros) -> Next {
-        let hot = hot_items(&batch);
-        self.next_chunk(shard, Invocation { batch, hot, at: 0 }, now)
+        let end = now + self.latency.draw(latency::QUERY);
+        let inv = Invocation {
+            batch,
+            hot: BTreeSet::new(),
+            at: 0,
+        };
+        self.wait(shard, inv, Step::Reading, end)
     }
 
     fn resume(&mut self, shard: usize, now: Micros) -> Next {
-        let (inv, step) = self.invocations[shard]
+        let (mut inv, step) = self.invocations[shard]
             .take()
             .expect("an invocation in flight");
         match step {
+            Step::Reading => {
+                let through = self.progress[shard].through_seq.as_deref();
+                inv.at = covered(&inv.batch, through);
+                inv.hot = hot_items(&inv.batch[inv.at..]);
+                self.next_chunk(shard, inv, now)
+            }
             Step::Marking {
                 chunk,
                 mut unmarked,
@@ -342,26 +387,32 @@ impl Consumer for Design {
                     marked.clear();
                 }
                 marked.insert(item);
-                self.mark_or_attempt(shard, inv, chunk, unmarked, now)
+                self.mark_or_freeze(shard, inv, chunk, unmarked, now)
             }
-            Step::Committing {
-                chunk,
-                attempt,
-                took,
-            } => self.committed(shard, inv, chunk, attempt, took, now),
-            Step::BackingOff { chunk, attempt } => {
-                self.attempt(shard, inv, chunk, attempt + 1, now)
+            Step::Freezing { chunk, units } => {
+                self.charge_progress_key(shard, now, units);
+                self.tally.intents += 1;
+                let end = now + self.unordered(chunk.rows.len(), latency::UPDATE_ITEM);
+                self.wait(shard, inv, Step::Adding { chunk }, end)
             }
-            Step::Advancing { unapplied } => {
-                let id = shard_id(shard);
+            Step::Adding { chunk } => self.added(shard, inv, chunk, now),
+            Step::Advancing { chunk } => {
                 let units = self.small_update_units;
-                self.tally
-                    .counts_wcu
-                    .charge(now, format!("#wm#{id}").as_str(), units);
-                self.tally.watermark_writes += 1;
-                let last = inv.batch[..inv.at].last().expect("something was applied");
-                self.watermarks.insert(id, last.stream_time_ms);
-                Next::Done { unapplied }
+                self.charge_progress_key(shard, now, units);
+                self.tally.progress_writes += 1;
+                self.tally.chunks += 1;
+                let last = &inv.batch[inv.at + chunk.len - 1];
+                let progress = &mut self.progress[shard];
+                progress.through_seq = Some(last.sequence_number.clone());
+                if chunk.intent.is_some() {
+                    progress.intent = chunk.intent;
+                }
+                self.watermarks.insert(
+                    self.stream_shards[shard].shard_id.clone(),
+                    last.stream_time_ms,
+                );
+                inv.at += chunk.len;
+                self.next_chunk(shard, inv, now)
             }
         }
     }
@@ -372,10 +423,6 @@ impl Consumer for Design {
                 let lag = EPOCH_MS + (now / MS) as i64 - as_of;
                 self.tally.as_of_lag.record(lag.max(0) as u64, 1);
             }
-        }
-        if now % SECOND == 0 {
-            self.locks.release_before(now);
-            self.claims.forget_before(now.saturating_sub(CLAIMS_KEPT));
         }
     }
 }

@@ -13,8 +13,8 @@
 //! sent (no cold start, no invoke overhead): the consumer's own calls are all its time.
 //!
 //! Events run in time order across all shards, so what one shard's consumer does is seen by
-//! every other's at the right moment (a row held by a transaction, a partition key's
-//! second).
+//! every other's at the right moment (a partition key's second, a score row's writes in
+//! flight).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

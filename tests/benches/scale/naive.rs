@@ -1,9 +1,8 @@
 //! The naive counter on the same traffic, behind its own mapping of the same stream
 //! (batched as the aggregator's): one counter row per item (partition key `item_id`), one
 //! UpdateItem ADD per flip, 16 in flight at a time as a naive handler still sends them
-//! concurrently, then the batch's events put to Kinesis under the item id. No chunk, claim
-//! or transaction, so nothing conflicts: it only adds, and pays for it on the viral item's
-//! one key.
+//! concurrently, then the batch's events put to Kinesis under the item id. No chunk, intent
+//! or progress: it only adds, and pays for it on the viral item's one key.
 
 use likes_core::pipeline::ChangeRecord;
 use likes_core::Delta;

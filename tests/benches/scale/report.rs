@@ -13,18 +13,18 @@ pub struct Column {
     pub name: &'static str,
     pub counts_wcu: PerSecondWorst<String>,
     pub kinesis: PerSecondWorst<usize>,
-    /// Per second; `None` where nothing can conflict (no transactions).
-    pub conflicts: Option<Vec<u64>>,
-    /// Chunks committed, failed after every attempt, and met as an earlier delivery's claim.
-    pub chunks: Option<(u64, u64, u64)>,
+    /// Chunks applied, and intents put (a chunk that adds nothing puts none); `None` for a
+    /// design without them.
+    pub chunks: Option<(u64, u64)>,
     pub staleness: Histogram,
     pub as_of_lag: Option<Histogram>,
     /// Event time to on the Kinesis log.
     pub event_lag: Histogram,
     pub count_row_writes: u64,
-    /// Overflow markers and watermarks, beside the count rows.
+    /// Overflow markers and progress (watermark) writes, beside the count rows and intents.
     pub other_counts_writes: Option<u64>,
-    pub claims_wcu: Option<PerSecondWorst<String>>,
+    /// The `#wm#<shard>` keys alone (intents and progress), also in `counts_wcu`.
+    pub progress_wcu: Option<PerSecondWorst<String>>,
     pub mapping: MappingRun,
 }
 
@@ -89,25 +89,12 @@ pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
     row("  p50 over the offered seconds", &|c| {
         percentile(&offered(&c.kinesis.worst_units()), 50.0).to_string()
     });
-    row("transaction conflicts/s: max / mean", &|c| {
-        c.conflicts
-            .as_ref()
-            .map_or("- (no transactions)".into(), |per| {
-                let max = per.iter().max().copied().unwrap_or(0);
-                format!("{max} / {:.1}", mean(&offered(per)))
-            })
-    });
-    row("chunks committed / failed after 5 attempts", &|c| {
-        c.chunks.map_or("-".into(), |(committed, failed, _)| {
-            format!("{committed} / {failed}")
+    row("chunks applied; intents put", &|c| {
+        c.chunks.map_or("-".into(), |(chunks, intents)| {
+            format!("{chunks}; {intents}")
         })
     });
-    row("  batches resent from a failed chunk; claims met", &|c| {
-        c.chunks.map_or("-".into(), |(_, _, claimed)| {
-            format!("{}; {claimed}", c.mapping.retried_batches)
-        })
-    });
-    row("staleness, event -> committed: p50 / p99", &|c| {
+    row("staleness, event -> count row written: p50 / p99", &|c| {
         format!("{} / {}", ms(&c.staleness, 50.0), ms(&c.staleness, 99.0))
     });
     row("count as_of lag (sampled each 100 ms): p50 / p99", &|c| {
@@ -121,7 +108,7 @@ pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
     row("count-row writes per flip", &|c| {
         format!("{:.3}", c.count_row_writes as f64 / flips.max(1) as f64)
     });
-    row("marker + watermark writes/s (mean)", &|c| {
+    row("marker + progress writes/s (mean)", &|c| {
         c.other_counts_writes.map_or("-".into(), |n| {
             format!("{:.0}", n as f64 / offered_seconds.max(1) as f64)
         })
@@ -129,11 +116,20 @@ pub fn print(columns: &[Column], offered_seconds: usize, flips: u64) {
     row("Counts table WCU/s, all keys (mean)", &|c| {
         format!("{:.0}", mean(&offered(&c.counts_wcu.total)))
     });
-    row("Claims table WCU/s: worst key; all keys (mean)", &|c| {
-        c.claims_wcu.as_ref().map_or("-".into(), |claims| {
-            let (worst, _, _) = claims.peak();
-            format!("{worst}; {:.0}", mean(&offered(&claims.total)))
+    row("  of which #wm#<shard> (intents, progress)", &|c| {
+        c.progress_wcu.as_ref().map_or("-".into(), |progress| {
+            format!("{:.0}", mean(&offered(&progress.total)))
         })
+    });
+    row("  #wm#<shard>, worst key, WCU/s: max", &|c| {
+        c.progress_wcu.as_ref().map_or("-".into(), |progress| {
+            let (wcu, _, _) = progress.peak();
+            format!("{wcu}{}", over(wcu, WCU_PER_PARTITION_SECOND))
+        })
+    });
+    row("Counts table WCU per flip (whole run)", &|c| {
+        let units: u64 = c.counts_wcu.total.iter().sum();
+        format!("{:.3}", units as f64 / flips.max(1) as f64)
     });
     row("invocations; worst iterator age", &|c| {
         format!(

@@ -1,57 +1,55 @@
 //! The tables as the simulation sees them: what each write costs in write units (AWS's
-//! item-size rules, from the items the stores write: Counts, Claims, and the event log's
-//! read models), and which transactions DynamoDB cancels because a concurrent one holds one
-//! of their rows.
+//! item-size rules, from the items the stores write: the Counts table's count rows, intents
+//! and progress, and the event log's read models).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::ids::{ITEM_ID_MAX_LEN, USER_ID_MAX_LEN};
 use likes_core::leaderboard::{Window, TOP_SIZE};
 use likes_core::likers::position;
-use likes_core::pipeline::CountTarget;
+use likes_core::pipeline::{CountTarget, RowDelta};
+use likes_store::counts::{encode_intent, intent_note, CountIntent};
 use likes_store::rows::{
     to_item, EventClaimRow, IntentHeadRow, ScoreDeltaRow, TopEntryRow, TopRow,
 };
 use likes_store::StoreError;
 
 use crate::capacity::{self, Item};
-use crate::mapping::Micros;
 
-/// The claim the store puts with each chunk, as `CountsWriter::claim_put` builds it: the
-/// chunk's first eventID, every eventID joined by commas, and two epoch times.
-pub fn claim_item(claim_id: &str, event_ids: &[&str], now_ms: i64) -> Item {
-    const CLAIM_TTL_SECONDS: i64 = 3 * 24 * 3600;
-    Item::from([
-        (
-            "claim_id".to_owned(),
-            AttributeValue::S(claim_id.to_owned()),
-        ),
-        (
-            "event_ids".to_owned(),
-            AttributeValue::S(event_ids.join(",")),
-        ),
-        (
-            "created_at".to_owned(),
-            AttributeValue::N(now_ms.to_string()),
-        ),
-        (
-            "expires_at".to_owned(),
-            AttributeValue::N((now_ms / 1000 + CLAIM_TTL_SECONDS).to_string()),
-        ),
-    ])
+/// A DynamoDB Streams sequence number at its widest (they run 21 to 40 digits): what an
+/// intent's `last_seq` holds.
+const STREAM_SEQUENCE_NUMBER: &str = "4000000000000000000000123456789012345678";
+
+/// The partition key of a stream shard's progress and intents, as the store names it
+/// (`likes_store::freshness`'s watermark partition).
+pub fn progress_key(shard_id: &str) -> String {
+    format!("#wm#{shard_id}")
 }
 
-/// The claim put inside the chunk's transaction.
-pub fn claim_units(claim_id: &str, event_ids: &[&str], now_ms: i64) -> u64 {
-    capacity::transactional_write_units(capacity::item_size(&claim_item(
-        claim_id, event_ids, now_ms,
-    )))
+/// Write units of the PutItem of intent `n` of stream shard `shard_id`, as
+/// `CountsWriter::begin` writes it (the store's own encoding), at the widest stream sequence
+/// number and without a probe key (the pulse's probes are not modelled).
+pub fn intent_units(
+    shard_id: &str,
+    n: i64,
+    stream_time_ms: i64,
+    deltas: &BTreeMap<CountTarget, RowDelta>,
+    now_ms: i64,
+) -> u64 {
+    let intent = CountIntent {
+        n,
+        last_seq: STREAM_SEQUENCE_NUMBER.to_owned(),
+        stream_time_ms,
+        probe_key: None,
+        deltas: deltas.clone(),
+    };
+    put_units(encode_intent(shard_id, &intent, now_ms).and_then(|row| to_item(&row)))
 }
 
-/// The largest count row there can be: a 128-character item id with an overflow suffix,
-/// and counts and a timestamp at the widest number DynamoDB stores (38 significant digits,
-/// negative: 21 bytes). Every count row is at most this, so its write costs what this costs.
+/// The largest count row there can be, without intent notes: a 128-character item id with
+/// an overflow suffix, and counts and a timestamp at the widest number DynamoDB stores (38
+/// significant digits, negative: 21 bytes).
 fn largest_count_row() -> Item {
     let widest = AttributeValue::N(format!("-{}", "9".repeat(38)));
     Item::from([
@@ -66,78 +64,47 @@ fn largest_count_row() -> Item {
     ])
 }
 
-/// Write units of one count-row Update inside a chunk's transaction.
-pub fn count_update_units() -> u64 {
-    capacity::transactional_write_units(capacity::item_size(&largest_count_row()))
+/// The number a count row's intent note holds: an intent number is a clock in milliseconds
+/// (`next_intent`), 13 digits, here with none of them a trailing zero (8 bytes).
+const NOTED_INTENT: i64 = 1_796_119_234_567;
+
+/// A count row's size as its UpdateItem bills it: the largest row without notes, and one
+/// `i#<12 hex digits>` intent note per stream shard that writes it.
+#[derive(Debug, Clone, Copy)]
+pub struct CountRowSize {
+    /// The largest row without notes.
+    pub bare: usize,
+    /// One note, its name and its number.
+    pub note: usize,
+}
+
+impl CountRowSize {
+    pub fn new() -> Self {
+        let note = Item::from([(
+            intent_note("shardId-00000001536019433613-c6a8f3e4"),
+            AttributeValue::N(NOTED_INTENT.to_string()),
+        )]);
+        Self {
+            bare: capacity::item_size(&largest_count_row()),
+            note: capacity::item_size(&note),
+        }
+    }
+
+    /// Write units of one UpdateItem of a row holding `notes` notes.
+    pub fn units(&self, notes: usize) -> u64 {
+        capacity::write_units(self.bare + notes * self.note)
+    }
+
+    /// The most notes a row holds while its write still costs one unit.
+    pub fn notes_in_one_unit(&self) -> usize {
+        capacity::WRITE_UNIT_BYTES.saturating_sub(self.bare) / self.note
+    }
 }
 
 /// Write units of one standard UpdateItem on a small row (a naive counter's ADD, the
-/// overflow marker, a watermark): every such row stays far below 1 KB.
+/// overflow marker, a shard's progress): every such row stays far below 1 KB.
 pub fn small_update_units() -> u64 {
     capacity::write_units(capacity::item_size(&largest_count_row()))
-}
-
-/// Count rows held by committing transactions. DynamoDB cancels a transaction with a
-/// `TransactionConflict` when another transaction is in progress on one of its items; here
-/// the one that arrives while the other holds the row is cancelled, and a cancelled attempt
-/// holds nothing.
-#[derive(Debug, Default)]
-pub struct RowLocks {
-    held_until: HashMap<CountTarget, Micros>,
-}
-
-impl RowLocks {
-    /// Takes every row for `[start, end)` unless one is held past `start`; on a conflict
-    /// nothing is taken.
-    pub fn try_take<'r>(
-        &mut self,
-        rows: impl Iterator<Item = &'r CountTarget> + Clone,
-        start: Micros,
-        end: Micros,
-    ) -> bool {
-        let conflict = rows
-            .clone()
-            .any(|row| self.held_until.get(row).is_some_and(|until| *until > start));
-        if !conflict {
-            for row in rows {
-                self.held_until.insert(row.clone(), end);
-            }
-        }
-        !conflict
-    }
-
-    /// Forgets rows released before `now`: no later transaction can meet them.
-    pub fn release_before(&mut self, now: Micros) {
-        self.held_until.retain(|_, until| *until > now);
-    }
-}
-
-/// The Claims table: a chunk whose claim exists was committed by an earlier delivery. Kept
-/// as the store keeps it (the eventIDs joined by commas), and only for a while: a retry
-/// comes within seconds of its failure, so an older claim can no longer be met here.
-#[derive(Debug, Default)]
-pub struct Claims {
-    by_id: HashMap<String, (Micros, String)>,
-}
-
-impl Claims {
-    /// The eventIDs the claim lists, if it exists.
-    pub fn get(&self, claim_id: &str) -> Option<Vec<String>> {
-        let (_, joined) = self.by_id.get(claim_id)?;
-        Some(joined.split(',').map(str::to_owned).collect())
-    }
-
-    pub fn put(&mut self, claim_id: &str, event_ids: &[&str], now: Micros) {
-        let previous = self
-            .by_id
-            .insert(claim_id.to_owned(), (now, event_ids.join(",")));
-        assert!(previous.is_none(), "claim {claim_id} put twice");
-    }
-
-    /// Forgets claims put before `horizon`.
-    pub fn forget_before(&mut self, horizon: Micros) {
-        self.by_id.retain(|_, (put, _)| *put >= horizon);
-    }
 }
 
 /// The widest number DynamoDB stores: 38 significant digits, negative (21 bytes).

@@ -112,8 +112,8 @@ impl Traffic {
         self.records += 1;
         let time_ms = EPOCH_MS + self.millisecond as i64;
         ChangeRecord {
-            // Stream eventIDs are 32 hex digits (a claim's size is made of them): two 16-digit
-            // halves, each with its top bit set so no padding is needed.
+            // Stream eventIDs are 32 hex digits, as AWS's: two 16-digit halves, each with its
+            // top bit set so no padding is needed.
             event_id: format!("{:x}{:x}", 1u64 << 63, (1u64 << 63) | self.records),
             sequence_number: self.records.to_string(),
             stream_time_ms: time_ms,

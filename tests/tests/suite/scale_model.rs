@@ -1,16 +1,18 @@
 //! The accounting of `make bench-scale` that could be wrong and still print plausible
-//! figures: the write units of the items it bills, Kinesis's hash ranges, transaction
-//! conflicts, per-second worst keys and percentiles. Here rather than beside the code: a
+//! figures: the write units of the items it bills, Kinesis's hash ranges, per-second worst
+//! keys and percentiles. Here rather than beside the code: a
 //! `harness = false` bench compiles its `#[cfg(test)]` modules but never runs them.
 
-use crate::{capacity, kinesis, mapping, meter, table};
-use likes_core::pipeline::{CountTarget, Lane};
-use likes_core::ItemId;
+use crate::{kinesis, mapping, meter, table};
+use std::collections::BTreeMap;
+
+use likes_core::pipeline::{CountTarget, Lane, RowDelta};
+use likes_core::{Delta, ItemId};
 
 use kinesis::HashRanges;
 use mapping::SECOND;
 use meter::{percentile, Histogram, WorstKey};
-use table::RowLocks;
+use table::CountRowSize;
 
 #[test]
 fn hash_ranges_split_evenly_with_exact_boundaries() {
@@ -50,38 +52,8 @@ fn distinct_partition_keys_spread_over_every_shard() {
     );
 }
 
-/// A stream eventID: 32 hex digits.
-fn event_id(n: usize) -> String {
-    format!("{n:032x}")
-}
-
-/// Epoch millis with 13 significant digits: 8 bytes; its TTL in seconds: 6.
+/// Epoch millis with 13 significant digits.
 const NOW_MS: i64 = 1_732_912_345_678;
-
-fn claim_of(records: usize) -> u64 {
-    let ids: Vec<String> = (0..records).map(event_id).collect();
-    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    table::claim_units(ids[0], &ids, NOW_MS)
-}
-
-#[test]
-fn a_claim_costs_two_units_per_started_kilobyte_of_its_event_ids() {
-    // Names (37), key (32) and times (14), plus 33 bytes a record (an id and a comma, one
-    // comma fewer than ids): 82 + 33 n.
-    let ids: Vec<String> = (0..28).map(event_id).collect();
-    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let item = table::claim_item(ids[0], &ids, NOW_MS);
-    assert_eq!(capacity::item_size(&item), 82 + 33 * 28);
-    assert_eq!(claim_of(28), 2, "1006 bytes: one started kilobyte, twice");
-    assert_eq!(claim_of(29), 4, "1039 bytes: two");
-    assert_eq!(claim_of(1000), 2 * 33, "33,082 bytes: 33 started kilobytes");
-}
-
-#[test]
-fn a_count_row_write_is_two_units_in_a_transaction_and_one_alone() {
-    assert_eq!(table::count_update_units(), 2);
-    assert_eq!(table::small_update_units(), 1);
-}
 
 fn row(item: &str, lane: Lane, row: u32) -> CountTarget {
     CountTarget {
@@ -91,24 +63,62 @@ fn row(item: &str, lane: Lane, row: u32) -> CountTarget {
     }
 }
 
+/// The write units of an intent listing `rows` cold items' single likes.
+fn intent_of(rows: usize) -> u64 {
+    let one_like = RowDelta {
+        total: Delta {
+            like: 1,
+            dislike: 0,
+        },
+        by_epoch: BTreeMap::from([(
+            5_776_374,
+            Delta {
+                like: 1,
+                dislike: 0,
+            },
+        )]),
+        near_cuts: BTreeMap::new(),
+    };
+    let deltas: BTreeMap<CountTarget, RowDelta> = (0..rows)
+        .map(|n| {
+            (
+                row(&format!("item:{n:06}"), Lane::Base, 7),
+                one_like.clone(),
+            )
+        })
+        .collect();
+    table::intent_units(
+        "shardId-00000001536019433613-c6a8f3e4",
+        NOW_MS,
+        NOW_MS,
+        &deltas,
+        NOW_MS,
+    )
+}
+
 #[test]
-fn transactions_conflict_only_on_the_same_row_while_both_are_in_flight() {
-    let mut locks = RowLocks::default();
-    let hot = row("viral", Lane::Overflow(3), 7);
-    let cold = row("cold", Lane::Base, 7);
-    assert!(locks.try_take([&hot].into_iter(), 0, 20));
-    // Same partition key and row, overlapping: cancelled, and it takes nothing.
-    assert!(!locks.try_take([&cold, &hot].into_iter(), 10, 30));
-    assert!(locks.try_take([&cold].into_iter(), 11, 12));
-    // The same partition key's other row, the item's other partition: no conflict.
-    let other_row = row("viral", Lane::Overflow(3), 8);
-    let other_partition = row("viral", Lane::Overflow(4), 7);
-    assert!(locks.try_take([&other_row].into_iter(), 10, 30));
-    assert!(locks.try_take([&other_partition].into_iter(), 10, 30));
-    // Once the first has committed, its row is free again; forgetting it changes nothing.
-    locks.release_before(20);
-    assert!(locks.try_take([&hot].into_iter(), 20, 40));
-    assert!(!locks.try_take([&hot].into_iter(), 39, 50));
+fn an_intent_costs_one_unit_per_started_kilobyte_of_the_rows_it_lists() {
+    let one = intent_of(1);
+    assert_eq!(one, 1, "a small intent is one unit");
+    let thousand = intent_of(1000);
+    // Each listed row is its item id and numbers in compact JSON: tens of bytes, so a
+    // thousand of them start tens of kilobytes.
+    assert!((30..=80).contains(&thousand), "{thousand} units");
+    assert!(
+        intent_of(2000) > thousand,
+        "units grow with the rows listed"
+    );
+}
+
+#[test]
+fn a_count_row_write_is_one_unit_until_its_notes_pass_a_kilobyte() {
+    let size = CountRowSize::new();
+    let fit = size.notes_in_one_unit();
+    assert!(fit >= 20, "a row keeps about 22 B a note: {size:?}");
+    assert_eq!(size.units(0), 1);
+    assert_eq!(size.units(fit), 1);
+    assert_eq!(size.units(fit + 1), 2);
+    assert_eq!(table::small_update_units(), 1);
 }
 
 #[test]

@@ -25,9 +25,9 @@ pub struct Counters {
     pub dlq_records: u64,
     /// Records acknowledged: the checkpoint moved past them (applied or given up on).
     pub records_acknowledged: u64,
-    /// `TransactWriteItems` calls of the function that succeeded: committed chunks.
-    pub transactions_committed: u64,
-    /// Count-row updates those transactions wrote (their items minus the claim).
+    /// The aggregator's intents written (`PutItem`s that succeeded): chunks begun.
+    pub intents_written: u64,
+    /// The aggregator's count-row `UpdateItem`s that added their delta.
     pub count_row_writes: u64,
     /// Injected faults that were played.
     pub throttled_count_writes: u64,
@@ -49,7 +49,7 @@ pub(crate) struct CounterCells {
     pub dlq_batches: AtomicU64,
     pub dlq_records: AtomicU64,
     pub records_acknowledged: AtomicU64,
-    pub transactions_committed: AtomicU64,
+    pub intents_written: AtomicU64,
     pub count_row_writes: AtomicU64,
     pub throttled_count_writes: AtomicU64,
     pub refused_kinesis_puts: AtomicU64,
@@ -74,7 +74,7 @@ impl CounterCells {
             dlq_batches: get(&self.dlq_batches),
             dlq_records: get(&self.dlq_records),
             records_acknowledged: get(&self.records_acknowledged),
-            transactions_committed: get(&self.transactions_committed),
+            intents_written: get(&self.intents_written),
             count_row_writes: get(&self.count_row_writes),
             throttled_count_writes: get(&self.throttled_count_writes),
             refused_kinesis_puts: get(&self.refused_kinesis_puts),

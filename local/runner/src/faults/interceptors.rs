@@ -19,7 +19,6 @@ use tokio::sync::Notify;
 
 use likes_functions::Clients;
 
-use super::switches::Throttle;
 use super::{CounterCells, Faults};
 
 /// The invocation running in one function instance (one per stream shard), as far as the
@@ -71,7 +70,7 @@ impl InvocationSlot {
 
 /// Puts the mapping's fault interceptors on the clients of a function instance, by its
 /// `Handler`. What a crash "after k chunks" counts is the write each consumer commits its
-/// work with: the aggregator's transactions, the eraser's BatchWriteItem deletes (a crash
+/// work with: the aggregator's intents and count rows, the eraser's BatchWriteItem deletes (a crash
 /// leaves a slice half done), the read models' UpdateItems (an intent half applied, a lease
 /// held, a batch half listed). The publisher's faults are refused puts.
 pub(crate) fn intercept(
@@ -88,7 +87,7 @@ pub(crate) fn intercept(
         )
     };
     match handler {
-        "aggregator" => clients.dynamodb = dynamodb(CountWriteFaults::committing_chunks(context)),
+        "aggregator" => clients.dynamodb = dynamodb(CountWriteFaults::committing_counts(context)),
         "erase" => clients.dynamodb = dynamodb(CountWriteFaults::committing_deletes(context)),
         "leaderboard" | "likers" => {
             clients.dynamodb = dynamodb(CountWriteFaults::committing_updates(context));
@@ -113,11 +112,15 @@ pub(crate) struct FaultContext {
     pub invocation: Arc<InvocationSlot>,
 }
 
-/// The number of actions of the `TransactWriteItems` in flight (claim + count rows).
-#[derive(Debug, Clone, Copy)]
-struct TransactionSize(usize);
+/// The write in flight is an `UpdateItem` of a count row (`D#<k>`, with its key) or an
+/// intent's `PutItem`: what the aggregator's throttles hit and its counters count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CountWrite {
+    Row(String),
+    Intent,
+}
 
-impl Storable for TransactionSize {
+impl Storable for CountWrite {
     type Storer = StoreReplace<Self>;
 }
 
@@ -189,21 +192,23 @@ fn replace_response(
 }
 
 /// Faults on the function's DynamoDB client: throttled count writes, and the crash after the
-/// k-th committed chunk. Also counts committed chunks and the count rows they wrote.
+/// k-th committed chunk. Also counts the aggregator's intents and the count rows it wrote.
 #[derive(Debug)]
 struct CountWriteFaults {
     context: FaultContext,
-    /// The operation whose successes are the invocation's committed chunks, as
-    /// [`Faults::crash_after_chunks`] counts them.
-    chunk: &'static str,
+    /// The operations whose successes are the invocation's committed chunks, as
+    /// [`Faults::crash_after_chunks`] counts them; the aggregator's count writes (intents and
+    /// count rows) always count.
+    chunk: &'static [&'static str],
 }
 
 impl CountWriteFaults {
-    /// The aggregator's: a chunk is one `TransactWriteItems` (its claim and count rows).
-    pub fn committing_chunks(context: FaultContext) -> Self {
+    /// The aggregator's: its count writes, an intent's `PutItem` and each count row's
+    /// `UpdateItem` (so a crash can fall inside an intent half applied).
+    pub fn committing_counts(context: FaultContext) -> Self {
         Self {
             context,
-            chunk: TRANSACT_WRITE_ITEMS,
+            chunk: &[],
         }
     }
 
@@ -211,7 +216,7 @@ impl CountWriteFaults {
     pub fn committing_deletes(context: FaultContext) -> Self {
         Self {
             context,
-            chunk: BATCH_WRITE_ITEM,
+            chunk: &[BATCH_WRITE_ITEM],
         }
     }
 
@@ -219,15 +224,19 @@ impl CountWriteFaults {
     pub fn committing_updates(context: FaultContext) -> Self {
         Self {
             context,
-            chunk: UPDATE_ITEM,
+            chunk: &[UPDATE_ITEM],
         }
     }
 }
 
-const TRANSACT_WRITE_ITEMS: &str = "TransactWriteItems";
 const BATCH_WRITE_ITEM: &str = "BatchWriteItem";
 const UPDATE_ITEM: &str = "UpdateItem";
 const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
+/// The Counts table's keys, and how its count rows' and intents' sort keys start.
+const COUNTS_PARTITION_KEY: &str = "item_id";
+const COUNTS_SORT_KEY: &str = "shard";
+const COUNT_ROW_PREFIX: &str = "D#";
+const INTENT_PREFIX: &str = "I#";
 
 impl Intercept for CountWriteFaults {
     fn name(&self) -> &'static str {
@@ -239,14 +248,32 @@ impl Intercept for CountWriteFaults {
         context: &BeforeSerializationInterceptorContextRef<'_>,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        use aws_sdk_dynamodb::operation::{put_item::PutItemInput, update_item::UpdateItemInput};
+        use aws_sdk_dynamodb::types::AttributeValue;
+        use std::collections::HashMap;
         // Client interceptors run this hook before the operation's metadata is in `cfg`:
         // the input's type tells the operation.
-        if let Some(input) = context
-            .input()
-            .downcast_ref::<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput>()
-        {
-            let size = input.transact_items().len();
-            cfg.interceptor_state().store_put(TransactionSize(size));
+        let input = context.input();
+        let text = |item: Option<&HashMap<String, AttributeValue>>, name: &str| {
+            item.and_then(|item| item.get(name))
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let write = if let Some(update) = input.downcast_ref::<UpdateItemInput>() {
+            let row = text(update.key(), COUNTS_SORT_KEY);
+            let partition = text(update.key(), COUNTS_PARTITION_KEY);
+            row.starts_with(COUNT_ROW_PREFIX)
+                .then(|| CountWrite::Row(format!("{partition}/{row}")))
+        } else if let Some(put) = input.downcast_ref::<PutItemInput>() {
+            text(put.item(), COUNTS_SORT_KEY)
+                .starts_with(INTENT_PREFIX)
+                .then_some(CountWrite::Intent)
+        } else {
+            None
+        };
+        if let Some(write) = write {
+            cfg.interceptor_state().store_put(write);
         }
         Ok(())
     }
@@ -258,41 +285,26 @@ impl Intercept for CountWriteFaults {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         refuse_if_dead(&self.context)?;
-        if operation(cfg) != Some(TRANSACT_WRITE_ITEMS) {
+        let Some(CountWrite::Row(row)) = cfg.load::<CountWrite>() else {
             return Ok(());
-        }
+        };
         let chunks_committed = self
             .context
             .invocation
             .current()
             .map_or(0, |live| live.chunks_committed.load(Ordering::SeqCst));
-        let Some(throttle) = self
+        if !self
             .context
             .faults
-            .take_count_write_throttle(chunks_committed)
-        else {
+            .take_count_write_throttle(chunks_committed, row)
+        {
             return Ok(());
-        };
+        }
         CounterCells::add(&self.context.counters.throttled_count_writes, 1);
-        let body = match throttle {
-            Throttle::Request => serde_json::json!({
-                "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-                "message": "The level of configured provisioned throughput for the table was exceeded. (injected by likes-local)",
-            }),
-            Throttle::Cancellation => {
-                let size = cfg.load::<TransactionSize>().map_or(1, |s| s.0.max(1));
-                let mut reasons = vec![serde_json::json!({"Code": "None"}); size];
-                reasons[size - 1] = serde_json::json!({
-                    "Code": "ThrottlingError",
-                    "Message": "Throughput exceeds the current capacity for one or more global secondary indexes. (injected by likes-local)",
-                });
-                serde_json::json!({
-                    "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-                    "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons [ThrottlingError] (injected by likes-local)",
-                    "CancellationReasons": reasons,
-                })
-            }
-        };
+        let body = serde_json::json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+            "message": "The level of configured provisioned throughput for the table was exceeded. (injected by likes-local)",
+        });
         divert(
             context.request_mut(),
             cfg,
@@ -321,15 +333,15 @@ impl Intercept for CountWriteFaults {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = operation(cfg);
-        if operation != Some(self.chunk) || !matches!(context.output_or_error(), Some(Ok(_))) {
+        if !matches!(context.output_or_error(), Some(Ok(_))) {
             return Ok(());
         }
-        if operation == Some(TRANSACT_WRITE_ITEMS) {
-            let size = cfg.load::<TransactionSize>().map_or(0, |s| s.0);
-            let counters = &self.context.counters;
-            CounterCells::add(&counters.transactions_committed, 1);
-            CounterCells::add(&counters.count_row_writes, size.saturating_sub(1) as u64);
+        let counters = &self.context.counters;
+        match cfg.load::<CountWrite>() {
+            Some(CountWrite::Row(_)) => CounterCells::add(&counters.count_row_writes, 1),
+            Some(CountWrite::Intent) => CounterCells::add(&counters.intents_written, 1),
+            None if operation(cfg).is_some_and(|op| self.chunk.contains(&op)) => {}
+            None => return Ok(()),
         }
         if let Some(live) = self.context.invocation.current() {
             let chunks = live.chunks_committed.fetch_add(1, Ordering::SeqCst) + 1;

@@ -6,8 +6,8 @@
 //!   or shorter than the attempt that failed, an invocation that fails or dies part-way.
 //! - **AWS-side** ones played by smithy interceptors on the SDK clients the poller builds for
 //!   the function (on DynamoDB and on Kinesis): a
-//!   throttled `TransactWriteItems`, a refused `PutRecords`, and the "crash" of an invocation
-//!   right after its k-th transaction succeeded. The function's code is the code Lambda runs,
+//!   throttled count-row write, a refused `PutRecords`, and the "crash" of an invocation
+//!   right after its k-th write succeeded. The function's code is the code Lambda runs,
 //!   untouched; it sees real error responses, classified by the SDK as it would classify
 //!   DynamoDB's and Kinesis's own.
 //!

@@ -24,8 +24,9 @@ struct Switches {
     crashes: VecDeque<usize>,
     failing_invocations: u32,
     kinesis_put_failures: u32,
-    throttled_transactions: u32,
-    throttle_cancellations: u32,
+    throttled_count_writes: u32,
+    /// The count row the throttles in play hit: the first one written once they are armed.
+    throttled_row: Option<String>,
     /// Throttles wait until the invocation committed this many chunks.
     throttle_after_chunks: usize,
     record_age_offset: Duration,
@@ -54,9 +55,10 @@ impl Faults {
         self.with(|s| s.batch_cap = records.map(|r| r.max(1)));
     }
 
-    /// The next invocation that commits its `k`-th chunk (its k-th successful
-    /// `TransactWriteItems`; the eraser's k-th `BatchWriteItem` of deletes; the likers
-    /// consumer's k-th `UpdateItem`) dies right after it: no further call leaves it, its
+    /// The next invocation that commits its `k`-th chunk (the aggregator's k-th successful
+    /// count write, an intent or a count row, so a crash can fall inside an intent half
+    /// applied; the eraser's k-th `BatchWriteItem` of deletes; the read models'
+    /// k-th `UpdateItem`) dies right after it: no further call leaves it, its
     /// answer is lost, and the mapping treats it as a function error. `k` ≥ 1. Each call arms one
     /// more crash, played after the ones armed before it.
     pub fn crash_after_chunks(&self, k: usize) {
@@ -77,28 +79,23 @@ impl Faults {
         self.with(|s| s.kinesis_put_failures += n);
     }
 
-    /// The next `n` `TransactWriteItems` calls are answered `400
-    /// ProvisionedThroughputExceededException`, nothing written. The SDK retries throttling
-    /// itself (3 attempts by default), so 3 in a row fail the chunk for the function.
+    /// The aggregator's next `n` attempts at one count row's `UpdateItem` (the first row
+    /// written once armed; the intent's other rows, written beside it, go through) are
+    /// answered `400 ProvisionedThroughputExceededException`, nothing written. The SDK retries
+    /// throttling itself (3 attempts by default), so 3 in a row fail the chunk for the
+    /// function.
     pub fn throttle_count_writes(&self, n: u32) {
         self.throttle_count_writes_after(0, n);
     }
 
-    /// As [`Faults::throttle_count_writes`], played only once an invocation committed
-    /// `chunks` chunks: the batch then fails in its middle, at the first record of the chunk
-    /// that could not be written.
+    /// As [`Faults::throttle_count_writes`], played only once an invocation made `chunks`
+    /// count writes (see [`Faults::crash_after_chunks`]): the batch then fails in its middle, at the
+    /// first record of the chunk that could not be written.
     pub fn throttle_count_writes_after(&self, chunks: usize, n: u32) {
         self.with(|s| {
-            s.throttled_transactions += n;
+            s.throttled_count_writes += n;
             s.throttle_after_chunks = chunks;
         });
-    }
-
-    /// The next `n` `TransactWriteItems` calls are cancelled with `ThrottlingError` reasons
-    /// (`TransactionCanceledException`), nothing written: the way DynamoDB reports a throttled
-    /// item inside a transaction.
-    pub fn cancel_count_writes_throttled(&self, n: u32) {
-        self.with(|s| s.throttle_cancellations += n);
     }
 
     /// The mapping sees records as this much older than they are (a stalled pipeline), for
@@ -147,8 +144,7 @@ impl Faults {
                 || !s.crashes.is_empty()
                 || s.failing_invocations > 0
                 || s.kinesis_put_failures > 0
-                || s.throttled_transactions > 0
-                || s.throttle_cancellations > 0
+                || s.throttled_count_writes > 0
                 || s.stale_iterators > 0
         })
     }
@@ -208,20 +204,20 @@ impl Faults {
         self.with(|s| take_one(&mut s.kinesis_put_failures))
     }
 
-    pub(super) fn take_count_write_throttle(&self, chunks_committed: usize) -> Option<Throttle> {
+    pub(super) fn take_count_write_throttle(&self, chunks_committed: usize, row: &str) -> bool {
         self.with(|s| {
-            if chunks_committed < s.throttle_after_chunks {
-                None
-            } else if take_one(&mut s.throttled_transactions) {
-                if s.throttled_transactions == 0 {
-                    s.throttle_after_chunks = 0;
-                }
-                Some(Throttle::Request)
-            } else if take_one(&mut s.throttle_cancellations) {
-                Some(Throttle::Cancellation)
-            } else {
-                None
+            if chunks_committed < s.throttle_after_chunks
+                || s.throttled_row.as_deref().is_some_and(|hit| hit != row)
+                || !take_one(&mut s.throttled_count_writes)
+            {
+                return false;
             }
+            s.throttled_row = Some(row.to_owned());
+            if s.throttled_count_writes == 0 {
+                s.throttle_after_chunks = 0;
+                s.throttled_row = None;
+            }
+            true
         })
     }
 }
@@ -232,10 +228,4 @@ fn take_one(n: &mut u32) -> bool {
         *n -= 1;
     }
     armed
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Throttle {
-    Request,
-    Cancellation,
 }

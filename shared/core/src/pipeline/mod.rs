@@ -1,12 +1,13 @@
 //! The count pipeline's decisions, free of AWS types: how a stream batch is cut into chunks,
-//! what an existing claim means for the batch at hand, where deltas land ([`routing`]), and
+//! which records a shard's progress already covers, where deltas land ([`routing`]), and
 //! how fresh a count is ([`freshness`]).
 //!
-//! Exactly once without knowing the shard: each chunk is committed together with a claim
-//! keyed by its first record's `eventID` and listing the chunk's eventIDs. Every retry
-//! starts at a chunk boundary (the batch start, or the first record of the failed chunk),
-//! so it meets the claim and skips what the claim lists. When a batch ends inside a claim,
-//! a continuation claim keyed by the next listed record carries the rest to the next batch.
+//! Exactly once without transactions, per stream shard (one consumer at a time): each chunk's
+//! deltas are frozen first as the shard's next **intent** (numbered `n`, rising), then added
+//! to each count row by one plain conditional UpdateItem that also notes `n` for the shard
+//! on the row (so a row takes intent `n` once), then the shard's **progress** moves to the
+//! chunk's last record. A retry finishes a pending intent before anything else and skips the
+//! records the progress covers, however the stream cuts its batches.
 
 pub mod freshness;
 pub mod routing;
@@ -15,16 +16,51 @@ use crate::{Delta, ItemId, Transition};
 
 pub use freshness::{counts_as_of, probe_plan, StreamShard};
 pub use routing::{
-    event_partition_key, hot_items, overflow_partition, route_chunk, user_hash, CountLayout,
-    CountTarget, Lane, RowDelta, HOT_ITEM_CHANGES,
+    event_partition_key, hot_items, overflow_partition, route_chunk, shard_tag, user_hash,
+    CountLayout, CountTarget, Lane, RowDelta, HOT_ITEM_CHANGES,
 };
 
 /// How long a consumer of the event log remembers what it applied (claims, tombstones): past
 /// the log's 24 h retention, so no delivery can bring an event back once it is forgotten.
 pub const REPLAY_HORIZON_MS: i64 = 2 * 86_400_000;
 
-/// TransactWriteItems takes 100 actions: the claim and at most 99 count rows.
-pub const MAX_CHUNK_ITEMS: usize = 99;
+/// At most this many records per chunk: its intent (one row per item at most, each with the
+/// epochs its changes fell in) stays well inside DynamoDB's 400 KB item.
+pub const MAX_CHUNK_RECORDS: usize = 1000;
+
+/// A pending intent older than this is not applied any more but given up (reported, and left
+/// to reconciliation): the stream's records live 24 hours, so no delivery that could finish it
+/// comes later, and the rows' notes of it may be dropped after [`INTENT_NOTE_HORIZON_MS`].
+pub const INTENT_ABANDON_MS: i64 = 25 * 3_600_000;
+
+/// A count row's note of a shard's intent older than this is dropped by reconciliation's
+/// cleaning: no intent that old is applied again, so the note guards nothing.
+pub const INTENT_NOTE_HORIZON_MS: i64 = 26 * 3_600_000;
+
+/// The number of a shard's next intent: above the last one, and otherwise the clock, so a
+/// note's number says when it was written and old notes can be told apart.
+pub fn next_intent(last: Option<i64>, now_ms: i64) -> i64 {
+    last.map_or(now_ms, |last| (last + 1).max(now_ms))
+}
+
+/// Whether sequence number `seq` comes after `through` on its shard (of the event log or of
+/// the Reactions stream): sequence numbers are decimal strings that only grow, but not
+/// always in length, so they compare by length first.
+pub fn sequence_after(seq: &str, through: &str) -> bool {
+    (seq.len(), seq) > (through.len(), through)
+}
+
+/// How many of `records` (in shard order) a shard's progress through `through_seq` already
+/// covers: a retry or a duplicate delivery starts with them.
+pub fn covered(records: &[ChangeRecord], through_seq: Option<&str>) -> usize {
+    let Some(through) = through_seq else {
+        return 0;
+    };
+    records
+        .iter()
+        .take_while(|r| !sequence_after(&r.sequence_number, through))
+        .count()
+}
 
 /// One stream record as the aggregator sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,55 +97,6 @@ impl Change {
     /// one life of the row ([`ReactionEvent::flip_key`] across its lives).
     pub fn event_id(&self) -> String {
         format!("{}#{}#{}", self.user_id, self.item_id, self.op_id)
-    }
-}
-
-/// How many of `records` the next chunk takes: up to `max_records`, and no more distinct
-/// items with a change than one transaction can update.
-pub fn next_chunk_len(records: &[ChangeRecord], max_records: usize) -> usize {
-    let mut items = std::collections::BTreeSet::new();
-    let mut len = 0;
-    for record in records.iter().take(max_records) {
-        if let Some(change) = &record.change {
-            if !items.contains(&change.item_id) && items.len() == MAX_CHUNK_ITEMS {
-                break;
-            }
-            items.insert(change.item_id.clone());
-        }
-        len += 1;
-    }
-    len
-}
-
-/// What an existing claim means for the batch records from the claim's key on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimMatch {
-    /// All listed records are in this batch and already counted: skip them.
-    Skip(usize),
-    /// The batch ends inside the claim: skip the rest of the batch, and hand the listed
-    /// records beyond it to the next batch with a continuation claim.
-    Continue { skip: usize, rest: Vec<String> },
-    /// The claim does not list this batch's records in order: never guess, fail the record.
-    Mismatch,
-}
-
-pub fn match_claim(batch_event_ids: &[&str], listed: &[String]) -> ClaimMatch {
-    let overlap = batch_event_ids.len().min(listed.len());
-    if overlap == 0
-        || batch_event_ids[..overlap]
-            .iter()
-            .zip(&listed[..overlap])
-            .any(|(a, b)| *a != b)
-    {
-        return ClaimMatch::Mismatch;
-    }
-    if listed.len() <= batch_event_ids.len() {
-        ClaimMatch::Skip(listed.len())
-    } else {
-        ClaimMatch::Continue {
-            skip: overlap,
-            rest: listed[overlap..].to_vec(),
-        }
     }
 }
 
@@ -254,33 +241,39 @@ mod tests {
     }
 
     #[test]
-    fn chunks_stop_at_the_record_cap() {
-        let records: Vec<_> = (0..10)
-            .map(|n| record(n, Some(("hot", Transition::new(Neutral, Like)))))
-            .collect();
-        assert_eq!(next_chunk_len(&records, 4), 4);
-        assert_eq!(next_chunk_len(&records, 100), 10);
-        assert_eq!(next_chunk_len(&[], 100), 0);
+    fn sequence_numbers_compare_as_numbers() {
+        assert!(sequence_after("10", "9"));
+        assert!(!sequence_after("9", "10"));
+        assert!(!sequence_after("42", "42"));
+        assert!(sequence_after(
+            "49590338271490256608559692540925702759324208523137515618",
+            "49590338271490256608559692538361571095921575989136588898"
+        ));
     }
 
     #[test]
-    fn chunks_stop_before_a_hundredth_distinct_item() {
-        let records: Vec<_> = (0..150)
-            .map(|n| {
-                let item = format!("item-{n}");
-                let mut r = record(n, None);
-                r.change = Some(Change {
-                    user_id: "u".into(),
-                    item_id: ItemId::parse(&item).unwrap(),
-                    transition: Transition::new(Neutral, Like),
-                    op_id: 1,
-                    event_time_ms: 0,
-                    row_created_ms: 0,
-                });
-                r
-            })
-            .collect();
-        assert_eq!(next_chunk_len(&records, 1000), MAX_CHUNK_ITEMS);
+    fn the_progress_covers_the_records_up_to_its_sequence_number() {
+        let records: Vec<_> = (8..12).map(|n| record(n, None)).collect();
+        assert_eq!(covered(&records, None), 0);
+        assert_eq!(covered(&records, Some("7")), 0);
+        assert_eq!(covered(&records, Some("9")), 2, "9 < 10: numbers, not text");
+        assert_eq!(covered(&records, Some("11")), 4);
+    }
+
+    #[test]
+    fn intents_rise_with_the_clock_and_never_repeat() {
+        assert_eq!(next_intent(None, 5_000), 5_000);
+        assert_eq!(next_intent(Some(4_000), 5_000), 5_000);
+        assert_eq!(
+            next_intent(Some(5_000), 5_000),
+            5_001,
+            "a clock that did not move"
+        );
+        assert_eq!(
+            next_intent(Some(9_000), 5_000),
+            9_001,
+            "a clock behind the last"
+        );
     }
 
     #[test]
@@ -302,7 +295,7 @@ mod tests {
             length_ms: 3_600_000,
             uncertainty_ms: 60_000,
         };
-        let deltas: Vec<(String, Delta)> = route_chunk(&records, "e0", &hot, layout, period)
+        let deltas: Vec<(String, Delta)> = route_chunk(&records, "shard-0", &hot, layout, period)
             .into_iter()
             .map(|(target, written)| (target.partition_key(), written.total))
             .collect();
@@ -317,32 +310,6 @@ mod tests {
             )],
             "cold nets to zero and writes nothing"
         );
-    }
-
-    #[test]
-    fn a_claim_inside_the_batch_is_skipped_whole() {
-        let listed: Vec<String> = ["a", "b"].map(String::from).to_vec();
-        assert_eq!(match_claim(&["a", "b", "c"], &listed), ClaimMatch::Skip(2));
-        assert_eq!(match_claim(&["a", "b"], &listed), ClaimMatch::Skip(2));
-    }
-
-    #[test]
-    fn a_batch_ending_inside_a_claim_continues_it() {
-        let listed: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
-        assert_eq!(
-            match_claim(&["a", "b"], &listed),
-            ClaimMatch::Continue {
-                skip: 2,
-                rest: vec!["c".into(), "d".into()]
-            }
-        );
-    }
-
-    #[test]
-    fn a_claim_listing_other_records_is_a_mismatch() {
-        let listed: Vec<String> = ["a", "x"].map(String::from).to_vec();
-        assert_eq!(match_claim(&["a", "b"], &listed), ClaimMatch::Mismatch);
-        assert_eq!(match_claim(&[], &listed), ClaimMatch::Mismatch);
     }
 
     #[test]

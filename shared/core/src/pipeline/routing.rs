@@ -4,16 +4,19 @@
 //! Count rows: an item's **base** partition (partition key `item_id`, rows `D#0..D#K-1`) takes
 //! the deltas of every item that is cold in a batch, so reading a cold item is one Query.
 //! An item that is **hot** in a batch (at least [`HOT_ITEM_CHANGES`] changes in it) gets its
-//! deltas written to one of H **overflow** partitions (`item_id#1..item_id#H`, same rows),
-//! chosen by the chunk: at hundreds of stream shards, every one of which commits several
-//! chunks a second that touch the viral item, the writes spread over H partition keys instead
-//! of one. A marker row in the base partition tells readers to read the overflow partitions
-//! too.
+//! deltas written to one of H **overflow** partitions (`item_id#1..item_id#H`, same rows):
+//! at hundreds of stream shards, every one of which commits a chunk or two a second that
+//! touches the viral item, the writes spread over H partition keys instead of one. A marker
+//! row in the base partition tells readers to read the overflow partitions too.
 //!
-//! Why the batch, not the chunk, decides: a chunk holds at most 99 items, so a shard whose
-//! batches carry mostly cold items cuts several chunks per batch, and an item with one change
-//! in each of them would still write once per chunk. An item with at most one change per batch
-//! writes its base partition at most once per batch per shard.
+//! The row and overflow partition are the stream shard's: one shard's chunks always write the
+//! same row of an item, so a row carries the intent notes of the few shards that write it,
+//! not of every shard of the stream.
+//!
+//! Why the batch, not the chunk, decides hotness: a chunk the size of a batch is the rule,
+//! but an item with one change in each of several chunks would still write once per chunk.
+//! An item with at most one change per batch writes its base partition at most once per
+//! batch per shard.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,10 +71,10 @@ pub struct CountLayout {
 }
 
 impl CountLayout {
-    /// The row and overflow partition a chunk writes: from one hash of the chunk's id, so
-    /// concurrent chunks of other shards spread over all of them.
-    pub fn slot(&self, chunk_id: &str) -> (u32, u32) {
-        let digest = Sha256::digest(chunk_id.as_bytes());
+    /// The row and overflow partition a stream shard's chunks write: from one hash of the
+    /// shard's id, so the shards of a stream spread over all of them.
+    pub fn slot(&self, shard_id: &str) -> (u32, u32) {
+        let digest = Sha256::digest(shard_id.as_bytes());
         let prefix = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
         let rows = u64::from(self.rows.max(1));
         let row = (prefix % rows) as u32;
@@ -103,18 +106,19 @@ pub struct RowDelta {
     pub near_cuts: BTreeMap<i64, u64>,
 }
 
-/// What a chunk adds to which count row: one row per item, however many changes it holds,
-/// in the base partition for a cold item and in an overflow partition for a hot one. Items
+/// What a chunk of stream shard `shard_id` adds to which count row: one row per item, however
+/// many changes it holds, in the base partition for a cold item and in an overflow partition
+/// for a hot one. Items
 /// with no change write nothing; one whose changes cancel out still writes its near-cut
 /// changes (they make the item uncertain at that cut even when they net to zero).
 pub fn route_chunk(
     chunk: &[ChangeRecord],
-    chunk_id: &str,
+    shard_id: &str,
     hot: &BTreeSet<ItemId>,
     layout: CountLayout,
     period: Period,
 ) -> BTreeMap<CountTarget, RowDelta> {
-    let (row, overflow) = layout.slot(chunk_id);
+    let (row, overflow) = layout.slot(shard_id);
     let mut deltas: BTreeMap<CountTarget, RowDelta> = BTreeMap::new();
     for record in chunk {
         let Some(change) = &record.change else {
@@ -154,6 +158,16 @@ pub fn route_chunk(
 /// 128 + 1 + 8 characters, inside Kinesis's 256.
 pub fn event_partition_key(user_id: &str, item: &ItemId) -> String {
     format!("{item}#{:08x}", user_hash(user_id))
+}
+
+/// A short, stable name of a stream shard: 12 hex digits of its id's SHA-256. Count rows name
+/// the shards that wrote them by it, one attribute each, so it is short; at 48 bits, the few
+/// thousand shards a stream has in a day do not share one.
+pub fn shard_tag(shard_id: &str) -> String {
+    let digest = Sha256::digest(shard_id.as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes[2..].copy_from_slice(&digest[..6]);
+    format!("{:012x}", u64::from_be_bytes(bytes))
 }
 
 /// A stable, evenly spread hash of a user id: the first four bytes of its SHA-256. What
@@ -207,7 +221,7 @@ mod tests {
     fn hot_items_go_to_an_overflow_partition_and_cold_ones_to_their_base() {
         let batch = vec![like(0, "viral"), like(1, "cold"), like(2, "viral")];
         let hot = hot_items(&batch);
-        let routed = route_chunk(&batch, "e0", &hot, LAYOUT, HOUR);
+        let routed = route_chunk(&batch, "shard-0", &hot, LAYOUT, HOUR);
         assert_eq!(routed.len(), 2, "{routed:?}");
         let (viral, viral_delta) = routed
             .iter()
@@ -224,7 +238,7 @@ mod tests {
             (cold.lane, cold.partition_key().as_str()),
             (Lane::Base, "cold")
         );
-        assert_eq!(cold.row, viral.row, "a chunk writes one row index");
+        assert_eq!(cold.row, viral.row, "a shard writes one row index");
     }
 
     #[test]
@@ -233,7 +247,7 @@ mod tests {
         batch[0].stream_time_ms = 3_600_000 * 5 - 10_000; // near cut 5, epoch 4
         batch[1].stream_time_ms = 3_600_000 * 5 + 1_800_000; // epoch 5
         batch[2].stream_time_ms = 3_600_000 * 5 + 1_800_001;
-        let routed = route_chunk(&batch, "e0", &BTreeSet::new(), LAYOUT, HOUR);
+        let routed = route_chunk(&batch, "shard-0", &BTreeSet::new(), LAYOUT, HOUR);
         let written = routed.values().next().unwrap();
         assert_eq!(written.total.like, 3);
         assert_eq!(
@@ -248,15 +262,15 @@ mod tests {
     }
 
     #[test]
-    fn chunks_spread_over_every_row_and_overflow_partition() {
+    fn shards_spread_over_every_row_and_overflow_partition() {
         let slots: BTreeSet<(u32, u32)> = (0..4000)
-            .map(|n| LAYOUT.slot(&format!("chunk-{n}")))
+            .map(|n| LAYOUT.slot(&format!("shardId-{n:020}-{n:08x}")))
             .collect();
         let every: BTreeSet<(u32, u32)> =
             (0..16).flat_map(|k| (1..=8).map(move |h| (k, h))).collect();
         assert_eq!(
             slots, every,
-            "4000 chunks reach all 128 slots, and only those"
+            "4000 shards reach all 128 slots, and only those"
         );
     }
 

@@ -1,9 +1,10 @@
 //! Cleaning: dropping the subtotals before a reconciled cut, or before the horizon when no
-//! run completed, from every count row.
+//! run completed, and the stale notes of stream shards' intents, from every count row.
 
 use likes_core::clock::now_ms;
+use likes_core::pipeline::INTENT_NOTE_HORIZON_MS;
 use likes_store::pruning::SegmentCursor;
-use likes_store::reconciliation::{reconciled_attributes, SCAN_SEGMENTS};
+use likes_store::reconciliation::{reconciled_attributes, stale_intent_notes, SCAN_SEGMENTS};
 
 use crate::ReconcileError;
 
@@ -59,9 +60,12 @@ impl Reconciler {
                         _ => None,
                     };
                     let (rows, next) = self.store.scan_page(segment as i32, start).await?;
+                    let stale_before = now_ms() - INTENT_NOTE_HORIZON_MS;
                     for (_, key, row) in &rows {
+                        let dropped = reconciled_attributes(row, state.through);
+                        let notes = stale_intent_notes(row, stale_before);
                         self.store
-                            .drop_reconciled(key, &reconciled_attributes(row, state.through))
+                            .drop_reconciled(key, &dropped, (&notes, stale_before))
                             .await?;
                     }
                     rows_done += rows.len() as u64;

@@ -145,7 +145,7 @@ impl LeaderboardStore {
             (BOARD.to_owned(), self.all_time_board(item_id)),
             (ITEM_ID.to_owned(), AttributeValue::S(item_id.into())),
         ];
-        remove_attributes(&self.client, &self.table, &key, attributes).await
+        remove_attributes(&self.client, &self.table, &key, attributes, (&[], 0)).await
     }
 }
 

@@ -8,7 +8,7 @@ use likes_core::pipeline::overflow_partition;
 use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
 use likes_core::{Delta, ItemId};
 
-use crate::counts::OVERFLOW_MARKER;
+use crate::counts::{INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
 use crate::error::condition_held;
 use crate::pages::query_all;
 use crate::rows::{attr, from_item, Attribute, CountRow, Item, ReconciledRow};
@@ -156,18 +156,28 @@ impl ReconciliationStore {
     }
 
     /// Drops subtotals of epochs before the cut, and near-cut counts before it, from one row:
-    /// no later cut needs them, and rows stay small. However many there are, each update
-    /// removes at most [`REMOVED_PER_UPDATE`](super::REMOVED_PER_UPDATE), so no expression nears DynamoDB's 4 KB.
+    /// no later cut needs them, and rows stay small; and the intent `notes` still below
+    /// `notes_before` (one a shard wrote again since the row was read stays). However many
+    /// there are, each update removes at most
+    /// [`REMOVED_PER_UPDATE`](super::REMOVED_PER_UPDATE), so no expression nears DynamoDB's 4 KB.
     pub async fn drop_reconciled(
         &self,
         key: &RowKey,
         attributes: &[String],
+        (notes, notes_before): (&[String], i64),
     ) -> Result<(), StoreError> {
         let key = [
             (attr::ITEM_ID.to_owned(), s(&key.partition)),
             (attr::SHARD.to_owned(), s(&key.sort_key)),
         ];
-        remove_attributes(&self.client, &self.counts_table, &key, attributes).await
+        remove_attributes(
+            &self.client,
+            &self.counts_table,
+            &key,
+            attributes,
+            (notes, notes_before),
+        )
+        .await
     }
 }
 
@@ -186,6 +196,17 @@ pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
     names
 }
 
+/// A row's notes of intents numbered before `before_ms` (intent numbers follow the clock):
+/// no intent that old is applied again (see [`likes_core::pipeline::INTENT_NOTE_HORIZON_MS`]),
+/// so the notes guard nothing and go with the subtotals.
+pub fn stale_intent_notes(row: &CountRowState, before_ms: i64) -> Vec<String> {
+    row.intent_notes
+        .iter()
+        .filter(|(_, n)| **n < before_ms)
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 /// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
 /// among its other attributes; an attribute of another name is left out.
 pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
@@ -197,6 +218,10 @@ pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> C
         let Attribute::Number(number) = *value else {
             continue;
         };
+        if name.starts_with(INTENT_NOTE_PREFIX) {
+            state.intent_notes.insert(name.clone(), number);
+            continue;
+        }
         let (kind, tail) = name.split_at(1.min(name.len()));
         let epoch = |suffix: char| {
             tail.strip_suffix(suffix)
@@ -263,6 +288,8 @@ mod tests {
             ("e12d", n(-1)),
             ("e13l", n(2)),
             ("n13", n(1)),
+            ("i#00aa00bb00cc", n(1_000)),
+            ("i#00dd00ee00ff", n(5_000)),
             ("updated_at", n(99)),
         ]
         .into_iter()
@@ -300,6 +327,8 @@ mod tests {
             }
         );
         assert_eq!(state.near_cuts[&13], 1);
+        assert_eq!(state.intent_notes.len(), 2);
+        assert_eq!(stale_intent_notes(&state, 4_000), ["i#00aa00bb00cc"]);
         assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d"]);
         assert_eq!(
             reconciled_attributes(&state, 14),

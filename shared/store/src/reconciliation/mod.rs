@@ -10,8 +10,8 @@
 mod count_rows;
 mod state;
 
-pub use count_rows::reconciled_attributes;
 pub(crate) use count_rows::row_state;
+pub use count_rows::{reconciled_attributes, stale_intent_notes};
 use state::parse_state;
 pub use state::{ComparePause, DerivedExports, GivenUpCut, Phase, RunState, GIVEN_UP_KEPT};
 
@@ -440,28 +440,69 @@ impl ReconciliationStore {
     }
 }
 
-/// Removes `attributes` from the row at `key`, [`REMOVED_PER_UPDATE`] per update.
+/// Removes `attributes` from the row at `key`, and the `guarded` ones (numbers) only while
+/// they are still below `before` (a writer may have set one anew since the row was read),
+/// [`REMOVED_PER_UPDATE`] per update.
 pub(crate) async fn remove_attributes(
     client: &Client,
     table: &str,
     key: &[(String, AttributeValue)],
     attributes: &[String],
+    (guarded, before): (&[String], i64),
 ) -> Result<(), StoreError> {
-    for chunk in attributes.chunks(REMOVED_PER_UPDATE) {
-        let mut request = client
-            .update_item()
-            .table_name(table)
-            .set_key(Some(key.iter().cloned().collect()));
-        let mut names = Vec::new();
-        for (i, attribute) in chunk.iter().enumerate() {
-            names.push(format!("#r{i}"));
-            request = request.expression_attribute_names(format!("#r{i}"), attribute);
+    let all: Vec<(&String, bool)> = attributes
+        .iter()
+        .map(|a| (a, false))
+        .chain(guarded.iter().map(|a| (a, true)))
+        .collect();
+    for chunk in all.chunks(REMOVED_PER_UPDATE) {
+        let guarded_in_chunk = chunk.iter().any(|(_, guarded)| *guarded);
+        if remove(client, table, key, chunk, before).await? || !guarded_in_chunk {
+            continue;
         }
-        request
-            .update_expression(format!("REMOVE {}", names.join(", ")))
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("UpdateItem", err))?;
+        // A guarded attribute was set anew: remove the rest, keep the guarded ones.
+        let unguarded: Vec<(&String, bool)> = chunk
+            .iter()
+            .filter(|(_, guarded)| !guarded)
+            .copied()
+            .collect();
+        if !unguarded.is_empty() {
+            remove(client, table, key, &unguarded, before).await?;
+        }
     }
     Ok(())
+}
+
+/// One REMOVE of `attributes`, on condition each guarded one is absent or below `before`;
+/// `false` when that condition failed.
+async fn remove(
+    client: &Client,
+    table: &str,
+    key: &[(String, AttributeValue)],
+    attributes: &[(&String, bool)],
+    before: i64,
+) -> Result<bool, StoreError> {
+    let mut request = client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(key.iter().cloned().collect()));
+    let mut names = Vec::new();
+    let mut conditions = Vec::new();
+    for (i, (attribute, guarded)) in attributes.iter().enumerate() {
+        names.push(format!("#r{i}"));
+        request = request.expression_attribute_names(format!("#r{i}"), *attribute);
+        if *guarded {
+            conditions.push(format!("(attribute_not_exists(#r{i}) OR #r{i} < :before)"));
+        }
+    }
+    if !conditions.is_empty() {
+        request = request
+            .condition_expression(conditions.join(" AND "))
+            .expression_attribute_values(":before", n(before));
+    }
+    let result = request
+        .update_expression(format!("REMOVE {}", names.join(", ")))
+        .send()
+        .await;
+    condition_held("UpdateItem", result)
 }

@@ -49,9 +49,11 @@ pub const DERIVED_EXPORTS: &str = "derived_exports";
 pub const RUNS: &str = "runs";
 /// The last cut (epoch index) that corrected the item.
 pub const LAST_CUT: &str = "last_cut";
-// Claims (PK claim_id).
-pub const CLAIM_ID: &str = "claim_id";
-pub const EVENT_IDS: &str = "event_ids";
+// A stream shard's progress on the Counts table: the last intent it completed.
+pub const INTENT: &str = "intent";
+// A stream shard's intent on the Counts table: its last record and its rows' deltas.
+pub const LAST_SEQ: &str = "last_seq";
+pub const ROWS: &str = "rows";
 pub const CREATED_AT: &str = "created_at";
 pub const EXPIRES_AT: &str = "expires_at";
 // RateLimits (PK user_id): the bucket's `tat` on the clock of its `rate`; TTL `expires_at`.

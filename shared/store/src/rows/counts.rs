@@ -1,5 +1,5 @@
-//! The Counts table's rows (count rows, watermarks, `as_of` replicas, the reconciliation
-//! run) and the Claims table's chunk claims.
+//! The Counts table's rows: count rows, each stream shard's progress (its watermark) and
+//! intents, `as_of` replicas, the reconciliation run.
 
 use std::collections::BTreeMap;
 
@@ -26,12 +26,33 @@ pub struct CountRow {
     pub partitions: Option<u32>,
 }
 
-/// A shard's watermark row `#wm#<shard>` / `W`.
+/// A stream shard's progress, `#wm#<shard>` / `W`: its watermark (the stream time of the last
+/// record applied), the last record applied and the last intent completed.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WatermarkRow {
     pub item_id: String,
     pub stream_time: i64,
     pub probe_key: Option<String>,
+    pub through_seq: Option<String>,
+    pub intent: Option<i64>,
+}
+
+/// A chunk's intent, `#wm#<shard>` / `I#<n>` (`n` in 20 digits, so intents sort in order
+/// before `W`): what the chunk adds to each count row, frozen before any is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountIntentRow {
+    pub item_id: String,
+    pub shard: String,
+    pub n: i64,
+    /// The chunk's last record and its stream time: the progress once it is applied.
+    pub last_seq: String,
+    pub stream_time: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_key: Option<String>,
+    /// The rows' deltas as compact JSON (see `counts::intents`).
+    pub rows: String,
+    /// Epoch seconds, for the table's TTL.
+    pub expires_at: i64,
 }
 
 /// One replica of the published `as_of`, `#asof#<r>` / `A`.
@@ -110,20 +131,4 @@ pub struct ReconciledRow {
     pub dislike_count: i64,
     #[serde(flatten)]
     pub others: BTreeMap<String, Attribute>,
-}
-
-/// A chunk's claim: its first `eventID`, every eventID it holds, joined by commas.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClaimRow {
-    pub claim_id: String,
-    pub event_ids: String,
-    pub created_at: i64,
-    /// Epoch seconds, for the table's TTL.
-    pub expires_at: i64,
-}
-
-impl ClaimRow {
-    pub fn listed(&self) -> impl Iterator<Item = &str> {
-        self.event_ids.split(',')
-    }
 }

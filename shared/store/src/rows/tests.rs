@@ -10,20 +10,27 @@ fn names(item: &Item) -> Vec<&str> {
 
 #[test]
 fn rows_use_the_named_attributes() {
-    let claim = ClaimRow {
-        claim_id: "e1".into(),
-        event_ids: "e1,e2".into(),
-        created_at: 1,
-        expires_at: 2,
+    let intent = CountIntentRow {
+        item_id: "#wm#s1".into(),
+        shard: "I#00000000000000000001".into(),
+        n: 1,
+        last_seq: "7".into(),
+        stream_time: 2,
+        probe_key: None,
+        rows: "[]".into(),
+        expires_at: 3,
     };
     let mut expected = [
-        attr::CLAIM_ID,
-        attr::CREATED_AT,
-        attr::EVENT_IDS,
         attr::EXPIRES_AT,
+        attr::ITEM_ID,
+        attr::LAST_SEQ,
+        attr::INTENT_N,
+        attr::ROWS,
+        attr::SHARD,
+        attr::STREAM_TIME,
     ];
     expected.sort_unstable();
-    assert_eq!(names(&to_item(&claim).unwrap()), expected);
+    assert_eq!(names(&to_item(&intent).unwrap()), expected);
     let as_of = AsOfRow {
         item_id: "#asof#0".into(),
         shard: "A".into(),
@@ -154,8 +161,8 @@ fn rows_use_the_named_attributes() {
     expected.sort_unstable();
     assert_eq!(names(&to_item(&subscription).unwrap()), expected);
     assert_eq!(
-        to_item(&claim).unwrap()[attr::EXPIRES_AT],
-        AttributeValue::N("2".into())
+        to_item(&intent).unwrap()[attr::EXPIRES_AT],
+        AttributeValue::N("3".into())
     );
 }
 
