@@ -14,9 +14,14 @@
 //! delete and a put). Its batches are the ones the design's mappings delivered in the same
 //! run, and its rows are under 1 KB, one unit each.
 //!
+//! Reconciliation's cleaning is in it: after each phase, the reconcile function's cleaning
+//! pass through a cut after the phase's likes (as a completed run asks for one), which drops
+//! the subtotals the count rows and the all-time score rows kept for that cut.
+//!
 //! What is left out: the per-second work that does not grow with likes (the pulse's probes
-//! and watermarks, the leaderboard's refresher, heartbeats), reconciliation (hourly, by
-//! export), and reads by clients. The last line is the ledger's headline.
+//! and watermarks, the leaderboard's refresher, heartbeats), the rest of reconciliation (an
+//! export and its recount a cut, whatever the likes), and reads by clients. The last line is
+//! the ledger's headline.
 //!
 //! `LIKES_LEDGER_COLD` (400 cold likes, each a new user and item) and `LIKES_LEDGER_VIRAL`
 //! (4,000 likes of one item by new users) size the run; `LIKES_LEDGER_CLIENTS` (16) writes
@@ -25,7 +30,9 @@
 use std::collections::BTreeMap;
 
 use futures_util::stream::{self, StreamExt};
+use likes_core::clock::now_ms;
 use likes_simulator::{Unit, Usage};
+use likes_store::pruning::PruningStore;
 use likes_tests::{env_count, Aws, TestStack};
 
 /// us-east-1 on-demand prices, per million request units.
@@ -36,6 +43,9 @@ const VIRAL_PER_SECOND: f64 = 50_000.0;
 const COLD_PER_SECOND: f64 = 50_000.0;
 const BEGIN: &str = "<!-- ledger: written by make bench-scale -->";
 const END: &str = "<!-- ledger end -->";
+
+/// The part reconciliation's cleaning pass is billed to, whichever table it writes.
+const CLEANING: &str = "reconciliation's cleaning";
 
 /// The parts of the service, by the template resources they write.
 const PARTS: [(&str, &[&str]); 6] = [
@@ -70,14 +80,30 @@ async fn main() {
     like_all(&stack, clients, cold_likes).await;
     settle(&stack).await;
     let after_cold = (usage(&stack), Batches::read(&stack));
+    clean(&stack, 1).await;
+    let cleaned_cold = usage(&stack);
 
     let viral_likes = (0..viral).map(|i| (format!("viral-user{i}"), "ledger:viral".to_owned()));
     like_all(&stack, clients, viral_likes).await;
     settle(&stack).await;
     let after_viral = (usage(&stack), Batches::read(&stack));
+    clean(&stack, 2).await;
+    let cleaned_viral = usage(&stack);
 
-    let cold_units = per_like(&names, &before, &after_cold.0, cold);
-    let viral_units = per_like(&names, &after_cold.0, &after_viral.0, viral);
+    let mut cold_units = per_like(&names, &before, &after_cold.0, cold);
+    cold_units.extend(cleaning(per_like(
+        &names,
+        &after_cold.0,
+        &cleaned_cold,
+        cold,
+    )));
+    let mut viral_units = per_like(&names, &cleaned_cold, &after_viral.0, viral);
+    viral_units.extend(cleaning(per_like(
+        &names,
+        &after_viral.0,
+        &cleaned_viral,
+        viral,
+    )));
     // Cold: every like is its own item, in one batch of each consumer. Viral: one item, in
     // every batch.
     let cold_batches = Batches {
@@ -85,8 +111,7 @@ async fn main() {
         leaderboard: cold as u64,
     };
     let viral_batches = after_viral.1.since(&after_cold.1);
-    let peaks = after_viral
-        .0
+    let peaks = cleaned_viral
         .peaks
         .iter()
         .map(|((resource, unit), peak)| ((label(&names, resource).1, *unit), peak.clone()))
@@ -97,7 +122,7 @@ async fn main() {
         cold_units,
         viral_units,
         likes: (cold, viral),
-        throttled: after_viral.0.throttled.values().sum(),
+        throttled: cleaned_viral.throttled.values().sum(),
         peaks,
     };
     let table = ledger.table();
@@ -141,6 +166,31 @@ async fn settle(stack: &TestStack) {
     stack.settle_leaderboard().await;
     stack.settle_likers().await;
     stack.settle_broadcaster().await;
+}
+
+/// Runs reconciliation's cleaning pass through the cut `epochs_on` epochs after the current
+/// one, as a completed run of that cut asks for (each phase's pass goes further than the
+/// last, so it is a new one).
+async fn clean(stack: &TestStack, epochs_on: i64) {
+    let period = stack.reconcile_period();
+    let through = period.epoch(now_ms()) + epochs_on;
+    PruningStore::new(stack.dynamodb(), stack.name("CountsTable"))
+        .want(through)
+        .await
+        .expect("a run asks for a cleaning pass");
+    stack
+        .reconciler()
+        .clean(now_ms() + 600_000, &mut |_| {})
+        .await
+        .expect("the cleaning pass runs");
+}
+
+/// A cleaning pass's units, billed to its own part.
+fn cleaning(units: PerLike) -> PerLike {
+    units
+        .into_iter()
+        .map(|((_, resource, unit), value)| ((CLEANING.to_owned(), resource, unit), value))
+        .collect()
 }
 
 /// The (batch, item) pairs of the aggregator's and the leaderboard consumer's batches: a

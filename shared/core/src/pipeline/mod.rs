@@ -33,8 +33,8 @@ pub const MAX_CHUNK_RECORDS: usize = 1000;
 /// comes later, and the rows' notes of it may be dropped after [`INTENT_NOTE_HORIZON_MS`].
 pub const INTENT_ABANDON_MS: i64 = 25 * 3_600_000;
 
-/// A count row's note of a shard's intent older than this is dropped by reconciliation's
-/// cleaning: no intent that old is applied again, so the note guards nothing.
+/// A count row's note of a shard's intent older than this guards nothing (no intent that old
+/// is applied again): reconciliation's cleaning may drop it.
 pub const INTENT_NOTE_HORIZON_MS: i64 = 26 * 3_600_000;
 
 /// The number of a shard's next intent: above the last one, and otherwise the clock, so a

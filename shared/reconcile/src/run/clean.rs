@@ -15,8 +15,9 @@ impl Reconciler {
     /// for (through its cut) or, when no pass finished for half the horizon, one through the
     /// horizon: a pass over the Counts table dropping subtotals and near-cut
     /// counts before its epoch, a Scan page at a time in each segment, its cursors kept in
-    /// the table, so any invocation goes on where the last stopped, until `until_ms`.
-    pub(super) async fn clean(
+    /// the table, so any invocation goes on where the last stopped, until `until_ms`. Every
+    /// scheduled invocation runs it; the scale bench's ledger runs it to price it.
+    pub async fn clean(
         &self,
         until_ms: i64,
         progress: &mut (dyn FnMut(Progress) + Send),
@@ -63,7 +64,7 @@ impl Reconciler {
                     let stale_before = now_ms() - INTENT_NOTE_HORIZON_MS;
                     for (_, key, row) in &rows {
                         let dropped = reconciled_attributes(row, state.through);
-                        let notes = stale_intent_notes(row, stale_before);
+                        let notes = stale_intent_notes(row, stale_before, !dropped.is_empty());
                         self.store
                             .drop_reconciled(key, &dropped, (&notes, stale_before))
                             .await?;

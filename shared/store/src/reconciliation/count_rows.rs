@@ -196,16 +196,28 @@ pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
     names
 }
 
-/// A row's notes of intents numbered before `before_ms` (intent numbers follow the clock):
-/// no intent that old is applied again (see [`likes_core::pipeline::INTENT_NOTE_HORIZON_MS`]),
-/// so the notes guard nothing and go with the subtotals.
-pub fn stale_intent_notes(row: &CountRowState, before_ms: i64) -> Vec<String> {
-    row.intent_notes
+/// A row's notes of intents numbered before `before_ms` (intent numbers follow the clock),
+/// to drop: no intent that old is applied again (see
+/// [`likes_core::pipeline::INTENT_NOTE_HORIZON_MS`]), so they guard nothing. Dropped only
+/// when the row is written anyway (`cleaned`), or once it keeps more than
+/// [`NOTES_KEPT`] of them: a row a few shards wrote once is never written again for its
+/// notes alone, and no row keeps more than that many stale ones.
+pub fn stale_intent_notes(row: &CountRowState, before_ms: i64, cleaned: bool) -> Vec<String> {
+    let stale: Vec<String> = row
+        .intent_notes
         .iter()
         .filter(|(_, n)| **n < before_ms)
         .map(|(name, _)| name.clone())
-        .collect()
+        .collect();
+    if cleaned || stale.len() > NOTES_KEPT {
+        stale
+    } else {
+        Vec::new()
+    }
 }
+
+/// Stale intent notes a row keeps until it is written anyway: a few hundred bytes at most.
+pub const NOTES_KEPT: usize = 8;
 
 /// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
 /// among its other attributes; an attribute of another name is left out.
@@ -328,7 +340,20 @@ mod tests {
         );
         assert_eq!(state.near_cuts[&13], 1);
         assert_eq!(state.intent_notes.len(), 2);
-        assert_eq!(stale_intent_notes(&state, 4_000), ["i#00aa00bb00cc"]);
+        assert_eq!(stale_intent_notes(&state, 4_000, true), ["i#00aa00bb00cc"]);
+        assert!(
+            stale_intent_notes(&state, 4_000, false).is_empty(),
+            "one stale note is not worth a write of its own"
+        );
+        let mut crowded = state.clone();
+        crowded.intent_notes = (0..=NOTES_KEPT as i64)
+            .map(|n| (format!("i#{n:012x}"), n))
+            .collect();
+        assert_eq!(
+            stale_intent_notes(&crowded, 4_000, false).len(),
+            NOTES_KEPT + 1,
+            "a row with more stale notes than it keeps is written for them"
+        );
         assert_eq!(reconciled_attributes(&state, 13), ["e12l", "e12d"]);
         assert_eq!(
             reconciled_attributes(&state, 14),
