@@ -463,9 +463,7 @@ fn main() {
     println!(
         "    units; the notes of earlier stream shards (shards roll over every few hours, and a"
     );
-    println!(
-        "    row keeps their notes until reconciliation drops them after 26 h); epoch subtotals"
-    );
+    println!("    row keeps their notes for 26 h, and up to 8 older ones); epoch subtotals");
     println!("    and near-cut counts in a row's size (~25 B per epoch it took changes in)");
     println!(
         "  - Lambda cold starts and invoke overhead, stream propagation delay, shard splits, the"

@@ -69,6 +69,25 @@ where
     }
 }
 
+/// A shard's progress write, made on condition no other consumer moved the progress since
+/// it was read (a shard has one consumer at a time): refused, it is an error the batch fails
+/// on, and the retry reads the progress afresh.
+pub(crate) fn progress_moved<O, E>(
+    shard: &str,
+    result: Result<O, SdkError<E, HttpResponse>>,
+) -> Result<(), StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if condition_held("UpdateItem", result)? {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "shard {shard}'s progress moved under its consumer"
+        )))
+    }
+}
+
 pub(crate) type TransactionError = SdkError<TransactWriteItemsError, HttpResponse>;
 
 /// A cancelled transaction: DynamoDB's reasons, one per action in action order, and the

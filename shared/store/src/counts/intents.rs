@@ -22,7 +22,7 @@ use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
 use likes_core::{Delta, ItemId};
 
 use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
-use crate::error::condition_held;
+use crate::error::{condition_held, progress_moved};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
 use crate::rows::attr::{
     INTENT, ITEM_ID, PARTITIONS, PROBE_KEY, SHARD, STREAM_TIME, THROUGH_SEQ, UPDATED_AT,
@@ -220,13 +220,7 @@ impl CountsWriter {
             .update_expression(format!("SET {}", sets.join(", ")))
             .send()
             .await;
-        if condition_held("UpdateItem", result)? {
-            Ok(())
-        } else {
-            Err(StoreError::Corrupt(format!(
-                "shard {shard}'s progress moved under its consumer"
-            )))
-        }
+        progress_moved(shard, result)
     }
 
     /// Tells readers of `item` to add its overflow partitions `1..=partitions`. Written before

@@ -10,7 +10,7 @@ use likes_core::leaderboard::{days, item_shard, ScoreDelta, Window};
 use likes_core::pipeline::REPLAY_HORIZON_MS;
 use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
 
-use crate::error::{cancelled, condition_held};
+use crate::error::{cancelled, condition_held, progress_moved};
 use crate::pages::query_all;
 use crate::rows::attr::{
     APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, SCORE, THROUGH_SEQ,
@@ -232,13 +232,7 @@ impl LeaderboardStore {
             .set_expression_attribute_values(update.expression_attribute_values().cloned())
             .send()
             .await;
-        if condition_held("UpdateItem", result)? {
-            Ok(())
-        } else {
-            Err(StoreError::Corrupt(format!(
-                "shard {shard}'s progress moved under its consumer"
-            )))
-        }
+        progress_moved(shard, result)
     }
 
     /// The progress write: the last record, its arrival, the intents applied and, after an
