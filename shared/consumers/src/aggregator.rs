@@ -19,7 +19,7 @@ use lambda_runtime::LambdaEvent;
 use likes_core::clock::now_ms;
 use likes_core::pipeline::{
     covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout, Lane,
-    INTENT_ABANDON_MS, MAX_CHUNK_RECORDS,
+    INTENT_ABANDON_MS,
 };
 use likes_core::reconcile::Period;
 use likes_core::ItemId;
@@ -41,8 +41,9 @@ pub struct AggregatorConfig {
     /// Count rows keep subtotals per epoch of this length, and count the changes near its
     /// boundaries (reconciliation cuts).
     pub period: Period,
-    /// At most this many records per chunk (one intent), and never more than
-    /// [`MAX_CHUNK_RECORDS`].
+    /// At most this many records per chunk (one intent); at most
+    /// [`MAX_CHUNK_RECORDS`](likes_core::pipeline::MAX_CHUNK_RECORDS), as the variable's
+    /// range says.
     pub chunk_records: usize,
 }
 
@@ -99,7 +100,7 @@ impl Aggregator {
             writer: CountsWriter::new(dynamodb, config.counts_table),
             layout: config.layout,
             period: config.period,
-            chunk_records: config.chunk_records.clamp(1, MAX_CHUNK_RECORDS),
+            chunk_records: config.chunk_records,
             marked: Arc::default(),
         }
     }

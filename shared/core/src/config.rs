@@ -55,8 +55,8 @@ pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
     // Count rows per item, and overflow partitions of a hot item.
     ("COUNT_SHARDS", 64),
     ("OVERFLOW_PARTITIONS", 64),
-    // Records per committed chunk: a claim lists its eventIDs, well inside 400 KB.
-    ("CHUNK_RECORDS", 10_000),
+    // Records per chunk: its intent, a row per item it adds to, stays inside 400 KB.
+    ("CHUNK_RECORDS", crate::pipeline::MAX_CHUNK_RECORDS),
     ("RECONCILE_EPOCH_SECONDS", 24 * 3600),
     ("EXPORT_UNCERTAINTY_SECONDS", 3600),
     ("RECONCILE_LEASE_SECONDS", 3600),
