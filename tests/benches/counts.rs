@@ -18,6 +18,8 @@
 //!    the pipeline's own applied - event time.
 //! 5. Writes per second on the hot item's rows.
 //!
+//! The report is written into docs/performance.md between its `counts` markers.
+//!
 //! `LIKES_BENCH_HOT_USERS` (default 5000), `LIKES_BENCH_COLD_REACTIONS` (2000),
 //! `LIKES_BENCH_COLD_ITEMS` (1000), `LIKES_BENCH_COLD_SAMPLES` (50), and the writes per
 //! second offered, `LIKES_BENCH_HOT_RATE` (80) and `LIKES_BENCH_COLD_RATE` (40), size the
@@ -99,6 +101,7 @@ async fn main() {
 
     let report = Report::gather(&stack, &naive, hot, cold, emf, naive_rows, emulator).await;
     report.print(&stack, &run, started);
+    likes_tests::docs::write_said("counts", "make bench-counts");
 }
 
 pub struct Run {

@@ -41,8 +41,6 @@ const READ_UNIT_PRICE: f64 = 0.125;
 /// The load `make bench-scale` simulates: a viral item's likes and the rest, per second.
 const VIRAL_PER_SECOND: f64 = 50_000.0;
 const COLD_PER_SECOND: f64 = 50_000.0;
-const BEGIN: &str = "<!-- ledger: written by make bench-scale -->";
-const END: &str = "<!-- ledger end -->";
 
 /// The part reconciliation's cleaning pass is billed to, whichever table it writes.
 const CLEANING: &str = "reconciliation's cleaning";
@@ -127,7 +125,7 @@ async fn main() {
     };
     let table = ledger.table();
     println!("{table}");
-    write_into_docs(&table);
+    likes_tests::docs::write_section("ledger", &table);
     println!("{}", ledger.headline());
 }
 
@@ -414,15 +412,4 @@ fn units(value: f64) -> String {
     } else {
         format!("{value:.2}")
     }
-}
-
-/// Puts `table` between the ledger's markers in docs/performance.md.
-fn write_into_docs(table: &str) {
-    let path = likes_local::repo_root().join("docs/performance.md");
-    let text = std::fs::read_to_string(&path).expect("docs/performance.md reads");
-    let (Some(begin), Some(end)) = (text.find(BEGIN), text.find(END)) else {
-        panic!("docs/performance.md has no {BEGIN} … {END} markers");
-    };
-    let written = format!("{}{BEGIN}\n{table}{}", &text[..begin], &text[end..]);
-    std::fs::write(&path, written).expect("docs/performance.md writes");
 }

@@ -22,6 +22,9 @@
 //! 10000000), `LIKES_SCALE_ZIPF` (their popularity exponent, 0.9; 0 is uniform),
 //! `LIKES_SCALE_ROWS` (K), `LIKES_SCALE_OVERFLOW` (H) and `LIKES_SCALE_BOARD_SHARDS`
 //! (`LeaderboardShards`), else the template's; `LIKES_SCALE_SEED` (1).
+//!
+//! The report is written into docs/performance.md between its `scale` markers, and the
+//! worst count partition key per second drawn in docs/scale.svg.
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 // The capacity rules are shared with the other benches, which use more of them.
@@ -62,7 +65,7 @@ use likes_core::pipeline::{CountLayout, HOT_ITEM_CHANGES, MAX_CHUNK_RECORDS};
 use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
 use likes_tests::{
-    env_count, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LEADERBOARD_REFRESH_FUNCTION,
+    env_count, say, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LEADERBOARD_REFRESH_FUNCTION,
     LIKERS_FUNCTION, PUBLISHER_FUNCTION,
 };
 
@@ -316,79 +319,78 @@ fn main() {
         "the leaderboard's score deltas add up to the net likes offered"
     );
 
-    println!(
+    say!(
         "Likes at scale: {} simulated seconds of AWS's topology, every decision from likes-core",
         traffic.seconds
     );
-    println!(
+    say!(
         "  traffic   {} likes/s on {} by distinct users, over {} reactions/s on {} items",
         traffic.viral_per_second,
         traffic::VIRAL_ITEM,
         traffic.background_per_second,
         traffic.background_items
     );
-    println!(
+    say!(
         "            (item popularity ~ rank^-{}, users uniform over 100M), seed {}: {} flips",
-        traffic.zipf_exponent, traffic.seed, offered.flips
+        traffic.zipf_exponent,
+        traffic.seed,
+        offered.flips
     );
-    println!(
+    say!(
         "  stream    {shards} Reactions stream shards by hash(user_id); per shard one batch in flight,"
     );
-    println!("            a failed batch resent at once from its failed record (template.yaml):");
-    println!(
+    say!("            a failed batch resent at once from its failed record (template.yaml):");
+    say!(
         "            aggregator BatchSize {}, window {} s; publisher BatchSize {}, window {} s",
         aggregator_mapping.batch_size,
         aggregator_mapping.batching_window / SECOND,
         publisher_mapping.batch_size,
         publisher_mapping.batching_window / SECOND
     );
-    println!(
+    say!(
         "  design    chunks <= {chunk_records} records (CHUNK_RECORDS, at most MAX_CHUNK_RECORDS = {MAX_CHUNK_RECORDS}); K = {} rows,",
         layout.rows
     );
-    println!(
+    say!(
         "            H = {} overflow partitions, hot at >= {HOT_ITEM_CHANGES} changes in a batch; a stream",
         layout.overflow_partitions
     );
-    println!(
-        "            shard writes the row and overflow partition of its slot (CountLayout::slot)"
-    );
-    println!(
-        "  writes    per batch a strongly consistent Query of #wm#<shard>; per chunk that adds"
-    );
-    println!(
+    say!("            shard writes the row and overflow partition of its slot (CountLayout::slot)");
+    say!("  writes    per batch a strongly consistent Query of #wm#<shard>; per chunk that adds");
+    say!(
         "            anything an intent PutItem on #wm#<shard> (its rows as compact JSON), then a"
     );
-    println!(
+    say!(
         "            conditional UpdateItem per count row (32 in flight, billed once at the row's"
     );
-    println!(
+    say!(
         "            size), then the progress UpdateItem on #wm#<shard>. No transaction: writes on"
     );
-    println!("            one row queue, none is cancelled or retried");
+    say!("            one row queue, none is cancelled or retried");
     let notes = &design.row_notes;
-    println!(
+    say!(
         "  row size  {} B (the largest count row) + {} B per i#<shard> intent note, one per stream",
-        notes.size.bare, notes.size.note
+        notes.size.bare,
+        notes.size.note
     );
-    println!(
+    say!(
         "            shard that writes the row: from these {shards} shards' slots, at most {} on a base",
         notes.most_on_base_row
     );
-    println!(
+    say!(
         "            row, {} on an overflow row: {} WCU a write (1 WCU up to {} notes)",
         notes.most_on_overflow_row,
         notes.units_at_most,
         notes.size.notes_in_one_unit()
     );
-    println!(
+    say!(
         "  latency   Query {}, PutItem and UpdateItem {}, PutRecords {} ms, uniform",
         range(latency::QUERY),
         range(latency::UPDATE_ITEM),
         range(latency::PUT_RECORDS)
     );
-    println!("  kinesis   {event_shards} event stream shards, MD5 of the partition key over even hash ranges");
-    println!();
+    say!("  kinesis   {event_shards} event stream shards, MD5 of the partition key over even hash ranges");
+    say!();
     let columns = [
         Column {
             name: "design",
@@ -418,18 +420,17 @@ fn main() {
         },
     ];
     report::print(&columns, traffic.seconds as usize, offered.flips);
-    println!();
-    println!(
+    say!();
+    say!(
         "  counted: the design's rows add up to the {} flips offered ({} viral likes)",
-        offered.flips, offered.viral.like
+        offered.flips,
+        offered.viral.like
     );
-    println!("  limits: 1000 WCU/s per partition key (OVER: a second past it), 1000 records/s per");
-    println!(
+    say!("  limits: 1000 WCU/s per partition key (OVER: a second past it), 1000 records/s per");
+    say!(
         "  Kinesis shard. Demand, not service: nothing is throttled here, so a key OVER the limit"
     );
-    println!(
-        "  is one AWS would throttle, and that design would fall further behind from then on."
-    );
+    say!("  is one AWS would throttle, and that design would fall further behind from then on.");
     print_likers(
         &likers_mapping,
         likers_run,
@@ -445,76 +446,45 @@ fn main() {
         naive_boards,
         traffic.seconds as usize,
     );
-    println!();
-    println!("Left out of the model:");
-    println!(
-        "  - DynamoDB adaptive capacity and split-for-heat (a hot partition can be split, never"
-    );
-    println!("    one partition key: a key stays at 1000 WCU/s), and throttling itself");
-    println!(
-        "  - real network jitter and tail latency (latencies are uniform in the ranges above)"
-    );
-    println!(
-        "  - count rows: DynamoDB applying one row's queued writes one at a time (none waits for"
-    );
-    println!(
-        "    another here); crashes (no intent left pending, no batch retried); the Query's read"
-    );
-    println!(
-        "    units; the notes of earlier stream shards (shards roll over every few hours, and a"
-    );
-    println!("    row keeps their notes for 26 h, and up to 8 older ones); epoch subtotals");
-    println!("    and near-cut counts in a row's size (~25 B per epoch it took changes in)");
-    println!(
-        "  - Lambda cold starts and invoke overhead, stream propagation delay, shard splits, the"
-    );
-    println!("    tumbling window's end-of-window invocations, the pulse's probe writes");
-    println!(
-        "  - Kinesis's 1 MB/s per shard byte limit (events are a few hundred bytes: the record"
-    );
-    println!("    limit binds first) and partially refused PutRecords");
-    println!(
-        "  - the log's readers: one batch in flight per Kinesis shard, batched by the template's"
-    );
-    println!(
-        "    mappings (the same mapping model as the Reactions stream's), no fan-out, no retries"
-    );
-    println!(
+    say!();
+    say!("Left out of the model:");
+    say!("  - DynamoDB adaptive capacity and split-for-heat (a hot partition can be split, never");
+    say!("    one partition key: a key stays at 1000 WCU/s), and throttling itself");
+    say!("  - real network jitter and tail latency (latencies are uniform in the ranges above)");
+    say!("  - count rows: DynamoDB applying one row's queued writes one at a time (none waits for");
+    say!("    another here); crashes (no intent left pending, no batch retried); the Query's read");
+    say!("    units; the notes of earlier stream shards (shards roll over every few hours, and a");
+    say!("    row keeps their notes for 26 h, and up to 8 older ones); epoch subtotals");
+    say!("    and near-cut counts in a row's size (~25 B per epoch it took changes in)");
+    say!("  - Lambda cold starts and invoke overhead, stream propagation delay, shard splits, the");
+    say!("    tumbling window's end-of-window invocations, the pulse's probe writes");
+    say!("  - Kinesis's 1 MB/s per shard byte limit (events are a few hundred bytes: the record");
+    say!("    limit binds first) and partially refused PutRecords");
+    say!("  - the log's readers: one batch in flight per Kinesis shard, batched by the template's");
+    say!("    mappings (the same mapping model as the Reactions stream's), no fan-out, no retries");
+    say!(
         "    (nothing fails); the likers' {} writes in flight as waves, each done at its slowest",
         likes_consumers::likers::CONCURRENT_WRITES
     );
-    println!(
-        "  - likers: every entry write is counted as an index write too, also an unlike of an"
-    );
-    println!(
+    say!("  - likers: every entry write is counted as an index write too, also an unlike of an");
+    say!(
         "    entry that was never liked (a tombstone, no index entry): an upper bound, background"
     );
-    println!("    only; no duplicate or out-of-order deliveries, so no condition fails");
-    println!(
-        "  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one"
-    );
-    println!(
-        "    at a time: how many are in flight on one row is measured, none is slowed by it);"
-    );
-    println!(
-        "    failures (no batch retried, no head left pending, no event claimed twice, no tick"
-    );
-    println!("    failed); a score row's first ADD is counted as two by_score writes (it is one);");
-    println!(
-        "    the index's propagation delay; the reads' RCU (the #progress and by_score Queries"
-    );
-    println!(
-        "    are counted, not metered); the refresher's Query latency beyond the uniform range,"
-    );
-    println!("    its cold starts and the scheduler's jitter; paging of a Query on tied scores");
-    println!(
-        "  - the emulator: nothing here talks to one; this is arithmetic on the real decisions"
-    );
+    say!("    only; no duplicate or out-of-order deliveries, so no condition fails");
+    say!("  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one");
+    say!("    at a time: how many are in flight on one row is measured, none is slowed by it);");
+    say!("    failures (no batch retried, no head left pending, no event claimed twice, no tick");
+    say!("    failed); a score row's first ADD is counted as two by_score writes (it is one);");
+    say!("    the index's propagation delay; the reads' RCU (the #progress and by_score Queries");
+    say!("    are counted, not metered); the refresher's Query latency beyond the uniform range,");
+    say!("    its cold starts and the scheduler's jitter; paging of a Query on tied scores");
+    say!("  - the emulator: nothing here talks to one; this is arithmetic on the real decisions");
     let svg = likes_local::repo_root().join("docs/scale.svg");
     plot::worst_key_wcu(&columns, &svg).expect("write the plot");
-    println!();
+    say!();
+    say!("ran in {:.1} s", started.elapsed().as_secs_f64());
+    likes_tests::docs::write_said("scale", "make bench-scale");
     println!("plot: {}", svg.display());
-    println!("ran in {:.1} s", started.elapsed().as_secs_f64());
     let (wcu, records) = columns[0].worst();
     println!("worst: {wcu} WCU/s on one count partition key, {records} records/s on one Kinesis shard, limit 1000");
 }
@@ -526,14 +496,14 @@ fn print_likers(
     likers: likers::LikersTally,
     seconds: usize,
 ) {
-    println!();
-    println!(
+    say!();
+    say!(
         "Likers (LikersFunction): BatchSize {}, window {} s per log shard, {} writes in flight",
         config.batch_size,
         config.batching_window / SECOND,
         likes_consumers::likers::CONCURRENT_WRITES
     );
-    println!(
+    say!(
         "  design: item_id#<hash(user) mod {}>; naive: item_id; index by_position on the same key",
         likes_core::likers::LIKER_BUCKETS
     );
@@ -558,11 +528,13 @@ fn print_likers(
         ],
         seconds,
     );
-    println!(
+    say!(
         "  entries written {}; invocations {}; worst iterator age {} ms",
-        likers.writes, run.invocations, run.max_iterator_age_ms
+        likers.writes,
+        run.invocations,
+        run.max_iterator_age_ms
     );
-    println!(
+    say!(
         "  counted: the viral item's {} buckets hold its {} likers",
         likers.viral_liked.len(),
         likers.viral_liked.values().sum::<i64>()
@@ -581,34 +553,34 @@ fn print_leaderboard(
     seconds: usize,
 ) {
     use likes_store::leaderboard::{IN_FLIGHT, MAX_INTENT_BYTES};
-    println!();
-    println!(
+    say!();
+    say!(
         "Leaderboard (LeaderboardFunction): BatchSize {}, window {} s per log shard, S = {board_shards}",
         config.batch_size,
         config.batching_window / SECOND,
     );
-    println!(
+    say!(
         "  design: a claim per event; per run of <= {MAX_INTENT_BYTES} intent bytes its net deltas frozen in"
     );
-    println!(
+    say!(
         "  one #intent head, then a conditional UpdateItem per score row ({IN_FLIGHT} in flight) on all#<s>,"
     );
-    println!(
+    say!(
         "  day#<date>#<s> by hash(item) mod S, and a TransactWriteItems of progress and head; the"
     );
-    println!(
+    say!(
         "  invocation returns then. LeaderboardRefreshFunction, every {} s for {} s, ticking every {} ms:",
         refresher.every / SECOND,
         refresher.run_for / SECOND,
         refresher.tick / mapping::MS
     );
-    println!(
+    say!(
         "  a #progress Query; if a shard moved, all, today and its days: S by_score Queries and a"
     );
-    println!(
+    say!(
         "  #top PutItem per board; naive: an UpdateItem ADD per event and board as it reaches the"
     );
-    println!("  log, one key per board");
+    say!("  log, one key per board");
     // The refresher ticks on after the consumers are done: every meter ends with it.
     let end = run.end.max(leaderboard.end);
     let [rows, boards, index, intents, progress, top, claims] = [
@@ -658,7 +630,7 @@ fn print_leaderboard(
             .collect()
     };
     let row = |label: &str, design: String, naive: &str| {
-        println!("  {label:<46} {design:>28} {naive:>28}");
+        say!("  {label:<46} {design:>28} {naive:>28}");
     };
     row(
         "claims, all keys, WCU/s: mean / max",
@@ -742,14 +714,14 @@ fn print_leaderboard(
         ),
         "-",
     );
-    println!(
+    say!(
         "  counted: score deltas on `all` add up to the {} net likes offered ({} on {})",
         leaderboard.scored_all,
         leaderboard.scored_viral,
         traffic::VIRAL_ITEM
     );
     if leaderboard.never_refreshed > 0 {
-        println!(
+        say!(
             "  {} scoring events had no tick refresh their boards after their intent by the end",
             leaderboard.never_refreshed
         );
@@ -757,7 +729,7 @@ fn print_leaderboard(
     for (label, meter, _) in &design_meters {
         let (wcu, key, second) = meter.peak();
         if wcu > report::WCU_PER_PARTITION_SECOND {
-            println!(
+            say!(
                 "  OVER: {} ({label}) takes {wcu} WCU/s in s {second}, past the {} of one key",
                 key.map_or("-", String::as_str),
                 report::WCU_PER_PARTITION_SECOND

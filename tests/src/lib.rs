@@ -12,6 +12,7 @@ use serde_json::Value;
 pub use likes_local::stack;
 
 mod builder;
+pub mod docs;
 pub mod exports;
 mod front;
 pub mod live;

@@ -1,11 +1,11 @@
 //! The printed table: the run's conditions, then the five sections, one row per figure and
-//! one column per counter and phase.
+//! one column per counter and phase, said (`say!`) for docs/performance.md.
 
 use std::time::Instant;
 
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_core::Transition;
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use crate::capacity::{self, READ_UNIT_BYTES};
 use crate::column::Column;
@@ -73,24 +73,20 @@ impl Report {
     }
 
     fn row(&self, name: &str, cell: impl Fn(&Column) -> String) {
-        print!("  {name:<44}");
-        for column in self.columns() {
-            print!(" {:>15}", cell(column));
-        }
-        println!();
+        let cells: String = self
+            .columns()
+            .into_iter()
+            .map(|column| format!(" {:>15}", cell(column)))
+            .collect();
+        say!("  {name:<44}{cells}");
     }
 
     /// A row only the design has: the naive counter writes no intents and no watermarks.
     fn design_row(&self, name: &str, cell: impl Fn(&Column) -> String) {
-        print!("  {name:<44}");
-        for column in self.columns() {
-            let cell = match column.design {
-                true => cell(column),
-                false => "-".to_owned(),
-            };
-            print!(" {cell:>15}");
-        }
-        println!();
+        self.row(name, |column| match column.design {
+            true => cell(column),
+            false => "-".to_owned(),
+        });
     }
 
     pub fn print(&self, stack: &TestStack, run: &Run, started: Instant) {
@@ -113,66 +109,70 @@ impl Report {
             .iter()
             .filter(|w| w.transition.is_flip())
             .count();
-        println!("Likes count pipeline: figures, not a timed test");
-        println!("  {build} build, {cpus} CPUs; AWS endpoint: {endpoint}");
-        println!(
+        say!("Likes count pipeline: figures, not a timed test");
+        say!("  {build} build, {cpus} CPUs; AWS endpoint: {endpoint}");
+        say!(
             "  mapping from template.yaml: BatchSize {}, batching window {} s; chunks of <= {chunk_capacity} records (CHUNK_RECORDS),",
             mapping.batch_size,
             mapping.batching_window.as_secs(),
         );
-        println!(
+        say!(
             "  so one chunk per batch; intents here applied at most {} flips and added to at most {} count rows",
             self.largest_intent.0, self.largest_intent.1
         );
-        println!(
+        say!(
             "  K = {} count rows per item (COUNT_SHARDS), H = {} overflow partitions for an item hot in a batch;",
             self.layout.rows, self.layout.overflow_partitions
         );
-        println!(
+        say!(
             "  {} stream shards (the local mapping's, split by user_id), each always writing one row of an item",
             self.stream_shards
         );
-        println!(
+        say!(
             "  hot:  {} distinct users like {HOT}: {} writes, {:.0}/s achieved ({} offered)",
             run.hot_users,
             self.hot.written.len(),
             rate(&self.hot),
             run.hot_rate
         );
-        println!(
+        say!(
             "  cold: {} reactions by 3 users per item over {} items, + {} sample items liked once: {} writes,",
             run.cold_reactions,
             run.cold_items,
             run.samples,
             self.cold.written.len(),
         );
-        println!(
+        say!(
             "        {:.0}/s achieved ({} offered); {cold_flips} flips: {}",
             rate(&self.cold),
             run.cold_rate,
             transitions(&self.cold.written)
         );
-        println!("  writes: ReactionsStore::set as PUT reaction calls it; counts: the local mapping -> Aggregator");
-        println!("  naive:  one row per item (key item_id), UpdateItem ADD per flip, no shard, intent or watermark;");
-        println!(
+        say!("  writes: ReactionsStore::set as PUT reaction calls it; counts: the local mapping -> Aggregator");
+        say!("  naive:  one row per item (key item_id), UpdateItem ADD per flip, no shard, intent or watermark;");
+        say!(
             "          a second reader of the same stream, batched as the mapping, {} ADDs in flight",
             naive::WRITES_IN_FLIGHT
         );
-        println!("  sizes:  attribute name + value bytes of the real items read back; WCU = ceil(size / 1 KB), each write");
-        println!("          billed once (no transactions); RCU (eventually consistent) = 0.5 x ceil(bytes one request reads / 4 KB)");
+        say!("  sizes:  attribute name + value bytes of the real items read back; WCU = ceil(size / 1 KB), each write");
+        say!("          billed once (no transactions); RCU (eventually consistent) = 0.5 x ceil(bytes one request reads / 4 KB)");
         let e = &self.emulator;
-        println!(
+        say!(
             "  emulator round trips (moto, one global lock): count-row UpdateItem {:.1} ms, intent PutItem of {} B {:.1} ms",
             e.update_item_ms,
             emulator::INTENT_BYTES,
             e.intent_put_ms
         );
 
-        println!(
+        say!(
             "\n  {:<44} {:>15} {:>15} {:>15} {:>15}",
-            "", "design hot", "naive hot", "design cold", "naive cold"
+            "",
+            "design hot",
+            "naive hot",
+            "design cold",
+            "naive cold"
         );
-        println!("1. Count writes per stream event");
+        say!("1. Count writes per stream event");
         self.row("stream records (moto: 2 per new row)", |c| {
             c.records.to_string()
         });
@@ -193,7 +193,7 @@ impl Report {
             c.heartbeats.to_string()
         });
 
-        println!("2. Write units (WCU) per flip (hot: every flip is a like)");
+        say!("2. Write units (WCU) per flip (hot: every flip is a like)");
         self.row("count rows", |c| c.per_flip(c.row_units));
         self.design_row("intents", |c| c.per_flip(c.intent_units));
         self.design_row("shard watermarks", |c| c.per_flip(c.heartbeat_units));
@@ -204,30 +204,30 @@ impl Report {
         self.design_row("intent bytes (min-max)", |c| {
             format!("{}-{}", c.intent_bytes.0, c.intent_bytes.1)
         });
-        println!(
+        say!(
             "     watermark row {} B, one UpdateItem per invocation. Not above: the Reactions write itself (1 WCU per",
             self.heartbeat_bytes
         );
-        println!("     flip + its by_liked_at entry: `make bench-write`), the publisher's Kinesis puts, and the pulse's");
-        println!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate),");
-        println!("     and the overflow marker (once per hot item and container). A count row's UpdateItem is billed on the row");
-        println!("     as read back (the largest it has been); an intent's PutItem on its size, which grows with the count rows");
-        println!("     its chunk adds to, not with its records.");
+        say!("     flip + its by_liked_at entry: `make bench-write`), the publisher's Kinesis puts, and the pulse's");
+        say!("     per-second writes (16 as_of replicas and one probe per stream shard, independent of the flip rate),");
+        say!("     and the overflow marker (once per hot item and container). A count row's UpdateItem is billed on the row");
+        say!("     as read back (the largest it has been); an intent's PutItem on its size, which grows with the count rows");
+        say!("     its chunk adds to, not with its records.");
         let largest_intent = self
             .design_hot
             .intent_bytes
             .1
             .max(self.design_cold.intent_bytes.1);
-        println!(
+        say!(
             "     Reads, not above: each invocation first Queries its shard's progress and newest intent, strongly consistent:"
         );
-        println!(
+        say!(
             "     <= {} RCU (the watermark row and the largest intent here: {} B).",
             (self.heartbeat_bytes + largest_intent).div_ceil(READ_UNIT_BYTES),
             self.heartbeat_bytes + largest_intent
         );
 
-        println!("3. Read units (RCU) per count read, eventually consistent");
+        say!("3. Read units (RCU) per count read, eventually consistent");
         self.row("one item (design: 1 Query; naive: GetItem)", |c| {
             half_units(c.read_one)
         });
@@ -239,16 +239,16 @@ impl Report {
             false => "1 BatchGetItem".to_owned(),
         });
         let freshness = self.freshness_half_units as f64 / 2.0;
-        println!(
+        say!(
             "     + the design's freshness read (as_of): 1 GetItem of an as_of replica, {freshness} RCU, at most once a second per"
         );
-        println!(
+        say!(
             "     container: +{:.3} RCU per read at 10 reads/s per container, +{:.4} at 100. The naive counter has no as_of.",
             freshness / 10.0,
             freshness / 100.0
         );
 
-        println!("4. Staleness p50 / p99");
+        say!("4. Staleness p50 / p99");
         self.row("event time -> visible in a count read", |c| {
             p50_p99(&c.visible_ms)
         });
@@ -257,43 +257,43 @@ impl Report {
             p50_p99(&c.applied_ms)
         });
         self.row("  flips measured", |c| c.applied_ms.len().to_string());
-        println!("     visible: hot, the n-th like in event-time order is visible at the first read showing >= n likes (a read");
-        println!(
+        say!("     visible: hot, the n-th like in event-time order is visible at the first read showing >= n likes (a read");
+        say!(
             "     every {} ms: GET like-count on the local front / the naive row); cold, the sample items, each read every",
             workload::HOT_READ_EVERY.as_millis()
         );
-        println!(
+        say!(
             "     {} ms until it shows its like. A read counts when its answer arrived.",
             workload::COLD_READ_EVERY.as_millis()
         );
-        println!("     applied: design, the intent's number n (the aggregator's clock in ms when it froze the chunk, just before");
-        println!("     its count-row writes; checked against the intent's TTL, written within seconds) - updated_at, for the");
-        println!("     flips joined to their intent by shard and sequence number; naive, when its ADD returned.");
+        say!("     applied: design, the intent's number n (the aggregator's clock in ms when it froze the chunk, just before");
+        say!("     its count-row writes; checked against the intent's TTL, written within seconds) - updated_at, for the");
+        say!("     flips joined to their intent by shard and sequence number; naive, when its ADD returned.");
         let emf: Vec<i64> = self.emf.staleness_ms.iter().map(|v| *v as i64).collect();
-        println!(
+        say!(
             "     The aggregator's own StalenessMs metric (EMF, first <= 100 values per invocation): {}, n={}, {} lines",
             p50_p99(&emf),
             emf.len(),
             self.emf.lines
         );
         let (held, reads) = self.as_of_held;
-        println!(
+        say!(
             "     as_of on the hot reads: every like written by as_of was counted in {held} of {reads} reads; read time - as_of"
         );
-        println!("     {}", p50_p99(&self.as_of_lag_ms));
+        say!("     {}", p50_p99(&self.as_of_lag_ms));
 
-        println!("5. Hot item exposure: writes per second, most in any 1 s");
-        println!(
+        say!("5. Hot item exposure: writes per second, most in any 1 s");
+        say!(
             "     likes on the hot item: {:.0}/s. Naive: {} writes/s on its one row (a batch's ADDs land together).",
             rate(&self.hot),
             self.naive_hot.peak_row_writes
         );
         let (rows, partitions) = self.hot_rows;
-        println!(
+        say!(
             "     Design: {} writes/s on the busiest of the {rows} count rows written (in {partitions} partitions, base and overflow),",
             self.design_hot.peak_row_writes
         );
-        println!(
+        say!(
             "     {} writes/s over all of them; a row's write timed by its intent's number.",
             self.design_hot.peak_item_writes
         );
@@ -302,26 +302,26 @@ impl Report {
         let chunks = VIRAL_LIKES_PER_SECOND / chunk_capacity.max(1) as f64;
         let row_units = capacity::write_units(self.design_hot.row_bytes.1);
         let overflow = self.layout.overflow_partitions;
-        println!(
+        say!(
             "     At {VIRAL_LIKES_PER_SECOND:.0} likes/s (a viral item): naive, {VIRAL_LIKES_PER_SECOND:.0} WCU/s on one row, {:.0}x the ~{PARTITION_WCU_PER_SECOND:.0} WCU/s partition",
             VIRAL_LIKES_PER_SECOND / PARTITION_WCU_PER_SECOND
         );
-        println!(
+        say!(
             "     limit. Design: full batches, one count-row UpdateItem per chunk of {chunk_capacity} likes (AWS: 1 record per like):"
         );
-        println!(
+        say!(
             "     {chunks:.0} writes/s = {:.0} WCU/s ({row_units} WCU each, billed once) on the item's rows. The item is hot in such a",
             chunks * row_units as f64
         );
-        println!(
+        say!(
             "     batch, so each goes to the shard's own overflow partition of H = {overflow}: with its likes on >= {overflow} shards,"
         );
-        println!(
+        say!(
             "     ~{:.0} writes/s per partition key. Each chunk's intent and watermark go to its shard's own partition.",
             chunks / f64::from(overflow.max(1))
         );
-        println!("     moto has no partition limits: these are figures, not failures.");
-        println!("  endpoints: {}", self.answers);
-        println!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
+        say!("     moto has no partition limits: these are figures, not failures.");
+        say!("  endpoints: {}", self.answers);
+        say!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
     }
 }

@@ -1,6 +1,8 @@
 //! The figures, side by side: a column per design, each row a per-second worst or a
 //! distribution over the run, with the limit it is measured against.
 
+use likes_tests::say;
+
 use crate::kinesis::RECORDS_PER_SHARD_SECOND;
 use crate::mapping::MappingRun;
 use crate::meter::{percentile, Histogram, PerSecondWorst};
@@ -52,11 +54,11 @@ fn mean(values: &[u64]) -> f64 {
 }
 
 fn print_row(label: &str, cells: impl IntoIterator<Item = String>) {
-    print!("  {label:<46}");
-    for cell in cells {
-        print!(" {cell:>28}");
-    }
-    println!();
+    let cells: String = cells
+        .into_iter()
+        .map(|cell| format!(" {cell:>28}"))
+        .collect();
+    say!("  {label:<46}{cells}");
 }
 
 fn offered(values: &[u64], offered_seconds: usize) -> Vec<u64> {

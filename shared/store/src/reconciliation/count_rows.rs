@@ -200,7 +200,7 @@ pub fn reconciled_attributes(row: &CountRowState, cut: i64) -> Vec<String> {
 /// to drop: no intent that old is applied again (see
 /// [`likes_core::pipeline::INTENT_NOTE_HORIZON_MS`]), so they guard nothing. Dropped only
 /// when the row is written anyway (`cleaned`), or once it keeps more than
-/// [`NOTES_KEPT`] of them: a row a few shards wrote once is never written again for its
+/// `NOTES_KEPT` (8) of them: a row a few shards wrote once is never written again for its
 /// notes alone, and no row keeps more than that many stale ones.
 pub fn stale_intent_notes(row: &CountRowState, before_ms: i64, cleaned: bool) -> Vec<String> {
     let stale: Vec<String> = row
@@ -217,7 +217,7 @@ pub fn stale_intent_notes(row: &CountRowState, before_ms: i64, cleaned: bool) ->
 }
 
 /// Stale intent notes a row keeps until it is written anyway: a few hundred bytes at most.
-pub const NOTES_KEPT: usize = 8;
+const NOTES_KEPT: usize = 8;
 
 /// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
 /// among its other attributes; an attribute of another name is left out.
