@@ -1,0 +1,129 @@
+//! The moderation endpoints, for tokens with the `likes/moderate` scope only:
+//! `POST /v1/moderation/users/{user_id}/retractions` starts a job that turns the user's
+//! reactions (or one item's) to NONE through the ordinary pipeline, optionally suspending
+//! their writes; `GET /v1/moderation/retractions/{retraction_id}` reports it;
+//! `DELETE /v1/moderation/users/{user_id}/suspension` lets the user write again. The
+//! retractor does the work, off the Moderation stream, and puts every action on the log.
+
+use lambda_http::http::header::LOCATION;
+use lambda_http::{Body, Request, RequestExt, Response};
+use likes_core::clock::rfc3339;
+use likes_core::moderation::{Reason, RetractionJob};
+use likes_core::{ItemId, JobId, JobStatus};
+use serde::{Deserialize, Serialize};
+
+use crate::edge::{self, respond_json};
+use crate::{ApiError, App};
+
+/// A retraction body is a reason (at most 200 characters, up to 4 bytes each), a flag and an
+/// item id.
+const MAX_RETRACTION_BODY: usize = 2048;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetractionRequestBody {
+    reason: String,
+    #[serde(default)]
+    suspend: bool,
+    #[serde(default)]
+    item_id: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RetractionBody<'a> {
+    retraction_id: &'a JobId,
+    status: JobStatus,
+    reactions_retracted: u64,
+    user_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    item_id: Option<&'a ItemId>,
+    reason: &'a str,
+    suspend: bool,
+    requested_by: &'a str,
+    requested_at: String,
+}
+
+fn body(job: &RetractionJob) -> RetractionBody<'_> {
+    RetractionBody {
+        retraction_id: &job.id,
+        status: job.status,
+        reactions_retracted: job.reactions_retracted,
+        user_id: &job.user_id,
+        item_id: job.item_id.as_ref(),
+        reason: &job.reason,
+        suspend: job.suspend,
+        requested_by: &job.requested_by,
+        requested_at: rfc3339(job.requested_at_ms),
+    }
+}
+
+/// `POST /v1/moderation/users/{user_id}/retractions`: 202 with the new job, or with the
+/// user's running one (a second request while one runs starts nothing). The job's first
+/// look is made here: a user with nothing to retract (and no suspension asked) is answered
+/// done, with 0.
+pub async fn retract_user(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let moderator = edge::moderator(&request)?;
+    let user = edge::path_user_id(&request)?;
+    let asked: RetractionRequestBody = edge::json_body(&request, MAX_RETRACTION_BODY)?;
+    let reason = Reason::parse(&asked.reason)?;
+    let item = asked.item_id.as_deref().map(ItemId::parse).transpose()?;
+    let now_ms = likes_core::clock::now_ms();
+    let mut job = RetractionJob {
+        id: JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0),
+        user_id: user.as_str().to_owned(),
+        item_id: item,
+        reason: reason.into_string(),
+        suspend: asked.suspend,
+        requested_by: moderator.as_str().to_owned(),
+        requested_at_ms: now_ms,
+        status: JobStatus::Running,
+        step: 0,
+        reactions_retracted: 0,
+        planned: Vec::new(),
+    };
+    let any = app
+        .reactions()?
+        .retractable_keys(&user, job.item_id.as_ref(), None, 1, job.cut_ms())
+        .await?;
+    if any.is_empty() && !job.suspend {
+        job.status = JobStatus::Done;
+    }
+    let start = app.moderation()?.start_retraction(&job).await?;
+    tracing::info!(?start, "retraction requested");
+    let job = start.job();
+    let builder = Response::builder()
+        .status(202)
+        .header(LOCATION, format!("/v1/moderation/retractions/{}", job.id));
+    Ok(respond_json(builder, &body(job)))
+}
+
+/// `GET /v1/moderation/retractions/{retraction_id}`: the job, strongly consistent; an id
+/// never issued (or forgotten 30 days after it finished) is 404, a malformed one 400.
+pub async fn get_retraction(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    edge::moderator(&request)?;
+    let params = request.path_parameters();
+    let id = JobId::parse(params.first("retraction_id").unwrap_or_default())?;
+    let job = app
+        .moderation()?
+        .retraction(&id)
+        .await?
+        .ok_or(ApiError::NotFound("no retraction has this id"))?;
+    Ok(respond_json(Response::builder().status(200), &body(&job)))
+}
+
+/// `DELETE /v1/moderation/users/{user_id}/suspension`: 204; the user's next write is
+/// admitted. Idempotent: lifting no suspension is no change (the action is still logged).
+pub async fn lift_suspension(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let moderator = edge::moderator(&request)?;
+    let user = edge::path_user_id(&request)?;
+    let now_ms = likes_core::clock::now_ms();
+    let id = JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0);
+    app.moderation()?
+        .lift_suspension(&user, &id, &moderator, now_ms)
+        .await?;
+    tracing::info!(user_id = %user, action_id = %id, "suspension lifted");
+    Ok(Response::builder()
+        .status(204)
+        .body(Body::Empty)
+        .expect("static response is valid"))
+}

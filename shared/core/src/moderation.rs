@@ -1,0 +1,188 @@
+//! Moderation: what a moderator may ask (retract a user's reactions, optionally suspending
+//! their writes; lift a suspension), the retraction job's decisions, and the record every
+//! action leaves on the event log. A retraction writes NONE to each reaction through the
+//! ordinary pipeline, so counts, likers, the leaderboard and liked lists drop it as they
+//! drop an unlike.
+
+use serde::{Deserialize, Serialize};
+
+use crate::jobs::{JobId, JobStatus};
+use crate::limit::LEASE_MS;
+use crate::{ItemId, ValidationError};
+
+/// The OAuth scope a token must hold for every moderation route (`AuthorizationScopes` in
+/// the template; API Gateway refuses a token without it with 403).
+pub const MODERATE_SCOPE: &str = "likes/moderate";
+/// A reason is kept on every reaction row it retracts, which stays under 1 KB with it.
+pub const REASON_MAX_CHARS: usize = 200;
+/// A suspended user's write may still be admitted from a lease its container took before the
+/// suspension ([`LEASE_MS`]) and land a moment later: a retraction with suspension does not
+/// finish before its last sweep starts this long after the request.
+pub const SUSPENSION_SETTLE_MS: i64 = 3 * LEASE_MS;
+
+/// Why a moderator acted: 1–200 characters, no control characters, kept as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason(String);
+
+impl Reason {
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let chars = raw.chars().count();
+        if raw.trim().is_empty() || chars > REASON_MAX_CHARS || raw.chars().any(char::is_control) {
+            return Err(ValidationError::Reason(chars));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// A retraction job as its row holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetractionJob {
+    pub id: JobId,
+    /// Whose reactions are retracted.
+    pub user_id: String,
+    /// Only this item's reaction, when the moderator named one.
+    pub item_id: Option<ItemId>,
+    pub reason: String,
+    /// The user's writes are refused from the request on, until the suspension is lifted.
+    pub suspend: bool,
+    /// The moderator (their token's `sub`) and when they asked.
+    pub requested_by: String,
+    pub requested_at_ms: i64,
+    pub status: JobStatus,
+    /// Bumped by every checkpoint; a checkpoint applies only at the step it read.
+    pub step: u64,
+    /// Reactions this job turned to NONE, in committed slices.
+    pub reactions_retracted: u64,
+    /// The item ids the next slice retracts; empty: sweep from the start.
+    pub planned: Vec<String>,
+}
+
+impl RetractionJob {
+    /// Rows written after this time are not retracted: without a suspension, what the user
+    /// sets after the request is theirs. A suspended user writes nothing after it, and a
+    /// write admitted just before it is retracted too.
+    pub fn cut_ms(&self) -> Option<i64> {
+        (!self.suspend).then_some(self.requested_at_ms)
+    }
+
+    /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job.
+    pub fn may_finish(&self, now_ms: i64) -> bool {
+        !self.suspend || now_ms >= self.requested_at_ms + SUSPENSION_SETTLE_MS
+    }
+}
+
+/// What a moderator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModerationAction {
+    /// Retract a user's reactions (one item's, or all), perhaps suspending their writes.
+    Retract,
+    /// Let a suspended user write again.
+    LiftSuspension,
+}
+
+/// Why a reaction flipped when its user did not flip it: carried by the row the moderation
+/// job wrote, and by its event on the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    Retracted,
+}
+
+/// A moderation action on the event log: who did it, why, when, to whom.
+/// `{"moderation": {"moderation_id", "action", "user_id", "item_id"?, "reason"?, "suspend"?,
+/// "by", "at_ms"}}`; consumers that count reactions step over it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModerationEvent {
+    /// The job or action id: the same on every put of this action, so readers deduplicate.
+    pub moderation_id: String,
+    pub action: ModerationAction,
+    pub user_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    pub by: String,
+    pub at_ms: i64,
+}
+
+impl ModerationEvent {
+    /// The event of a retraction's request.
+    pub fn retraction(job: &RetractionJob) -> Self {
+        Self {
+            moderation_id: job.id.as_str().to_owned(),
+            action: ModerationAction::Retract,
+            user_id: job.user_id.clone(),
+            item_id: job.item_id.as_ref().map(|item| item.as_str().to_owned()),
+            reason: Some(job.reason.clone()),
+            suspend: Some(job.suspend),
+            by: job.requested_by.clone(),
+            at_ms: job.requested_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(suspend: bool) -> RetractionJob {
+        RetractionJob {
+            id: JobId::new(1_000, 1),
+            user_id: "bot".into(),
+            item_id: None,
+            reason: "bought likes".into(),
+            suspend,
+            requested_by: "mod".into(),
+            requested_at_ms: 1_000,
+            status: JobStatus::Running,
+            step: 0,
+            reactions_retracted: 0,
+            planned: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reasons_are_short_printable_text() {
+        assert_eq!(Reason::parse("bot ring").unwrap().as_str(), "bot ring");
+        assert!(Reason::parse(&"é".repeat(REASON_MAX_CHARS)).is_ok());
+        for bad in ["", "   ", "line\nbreak", &"x".repeat(REASON_MAX_CHARS + 1)] {
+            assert!(Reason::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_suspension_retracts_everything_and_waits_out_the_leases() {
+        let plain = job(false);
+        assert_eq!(plain.cut_ms(), Some(1_000));
+        assert!(plain.may_finish(1_000));
+        let suspended = job(true);
+        assert_eq!(suspended.cut_ms(), None);
+        assert!(!suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS - 1));
+        assert!(suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS));
+    }
+
+    #[test]
+    fn a_retraction_event_names_who_why_and_when() {
+        let event = ModerationEvent::retraction(&job(true));
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["action"], "retract");
+        assert_eq!(json["by"], "mod");
+        assert_eq!(json["reason"], "bought likes");
+        assert_eq!(json["suspend"], true);
+        assert!(json.get("item_id").is_none());
+        let back: ModerationEvent = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+    }
+}

@@ -1,0 +1,370 @@
+//! The Moderation table (PK `key`): retraction jobs `r#<id>`, per user a guard `u#<user>`
+//! that exists exactly while one of their retractions runs, and actions without a job
+//! `a#<id>`; and the suspension a retraction may put on the user's RateLimits row. Every
+//! write is conditional: a job starts only where no guard is, a slice commits only at the
+//! step it read, and the last slice marks the job done and drops the guard in one
+//! transaction. Its stream drives the retractor and puts every action on the event log.
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+use likes_aws::AwsError;
+use likes_core::jobs::DONE_RETENTION_S;
+use likes_core::moderation::{ModerationAction, RetractionJob};
+use likes_core::{ItemId, JobId, JobStatus, UserId};
+
+use crate::error::cancelled;
+use crate::rows::{
+    self, attr, number, ActionRow, Item, ModerationGuardRow, ModerationKey, RetractionRow,
+    Suspension, ACTION_PREFIX, GUARD_PREFIX, RETRACTION_PREFIX,
+};
+use crate::{JobStart, StoreError};
+
+/// Starts one request tries: a guard met may be dropped by its job finishing before it is
+/// read (the next try then starts this one), and two requests for one user at once conflict.
+const START_ATTEMPTS: u32 = 3;
+
+#[derive(Debug, Clone)]
+pub struct ModerationStore {
+    client: Client,
+    table: String,
+    /// Where suspensions live: the RateLimits table, which every write of the user meets
+    /// (only the moderation endpoints that suspend or lift are given it).
+    rate_limits_table: Option<String>,
+}
+
+impl ModerationStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            rate_limits_table: None,
+        }
+    }
+
+    /// The same, able to suspend users and lift suspensions on `rate_limits_table`.
+    pub fn with_suspensions(mut self, rate_limits_table: impl Into<String>) -> Self {
+        self.rate_limits_table = Some(rate_limits_table.into());
+        self
+    }
+
+    fn rate_limits_table(&self) -> Result<&str, StoreError> {
+        self.rate_limits_table
+            .as_deref()
+            .ok_or(StoreError::Unconfigured("RateLimits"))
+    }
+
+    /// Starts `job` unless a retraction of its user runs, in one transaction: the user's
+    /// guard put on condition it does not exist (only checked, for a job that found nothing
+    /// to retract and starts done), the job row, and with `suspend` the suspension on the
+    /// user's RateLimits row. A refused guard comes back (`ALL_OLD`) naming the running job,
+    /// which is answered instead.
+    pub async fn start_retraction(
+        &self,
+        job: &RetractionJob,
+    ) -> Result<JobStart<RetractionJob>, StoreError> {
+        let guard_key = guard_key(&job.user_id);
+        let guard = if job.status == JobStatus::Running {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(rows::to_item(&ModerationGuardRow {
+                    key: guard_key,
+                    active_id: job.id.as_str().to_owned(),
+                })?))
+                .condition_expression("attribute_not_exists(#key)")
+                .expression_attribute_names("#key", attr::KEY)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(StoreError::Request)?;
+            TransactWriteItem::builder().put(put).build()
+        } else {
+            let check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(guard_key)))
+                .condition_expression("attribute_not_exists(#key)")
+                .expression_attribute_names("#key", attr::KEY)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(StoreError::Request)?;
+            TransactWriteItem::builder().condition_check(check).build()
+        };
+        let put_job = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(rows::to_item(&row_of(job))?))
+            .condition_expression("attribute_not_exists(#key)")
+            .expression_attribute_names("#key", attr::KEY)
+            .build()
+            .map_err(StoreError::Request)?;
+        let mut actions = vec![guard, TransactWriteItem::builder().put(put_job).build()];
+        if job.suspend {
+            actions.push(self.suspend(job)?);
+        }
+        let mut last_cancelled = None;
+        for attempt in 1..=START_ATTEMPTS {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .send()
+                .await;
+            let Some((reasons, err)) = cancelled("TransactWriteItems (retraction)", result)? else {
+                return Ok(JobStart::Started(job.clone()));
+            };
+            let running = reasons
+                .first()
+                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                .and_then(|r| r.item());
+            let Some(running) = running else {
+                if reasons
+                    .iter()
+                    .any(|r| r.code() == Some("TransactionConflict"))
+                {
+                    last_cancelled = Some(err);
+                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
+                    continue;
+                }
+                return Err(StoreError::aws("TransactWriteItems (retraction)", err));
+            };
+            let running: ModerationGuardRow = rows::from_item(running.clone())?;
+            let running = JobId::parse(&running.active_id).map_err(StoreError::Id)?;
+            if let Some(job) = self.retraction(&running).await? {
+                if job.status == JobStatus::Running {
+                    return Ok(JobStart::AlreadyRunning(job));
+                }
+            }
+            last_cancelled = Some(err);
+        }
+        let err = last_cancelled.expect("every try that did not return was cancelled");
+        Err(AwsError::new("TransactWriteItems (retraction)", err)
+            .as_throttled()
+            .into())
+    }
+
+    /// The suspension of `job`'s user: set on their RateLimits row, which stops expiring
+    /// while it holds one.
+    fn suspend(&self, job: &RetractionJob) -> Result<TransactWriteItem, StoreError> {
+        let suspension = rows::to_attribute(&Suspension {
+            by: job.requested_by.clone(),
+            reason: job.reason.clone(),
+            at: job.requested_at_ms,
+            retraction: job.id.as_str().to_owned(),
+        })?;
+        let update = Update::builder()
+            .table_name(self.rate_limits_table()?)
+            .key(attr::USER_ID, AttributeValue::S(job.user_id.clone()))
+            .update_expression("SET #susp = :susp REMOVE #exp")
+            .expression_attribute_names("#susp", attr::SUSPENDED)
+            .expression_attribute_names("#exp", attr::EXPIRES_AT)
+            .expression_attribute_values(":susp", suspension)
+            .build()
+            .map_err(StoreError::Request)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Lets `user` write again, and keeps the action (`id`, by `by`) for the event log, in
+    /// one transaction. Lifting no suspension is no change but still an action on record.
+    pub async fn lift_suspension(
+        &self,
+        user: &UserId,
+        id: &JobId,
+        by: &UserId,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let lift = Update::builder()
+            .table_name(self.rate_limits_table()?)
+            .key(attr::USER_ID, AttributeValue::S(user.as_str().to_owned()))
+            .update_expression("REMOVE #susp SET #exp = :exp")
+            .expression_attribute_names("#susp", attr::SUSPENDED)
+            .expression_attribute_names("#exp", attr::EXPIRES_AT)
+            // The bucket it kept is forgotten: a user let back in starts with a full one.
+            .expression_attribute_values(":exp", number(now_ms / 1000))
+            .build()
+            .map_err(StoreError::Request)?;
+        let action = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(rows::to_item(&ActionRow {
+                key: format!("{ACTION_PREFIX}{id}"),
+                action: ModerationAction::LiftSuspension,
+                user_id: user.as_str().to_owned(),
+                by: by.as_str().to_owned(),
+                created_at: now_ms,
+                expires_at: now_ms / 1000 + DONE_RETENTION_S,
+            })?))
+            .build()
+            .map_err(StoreError::Request)?;
+        self.client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(lift).build())
+            .transact_items(TransactWriteItem::builder().put(action).build())
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("TransactWriteItems (lift suspension)", err))?;
+        Ok(())
+    }
+
+    /// Retraction `id`, strongly consistent; `None` when it never existed or was forgotten.
+    pub async fn retraction(&self, id: &JobId) -> Result<Option<RetractionJob>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(format!("{RETRACTION_PREFIX}{id}"))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem (retraction)", err))?;
+        output
+            .item
+            .map(|item| job_of(rows::from_item(item)?))
+            .transpose()
+    }
+
+    /// Commits a slice of `job`: `retracted` more reactions, `next` planned for the
+    /// following slice. Applies only while the job is at the step it was read at; `false`
+    /// when another delivery committed that step already.
+    pub async fn checkpoint(
+        &self,
+        job: &RetractionJob,
+        retracted: u64,
+        next: &[String],
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(format!("{RETRACTION_PREFIX}{}", job.id))))
+            .update_expression(
+                "SET #step = #step + :one, #retracted = #retracted + :retracted, #planned = :planned",
+            )
+            .condition_expression("#step = :step AND #status = :running")
+            .expression_attribute_names("#step", attr::STEP)
+            .expression_attribute_names("#retracted", attr::REACTIONS_RETRACTED)
+            .expression_attribute_names("#planned", attr::PLANNED)
+            .expression_attribute_names("#status", attr::STATUS)
+            .expression_attribute_values(":one", number(1))
+            .expression_attribute_values(":retracted", number(retracted))
+            .expression_attribute_values(":planned", rows::to_attribute(&next)?)
+            .expression_attribute_values(":step", number(job.step))
+            .expression_attribute_values(":running", status(JobStatus::Running))
+            .send()
+            .await;
+        crate::error::condition_held("UpdateItem (retraction checkpoint)", result)
+    }
+
+    /// Commits the last slice: `retracted` more reactions, the job done (and forgotten after
+    /// [`DONE_RETENTION_S`]), the user's guard removed, in one transaction at the step read.
+    /// `false` when another delivery finished it already.
+    pub async fn finish(
+        &self,
+        job: &RetractionJob,
+        retracted: u64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(format!("{RETRACTION_PREFIX}{}", job.id))))
+            .update_expression(
+                "SET #step = #step + :one, #retracted = #retracted + :retracted, #status = :done, #exp = :exp REMOVE #planned",
+            )
+            .condition_expression("#step = :step AND #status = :running")
+            .expression_attribute_names("#step", attr::STEP)
+            .expression_attribute_names("#retracted", attr::REACTIONS_RETRACTED)
+            .expression_attribute_names("#status", attr::STATUS)
+            .expression_attribute_names("#exp", attr::EXPIRES_AT)
+            .expression_attribute_names("#planned", attr::PLANNED)
+            .expression_attribute_values(":one", number(1))
+            .expression_attribute_values(":retracted", number(retracted))
+            .expression_attribute_values(":done", status(JobStatus::Done))
+            .expression_attribute_values(":exp", number(now_ms / 1000 + DONE_RETENTION_S))
+            .expression_attribute_values(":step", number(job.step))
+            .expression_attribute_values(":running", status(JobStatus::Running))
+            .build()
+            .map_err(StoreError::Request)?;
+        let guard = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(guard_key(&job.user_id))))
+            .build()
+            .map_err(StoreError::Request)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(done).build())
+            .transact_items(TransactWriteItem::builder().delete(guard).build())
+            .send()
+            .await;
+        match cancelled("TransactWriteItems (retraction done)", result)? {
+            None => Ok(true),
+            Some((reasons, _))
+                if reasons
+                    .first()
+                    .is_some_and(|r| r.code() == Some("ConditionalCheckFailed")) =>
+            {
+                Ok(false)
+            }
+            Some((_, err)) => Err(StoreError::aws("TransactWriteItems (retraction done)", err)),
+        }
+    }
+}
+
+fn guard_key(user_id: &str) -> String {
+    format!("{GUARD_PREFIX}{user_id}")
+}
+
+fn key(key: String) -> Item {
+    rows::to_item(&ModerationKey { key }).expect("a key of one string always serializes")
+}
+
+fn status(status: JobStatus) -> AttributeValue {
+    AttributeValue::S(status.as_str().to_owned())
+}
+
+fn row_of(job: &RetractionJob) -> RetractionRow {
+    RetractionRow {
+        key: format!("{RETRACTION_PREFIX}{}", job.id),
+        action: ModerationAction::Retract,
+        user_id: job.user_id.clone(),
+        item_id: job.item_id.as_ref().map(|item| item.as_str().to_owned()),
+        reason: job.reason.clone(),
+        suspend: job.suspend,
+        by: job.requested_by.clone(),
+        created_at: job.requested_at_ms,
+        status: job.status,
+        step: job.step,
+        reactions_retracted: job.reactions_retracted,
+        planned: job.planned.clone(),
+        // A job that starts done is forgotten as one that finished.
+        expires_at: (job.status == JobStatus::Done)
+            .then_some(job.requested_at_ms / 1000 + DONE_RETENTION_S),
+    }
+}
+
+/// The job a retraction row holds.
+fn job_of(row: RetractionRow) -> Result<RetractionJob, StoreError> {
+    let id = row
+        .key
+        .strip_prefix(RETRACTION_PREFIX)
+        .ok_or_else(|| StoreError::Corrupt(format!("{} is not a retraction's key", row.key)))?;
+    Ok(RetractionJob {
+        id: JobId::parse(id).map_err(StoreError::Id)?,
+        user_id: row.user_id,
+        item_id: row
+            .item_id
+            .map(|item| ItemId::parse(&item))
+            .transpose()
+            .map_err(StoreError::Id)?,
+        reason: row.reason,
+        suspend: row.suspend,
+        requested_by: row.by,
+        requested_at_ms: row.created_at,
+        status: row.status,
+        step: row.step,
+        reactions_retracted: row.reactions_retracted,
+        planned: row.planned,
+    })
+}

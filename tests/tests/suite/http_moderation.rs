@@ -1,0 +1,329 @@
+//! Moderation end to end through the local front: a moderator (a token with the
+//! `likes/moderate` scope) retracts a bot's reactions, which leave every count, likers list,
+//! the leaderboard and the bot's liked list through the ordinary pipeline; a suspension
+//! refuses the bot's writes until it is lifted; every action is a record on the event log.
+
+use std::time::Duration;
+
+use likes_core::moderation::ModerationAction;
+use likes_core::pipeline::LogRecord;
+use likes_core::ReactionState;
+use likes_tests::{eventually, liker_ids, TestRequest, TestResponse, TestStack};
+use serde_json::{json, Value};
+
+const MODERATOR: &str = "moderator";
+
+/// A request with a moderator's token.
+fn moderate(stack: &TestStack, method: &str, path: &str) -> TestRequest {
+    stack.request(method, path, None).header(
+        "authorization",
+        &format!("Bearer {}", stack.moderator_token(MODERATOR)),
+    )
+}
+
+async fn retract(stack: &TestStack, user: &str, body: &Value) -> TestResponse {
+    moderate(
+        stack,
+        "POST",
+        &format!("/v1/moderation/users/{user}/retractions"),
+    )
+    .json(body)
+    .send()
+    .await
+}
+
+/// A 202 with a job: its id, checked against the `Location` and the cache policy.
+fn accepted(response: &TestResponse) -> (String, Value) {
+    response.assert_status(202);
+    assert_eq!(response.header("cache-control"), Some("private, no-store"));
+    let body = response.json();
+    let id = body["retraction_id"]
+        .as_str()
+        .expect("a retraction id")
+        .to_owned();
+    assert_eq!(
+        response.header("location"),
+        Some(format!("/v1/moderation/retractions/{id}").as_str())
+    );
+    (id, body)
+}
+
+/// Polls the retraction until it is done (panics after 60 s); returns its last answer.
+async fn wait_for_retraction(stack: &TestStack, id: &str) -> Value {
+    eventually(Duration::from_secs(60), async || {
+        let response = moderate(stack, "GET", &format!("/v1/moderation/retractions/{id}"))
+            .send()
+            .await;
+        response.assert_status(200);
+        let body = response.json();
+        if body["status"] == "done" {
+            return Ok(body);
+        }
+        assert_eq!(body["status"], "running", "{body}");
+        Err(format!(
+            "retraction {id} is {body}; retractor {:?}",
+            stack.retractor().counters()
+        ))
+    })
+    .await
+}
+
+async fn state_of(stack: &TestStack, user: &str, item: &str) -> Value {
+    let response = stack
+        .request("GET", &format!("/v1/items/{item}/reaction"), Some(user))
+        .send()
+        .await;
+    response.assert_status(200);
+    response.json()["state"].clone()
+}
+
+async fn liked_items(stack: &TestStack, user: &str) -> Vec<Value> {
+    let response = stack
+        .request("GET", "/v1/users/me/liked-items?limit=100", Some(user))
+        .send()
+        .await;
+    response.assert_status(200);
+    response.json()["items"].as_array().unwrap().clone()
+}
+
+/// The honest users who like item `i` of the first twelve: `12 - i` of them, so the
+/// twelve items rank by index, and none of the others has an honest like.
+fn honest_likers(i: usize) -> Vec<String> {
+    (0..12usize.saturating_sub(i))
+        .map(|h| format!("h{h}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it_never_liked() {
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    let items: Vec<String> = (0..200).map(|i| format!("mod:{i:03}")).collect();
+    for (i, item) in items.iter().enumerate() {
+        for user in honest_likers(i) {
+            stack.react(&user, item, ReactionState::Like).await;
+        }
+    }
+    // The bot likes every item (and dislikes none) after the honest users.
+    for item in &items {
+        stack.react("bot", item, ReactionState::Like).await;
+    }
+    stack.settle().await;
+    stack.settle_likers().await;
+    assert_eq!(
+        liker_ids(&stack.likers_page("mod:000", "").await)[0],
+        "bot",
+        "the bot is on the list before it is retracted"
+    );
+
+    let (id, started) = accepted(
+        &retract(
+            &stack,
+            "bot",
+            &json!({"reason": "bought likes", "suspend": true}),
+        )
+        .await,
+    );
+    assert_eq!(started["status"], "running", "{started}");
+    assert_eq!(started["requested_by"], MODERATOR);
+    // The suspension holds from the request on: the bot writes nothing.
+    let refused = stack
+        .request("PUT", "/v1/items/mod:150/like", Some("bot"))
+        .send()
+        .await;
+    assert_eq!(refused.problem(403)["type"], "/problems/suspended");
+    let fresh = stack
+        .request("PUT", "/v1/items/mod:fresh/like", Some("bot"))
+        .send()
+        .await;
+    fresh.problem(403);
+    assert_eq!(state_of(&stack, "bot", "mod:fresh").await, "NONE");
+
+    let done = wait_for_retraction(&stack, &id).await;
+    assert_eq!(done["reactions_retracted"], 200, "{done}");
+    assert_eq!(done["reason"], "bought likes");
+    assert_eq!(state_of(&stack, "bot", "mod:007").await, "NONE");
+    assert_eq!(liked_items(&stack, "bot").await, Vec::<Value>::new());
+
+    stack.settle().await;
+    stack.settle_events().await;
+    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
+    stack
+        .assert_counts_match_recount(&items.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    for (i, item) in items.iter().enumerate().step_by(7) {
+        let count = stack.like_count(item).await.json();
+        assert_eq!(
+            count["like_count"],
+            honest_likers(i).len(),
+            "{item}: {count}"
+        );
+        let mut expected = honest_likers(i);
+        expected.reverse();
+        assert_eq!(
+            liker_ids(&stack.likers_page(item, "").await),
+            expected,
+            "{item}'s likers, newest first"
+        );
+    }
+    let board: Vec<Value> = (0..10)
+        .map(|i| json!({"item_id": items[i], "like_count": 12 - i}))
+        .collect();
+    stack
+        .leaderboard_until("window=all", &Value::Array(board))
+        .await;
+
+    // The log: every retracted flip says why, and the action says who, why and when.
+    let records = stack.log_records().await;
+    let retracted: std::collections::BTreeSet<String> = records
+        .iter()
+        .filter_map(|record| match record {
+            LogRecord::Event(event) if event.user_id == "bot" && event.cause.is_some() => {
+                assert_eq!(event.reason.as_deref(), Some("bought likes"));
+                assert_eq!(event.moderation_id.as_deref(), Some(id.as_str()));
+                assert_eq!(event.new_state, ReactionState::None);
+                Some(event.item_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retracted.len(), 200);
+    let action = records
+        .iter()
+        .find_map(|record| match record {
+            LogRecord::Moderation(action) if action.moderation_id == id => Some(action),
+            _ => None,
+        })
+        .expect("the retraction is on the log");
+    assert_eq!(action.action, ModerationAction::Retract);
+    assert_eq!(
+        (action.by.as_str(), action.user_id.as_str()),
+        (MODERATOR, "bot")
+    );
+    assert_eq!(
+        (action.reason.as_deref(), action.suspend),
+        (Some("bought likes"), Some(true))
+    );
+
+    // Lifted, the bot writes again, and the lifting is on the log too.
+    let lifted = moderate(&stack, "DELETE", "/v1/moderation/users/bot/suspension")
+        .send()
+        .await;
+    lifted.assert_status(204);
+    stack.like("bot", "mod:150").await;
+    assert_eq!(state_of(&stack, "bot", "mod:150").await, "LIKE");
+    eventually(Duration::from_secs(30), async || {
+        let lifted = stack.log_records().await.into_iter().any(|record| {
+            matches!(record, LogRecord::Moderation(action)
+                if action.action == ModerationAction::LiftSuspension
+                    && action.user_id == "bot"
+                    && action.by == MODERATOR)
+        });
+        lifted
+            .then_some(())
+            .ok_or_else(|| "the lifted suspension is not on the log yet".to_owned())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
+    let stack = TestStack::start().await;
+    for item in ["pair:a", "pair:b"] {
+        stack.react("pair", item, ReactionState::Like).await;
+    }
+    let user_token = format!("Bearer {}", stack.token("someone"));
+    for (method, path) in [
+        ("POST", "/v1/moderation/users/pair/retractions"),
+        (
+            "GET",
+            "/v1/moderation/retractions/1764455190123-00000000000000ab",
+        ),
+        ("DELETE", "/v1/moderation/users/pair/suspension"),
+    ] {
+        // API Gateway's own answers: no token 401, a token without the scope 403.
+        let anonymous = stack
+            .request(method, path, None)
+            .json(&json!({"reason": "x"}))
+            .send()
+            .await;
+        anonymous.assert_status(401);
+        let unscoped = stack
+            .request(method, path, None)
+            .header("authorization", &user_token)
+            .json(&json!({"reason": "x"}))
+            .send()
+            .await;
+        unscoped.assert_status(403);
+        assert_eq!(unscoped.json(), json!({"message": "Forbidden"}), "{path}");
+    }
+
+    let long = "x".repeat(201);
+    for (user, body) in [
+        ("pair", json!({"reason": ""})),
+        ("pair", json!({"reason": "   "})),
+        ("pair", json!({"reason": long})),
+        ("pair", json!({"reason": "spam", "suspend": "yes"})),
+        ("pair", json!({"reason": "spam", "item_id": "not an id"})),
+        ("pair", json!({"reason": "spam", "extra": 1})),
+        ("pair", json!({})),
+        ("pair", json!(["spam"])),
+        ("bad%0Aid", json!({"reason": "spam"})),
+    ] {
+        let refused = retract(&stack, user, &body).await;
+        let problem = refused.problem(400);
+        assert_eq!(problem["type"], "/problems/validation", "{body}: {problem}");
+    }
+    let malformed = moderate(&stack, "GET", "/v1/moderation/retractions/nope")
+        .send()
+        .await;
+    malformed.problem(400);
+    let unknown = moderate(
+        &stack,
+        "GET",
+        "/v1/moderation/retractions/1764455190123-00000000000000ab",
+    )
+    .send()
+    .await;
+    unknown.problem(404);
+    // Nothing was retracted by any of them.
+    for item in ["pair:a", "pair:b"] {
+        assert_eq!(state_of(&stack, "pair", item).await, "LIKE");
+    }
+
+    // A user with nothing to retract: done at once, with 0.
+    let (_, nobody) = accepted(&retract(&stack, "nobody", &json!({"reason": "check"})).await);
+    assert_eq!(
+        (
+            nobody["status"].clone(),
+            nobody["reactions_retracted"].clone()
+        ),
+        (json!("done"), json!(0))
+    );
+
+    // One item's reaction only; the other stays.
+    let (one, _) = accepted(
+        &retract(
+            &stack,
+            "pair",
+            &json!({"reason": "one fake", "item_id": "pair:a"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        wait_for_retraction(&stack, &one).await["reactions_retracted"],
+        1
+    );
+    assert_eq!(state_of(&stack, "pair", "pair:a").await, "NONE");
+    assert_eq!(state_of(&stack, "pair", "pair:b").await, "LIKE");
+
+    // A second request while one runs answers the running job (a suspension keeps it
+    // running for a few seconds at least) and starts nothing.
+    let (first, _) =
+        accepted(&retract(&stack, "pair", &json!({"reason": "all", "suspend": true})).await);
+    let (again, _) = accepted(&retract(&stack, "pair", &json!({"reason": "again"})).await);
+    assert_eq!(again, first);
+    let done = wait_for_retraction(&stack, &first).await;
+    assert_eq!(done["reactions_retracted"], 1, "{done}");
+    assert_eq!(state_of(&stack, "pair", "pair:b").await, "NONE");
+}
