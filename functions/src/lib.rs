@@ -20,7 +20,7 @@ use likes_api::{App, Config, Endpoint};
 use likes_consumers::{
     Aggregator, AggregatorConfig, BoardRefresher, Eraser, EraserConfig, Leaderboard,
     LeaderboardConfig, Likers, LikersConfig, Publisher, PublisherConfig, Pulse, PulseConfig,
-    RefresherConfig,
+    RefresherConfig, Retractor, RetractorConfig,
 };
 use likes_live::{
     BroadcastConfig, Broadcaster, Connect, ConnectConfig, Disconnect, DisconnectConfig, Message,
@@ -120,6 +120,7 @@ handles! {
         => aws_lambda_events::dynamodb::TimeWindowEventResponse;
     Publisher: DynamoDbEvent => DynamoDbEventResponse;
     Eraser: DynamoDbEvent => DynamoDbEventResponse;
+    Retractor: DynamoDbEvent => DynamoDbEventResponse;
     Leaderboard: KinesisEvent => KinesisEventResponse;
     Likers: KinesisEvent => KinesisEventResponse;
     Broadcaster: KinesisEvent => KinesisEventResponse;
@@ -196,6 +197,9 @@ pub const FUNCTIONS: &[Function] = &[
     endpoint!(GetErasure),
     endpoint!(GetLeaderboard),
     endpoint!(ListLikers),
+    endpoint!(RetractUser),
+    endpoint!(GetRetraction),
+    endpoint!(LiftSuspension),
     function!("aggregator", |env, clients| Aggregator::new(
         AggregatorConfig::from_lookup(env)?,
         clients.dynamodb.clone()
@@ -207,6 +211,11 @@ pub const FUNCTIONS: &[Function] = &[
     function!("erase", |env, clients| Eraser::new(
         EraserConfig::from_lookup(env)?,
         clients.dynamodb.clone()
+    )),
+    function!("retract", |env, clients| Retractor::new(
+        RetractorConfig::from_lookup(env)?,
+        clients.dynamodb.clone(),
+        clients.kinesis.clone()
     )),
     function!("leaderboard", |env, clients| Leaderboard::new(
         LeaderboardConfig::from_lookup(env)?,

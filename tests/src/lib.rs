@@ -103,6 +103,16 @@ impl TestStack {
         self.authorizer.mint(sub, now_seconds(), 3600)
     }
 
+    /// A valid bearer token for `sub` with the moderators' scope (`likes/moderate`).
+    pub fn moderator_token(&self, sub: &str) -> String {
+        self.authorizer.mint_scoped(
+            sub,
+            Some(likes_core::moderation::MODERATE_SCOPE),
+            now_seconds(),
+            3600,
+        )
+    }
+
     /// `GET /v1/items/{item}/like-count`, as a reader.
     pub async fn like_count(&self, item: &str) -> TestResponse {
         self.request(
@@ -276,6 +286,8 @@ pub const PUBLISHER_FUNCTION: &str = "PublisherFunction";
 
 /// The mapping that feeds account erasure jobs from the Erasures stream.
 pub const ERASE_FUNCTION: &str = "EraseFunction";
+/// The mapping that feeds moderation actions and retraction jobs from the Moderation stream.
+pub const RETRACT_FUNCTION: &str = "RetractFunction";
 /// The mapping that feeds the leaderboard from the Kinesis event log.
 pub const LEADERBOARD_FUNCTION: &str = "LeaderboardFunction";
 /// The scheduled function that re-ranks the leaderboards.

@@ -3,7 +3,7 @@
 
 use crate::{
     within, TestStack, AGGREGATOR_FUNCTION, ERASE_FUNCTION, LEADERBOARD_FUNCTION, LIKERS_FUNCTION,
-    PUBLISHER_FUNCTION,
+    PUBLISHER_FUNCTION, RETRACT_FUNCTION,
 };
 
 impl TestStack {
@@ -26,6 +26,13 @@ impl TestStack {
         self.stack
             .pipeline(ERASE_FUNCTION)
             .expect("template.yaml maps the Erasures stream to EraseFunction")
+    }
+
+    /// The retractor's event source mapping (on the Moderation stream): faults and counters.
+    pub fn retractor(&self) -> &likes_local::event_source_mapping::Pipeline {
+        self.stack
+            .pipeline(RETRACT_FUNCTION)
+            .expect("template.yaml maps the Moderation stream to RetractFunction")
     }
 
     /// Waits until the pipeline applied everything in the stream now (panics after 60 s).

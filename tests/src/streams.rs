@@ -14,9 +14,19 @@ impl TestStack {
         aws_sdk_sqs::Client::new(&self.stack.aws.sdk)
     }
 
-    /// Every event on the Kinesis event log, in no particular order, duplicates included
-    /// (heartbeats left out): each shard read from TRIM_HORIZON to its end.
+    /// Every flip's event on the Kinesis event log, in no particular order, duplicates
+    /// included (heartbeats and moderation records left out).
     pub async fn events(&self) -> Vec<likes_core::pipeline::ReactionEvent> {
+        self.log_records()
+            .await
+            .into_iter()
+            .filter_map(likes_core::pipeline::LogRecord::event)
+            .collect()
+    }
+
+    /// Every record on the Kinesis event log, in no particular order, duplicates included:
+    /// each shard read from TRIM_HORIZON to its end.
+    pub async fn log_records(&self) -> Vec<likes_core::pipeline::LogRecord> {
         let kinesis = self.kinesis();
         let stream = self.name("EventsStream");
         let shards = kinesis
@@ -25,7 +35,7 @@ impl TestStack {
             .send()
             .await
             .expect("ListShards of the events stream");
-        let mut events = Vec::new();
+        let mut records = Vec::new();
         for shard in shards.shards() {
             let mut iterator = kinesis
                 .get_shard_iterator()
@@ -44,18 +54,17 @@ impl TestStack {
                     .send()
                     .await
                     .expect("GetRecords of the events stream");
-                for record in page.records() {
-                    let read = likes_core::pipeline::LogRecord::parse(record.data().as_ref())
-                        .expect("an event or a heartbeat on the event log");
-                    events.extend(read.event());
-                }
+                records.extend(page.records().iter().map(|record| {
+                    likes_core::pipeline::LogRecord::parse(record.data().as_ref())
+                        .expect("an event, a heartbeat or a moderation record on the event log")
+                }));
                 if page.records().is_empty() {
                     break;
                 }
                 iterator = page.next_shard_iterator;
             }
         }
-        events
+        records
     }
 
     /// How many records the Reactions stream holds now (every shard, from TRIM_HORIZON),

@@ -69,13 +69,27 @@ impl JwtAuthorizer {
 
     /// A token for `sub`, valid for `ttl_seconds` from `now` (for tests and `likes-local token`).
     pub fn mint(&self, sub: &str, now: i64, ttl_seconds: i64) -> String {
-        let claims = serde_json::json!({
+        self.mint_scoped(sub, None, now, ttl_seconds)
+    }
+
+    /// The same with a `scope` claim (space-separated scopes, as an issuer puts them).
+    pub fn mint_scoped(
+        &self,
+        sub: &str,
+        scope: Option<&str>,
+        now: i64,
+        ttl_seconds: i64,
+    ) -> String {
+        let mut claims = serde_json::json!({
             "sub": sub,
             "iss": LOCAL_ISSUER,
             "aud": LOCAL_AUDIENCE,
             "iat": now,
             "exp": now + ttl_seconds,
         });
+        if let Some(scope) = scope {
+            claims["scope"] = Value::String(scope.to_owned());
+        }
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .expect("HS256 signs any claims")
     }

@@ -37,6 +37,42 @@ pub fn user(request: &Request) -> Result<UserId, ApiError> {
     UserId::parse(&sub).map_err(|_| ApiError::Unauthorized)
 }
 
+/// The caller as a moderator: a valid token whose `scope` claim (space-separated) holds
+/// `likes/moderate`. API Gateway refuses the others on the route already (its
+/// `AuthorizationScopes`); this holds the handler to the same rule wherever it is invoked.
+pub fn moderator(request: &Request) -> Result<UserId, ApiError> {
+    let user = user(request)?;
+    let scopes = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context
+            .authorizer
+            .as_ref()
+            .and_then(|authorizer| authorizer.jwt.as_ref())
+            .and_then(|jwt| jwt.claims.get("scope"))
+            .cloned(),
+        _ => None,
+    };
+    let granted = scopes
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|scope| scope == likes_core::moderation::MODERATE_SCOPE);
+    if !granted {
+        return Err(ApiError::Forbidden);
+    }
+    Ok(user)
+}
+
+/// The `{user_id}` path parameter: a user id as tokens carry them, percent-decoded.
+pub fn path_user_id(request: &Request) -> Result<UserId, ApiError> {
+    let params = request.path_parameters();
+    let raw = params.first("user_id").unwrap_or_default();
+    let refused = || ValidationError::PathUserId(raw.chars().take(64).collect());
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map_err(|_| refused())?;
+    UserId::parse(&decoded).map_err(|_| refused().into())
+}
+
 /// The `{item_id}` path parameter. Clients may percent-encode `:`; the id is validated after
 /// decoding, so `game%3A1` and `game:1` name the same item.
 pub fn item_id(request: &Request) -> Result<ItemId, ApiError> {

@@ -5,7 +5,7 @@
 
 use lambda_http::http::header::LOCATION;
 use lambda_http::{Body, Request, RequestExt, Response};
-use likes_core::{ErasureId, ErasureJob, ErasureStatus};
+use likes_core::{ErasureJob, JobId, JobStatus};
 use serde::Serialize;
 
 use crate::edge::{self, respond_json};
@@ -13,8 +13,8 @@ use crate::{ApiError, App};
 
 #[derive(Serialize)]
 struct ErasureBody<'a> {
-    erasure_id: &'a ErasureId,
-    status: ErasureStatus,
+    erasure_id: &'a JobId,
+    status: JobStatus,
     reactions_erased: u64,
 }
 
@@ -33,7 +33,7 @@ fn body(job: &ErasureJob) -> ErasureBody<'_> {
 pub async fn erase_reactions(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let user = edge::user(&request)?;
     let now_ms = likes_core::clock::now_ms();
-    let id = ErasureId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0);
+    let id = JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0);
     let start = app.erasures()?.start(&user, &id, now_ms).await?;
     tracing::info!(?start, "erasure requested");
     let job = start.job();
@@ -48,7 +48,7 @@ pub async fn erase_reactions(app: &App, request: Request) -> Result<Response<Bod
 pub async fn get_erasure(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let user = edge::user(&request)?;
     let params = request.path_parameters();
-    let id = ErasureId::parse(params.first("erasure_id").unwrap_or_default())?;
+    let id = JobId::parse(params.first("erasure_id").unwrap_or_default())?;
     let job = app
         .erasures()?
         .get(&user, &id)

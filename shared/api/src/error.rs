@@ -12,6 +12,12 @@ pub enum ApiError {
     Validation(#[from] ValidationError),
     #[error("no authenticated user: the request carries no JWT subject claim")]
     Unauthorized,
+    /// A valid token without the scope the route needs.
+    #[error("this route needs a token with the likes/moderate scope")]
+    Forbidden,
+    /// A moderator suspended the caller's writes; nothing was written.
+    #[error("a moderator suspended your reactions; nothing was written")]
+    Suspended,
     #[error("the content type {0:?} is not JSON")]
     UnsupportedMediaType(String),
     /// The caller has no such resource (another user's is none of theirs either).
@@ -45,6 +51,8 @@ impl ApiError {
         match self {
             Self::Validation(err) => err.problem_type(),
             Self::Unauthorized => ProblemType::Unauthorized,
+            Self::Forbidden => ProblemType::Forbidden,
+            Self::Suspended => ProblemType::Suspended,
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
             Self::NotFound(_) => ProblemType::NotFound,
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,

@@ -7,6 +7,7 @@ mod erasure;
 mod error;
 mod leaderboard;
 mod likers;
+mod moderation;
 mod reactions;
 
 use aws_config::SdkConfig;
@@ -14,8 +15,8 @@ use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
 use likes_store::{
-    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, RateLimitsStore,
-    ReactionsStore,
+    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, ModerationStore,
+    RateLimitsStore, ReactionsStore,
 };
 
 pub use error::ApiError;
@@ -35,6 +36,9 @@ pub enum Endpoint {
     GetErasure,
     GetLeaderboard,
     ListLikers,
+    RetractUser,
+    GetRetraction,
+    LiftSuspension,
 }
 
 impl Endpoint {
@@ -53,6 +57,9 @@ impl Endpoint {
             Self::GetErasure => "get-erasure",
             Self::GetLeaderboard => "get-leaderboard",
             Self::ListLikers => "list-likers",
+            Self::RetractUser => "retract-user",
+            Self::GetRetraction => "get-retraction",
+            Self::LiftSuspension => "lift-suspension",
         }
     }
 
@@ -65,12 +72,27 @@ impl Endpoint {
                 | Self::GetErasure
                 | Self::GetLeaderboard
                 | Self::ListLikers
+                | Self::GetRetraction
+                | Self::LiftSuspension
         )
     }
 
     /// The erasure endpoints see only the Erasures table; the eraser does the deleting.
     fn needs_erasures(self) -> bool {
         matches!(self, Self::EraseReactions | Self::GetErasure)
+    }
+
+    /// The moderation endpoints see the Moderation table; the retractor does the writing.
+    fn needs_moderation(self) -> bool {
+        matches!(
+            self,
+            Self::RetractUser | Self::GetRetraction | Self::LiftSuspension
+        )
+    }
+
+    /// Suspensions sit on the users' RateLimits rows.
+    fn needs_suspensions(self) -> bool {
+        matches!(self, Self::RetractUser | Self::LiftSuspension)
     }
 
     fn needs_counts(self) -> bool {
@@ -114,6 +136,9 @@ pub struct Config {
     pub write_limit: Option<(String, WriteLimit)>,
     pub leaderboard_table: Option<String>,
     pub likers_table: Option<String>,
+    /// The Moderation table, and the RateLimits table where suspensions are set.
+    pub moderation_table: Option<String>,
+    pub suspensions_table: Option<String>,
 }
 
 impl Config {
@@ -166,6 +191,8 @@ impl Config {
             write_limit,
             leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
             likers_table: var("LIKERS_TABLE", endpoint == Endpoint::ListLikers)?,
+            moderation_table: var("MODERATION_TABLE", endpoint.needs_moderation())?,
+            suspensions_table: var("RATE_LIMITS_TABLE", endpoint.needs_suspensions())?,
         })
     }
 }
@@ -181,6 +208,7 @@ pub struct App {
     rate_limits: Option<RateLimitsStore>,
     leaderboard: Option<LeaderboardStore>,
     likers: Option<LikersStore>,
+    moderation: Option<ModerationStore>,
 }
 
 impl App {
@@ -206,6 +234,13 @@ impl App {
             likers: config
                 .likers_table
                 .map(|table| LikersStore::new(dynamodb.clone(), table)),
+            moderation: config.moderation_table.map(|table| {
+                let store = ModerationStore::new(dynamodb.clone(), table);
+                match config.suspensions_table {
+                    Some(rate_limits) => store.with_suspensions(rate_limits),
+                    None => store,
+                }
+            }),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -245,6 +280,12 @@ impl App {
         self.likers.as_ref().ok_or(ApiError::Config("LIKERS_TABLE"))
     }
 
+    fn moderation(&self) -> Result<&ModerationStore, ApiError> {
+        self.moderation
+            .as_ref()
+            .ok_or(ApiError::Config("MODERATION_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -268,6 +309,9 @@ impl App {
             Endpoint::GetErasure => erasure::get_erasure(self, request).await,
             Endpoint::GetLeaderboard => leaderboard::get_leaderboard(self, request).await,
             Endpoint::ListLikers => likers::list_likers(self, request).await,
+            Endpoint::RetractUser => moderation::retract_user(self, request).await,
+            Endpoint::GetRetraction => moderation::get_retraction(self, request).await,
+            Endpoint::LiftSuspension => moderation::lift_suspension(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response

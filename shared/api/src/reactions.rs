@@ -103,12 +103,19 @@ async fn set_reaction(
     let now_ms = likes_core::clock::now_ms();
     // Every write attempt costs a write unit, replays and unchanged ones too: all count.
     let limits = app.rate_limits()?;
-    if let Admission::Limited { retry_after_ms } = limits.admit(user, now_ms).await? {
-        tracing::info!(item_id = %item, retry_after_ms, "write limited");
-        return Err(ApiError::RateLimited {
-            limit: limits.limit(),
-            retry_after_s: likes_core::limit::retry_after_seconds(retry_after_ms),
-        });
+    match limits.admit(user, now_ms).await? {
+        Admission::Admitted => {}
+        Admission::Limited { retry_after_ms } => {
+            tracing::info!(item_id = %item, retry_after_ms, "write limited");
+            return Err(ApiError::RateLimited {
+                limit: limits.limit(),
+                retry_after_s: likes_core::limit::retry_after_seconds(retry_after_ms),
+            });
+        }
+        Admission::Suspended => {
+            tracing::info!(item_id = %item, "write of a suspended user refused");
+            return Err(ApiError::Suspended);
+        }
     }
     let outcome = app.reactions()?.set(user, item, &request, now_ms).await?;
     tracing::info!(item_id = %item, ?outcome, "reaction set");

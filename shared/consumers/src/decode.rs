@@ -5,7 +5,8 @@
 //! idempotency keys, a REMOVE of a NONE row, a probe) carries no change at all.
 
 use aws_lambda_events::event::dynamodb::EventRecord;
-use likes_core::pipeline::{Change, ChangeRecord};
+use likes_core::moderation::Cause;
+use likes_core::pipeline::{Change, ChangeRecord, Moderated};
 use likes_core::{ItemId, ReactionState, Transition};
 use likes_store::freshness::PROBE_ITEM;
 use likes_store::rows::{ReactionImage, ReactionKey};
@@ -94,6 +95,11 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
             event_time_ms,
             // A REMOVE's row is in its old image only.
             row_created_ms: new.created_at.or(old.created_at).unwrap_or(0),
+            moderated: new.retraction.map(|moderation_id| Moderated {
+                cause: Cause::Retracted,
+                reason: new.reason.unwrap_or_default(),
+                moderation_id,
+            }),
         }),
     })
 }
@@ -152,6 +158,33 @@ mod tests {
         assert_eq!((change.op_id, change.event_time_ms), (1, 77));
         assert_eq!(change.event_id(), "u1#game:1#1");
         assert_eq!(decoded.sequence_number, "100");
+    }
+
+    #[test]
+    fn a_flip_a_retraction_wrote_names_its_job_and_reason() {
+        let mut retracted = row("NONE", 2, 80);
+        retracted["retraction"] = json!({"S": "1-2"});
+        retracted["reason"] = json!({"S": "bot ring"});
+        let change = decode(&record("MODIFY", Some(row("LIKE", 1, 77)), Some(retracted)))
+            .unwrap()
+            .change
+            .unwrap();
+        let moderated = change.moderated.unwrap();
+        assert_eq!(moderated.cause, Cause::Retracted);
+        assert_eq!(
+            (moderated.reason.as_str(), moderated.moderation_id.as_str()),
+            ("bot ring", "1-2")
+        );
+        // The user's own flip after it names none: their write removes both attributes.
+        let own = decode(&record(
+            "MODIFY",
+            Some(row("NONE", 2, 80)),
+            Some(row("LIKE", 3, 90)),
+        ))
+        .unwrap()
+        .change
+        .unwrap();
+        assert_eq!(own.moderated, None);
     }
 
     #[test]

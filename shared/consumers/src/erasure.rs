@@ -13,8 +13,9 @@ use std::time::Instant;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::erasure::{paced, slice_rows, SliceEnd, ACTIVE_GUARD};
-use likes_core::{ErasureId, ErasureJob, ErasureStatus, UserId};
+use likes_core::erasure::ACTIVE_GUARD;
+use likes_core::jobs::{paced, query_after, slice_end, slice_rows, SliceEnd};
+use likes_core::{ErasureJob, JobId, JobStatus, UserId};
 use likes_store::metrics::Report;
 use likes_store::rows::ErasureImage;
 use likes_store::{ErasuresStore, ReactionsStore, StoreError};
@@ -120,12 +121,12 @@ impl Eraser {
                 return Ok(Slice::Ignored);
             }
         };
-        if image.erasure_id == ACTIVE_GUARD || image.status == Some(ErasureStatus::Done) {
+        if image.erasure_id == ACTIVE_GUARD || image.status == Some(JobStatus::Done) {
             return Ok(Slice::Ignored);
         }
         let (Ok(user), Ok(id)) = (
             UserId::parse(&image.user_id),
-            ErasureId::parse(&image.erasure_id),
+            JobId::parse(&image.erasure_id),
         ) else {
             tracing::warn!(erasure_id = %image.erasure_id, "not an erasure job's key; ignored");
             return Ok(Slice::Ignored);
@@ -135,7 +136,7 @@ impl Eraser {
         };
         // A keys-only image (moto's first INSERT) names no step: the job's current one.
         let current = image.step.is_none_or(|step| step == job.step);
-        if job.status != ErasureStatus::Running || !current {
+        if job.status != JobStatus::Running || !current {
             return Ok(Slice::Ignored);
         }
         self.slice(&user, &job).await
@@ -148,12 +149,16 @@ impl Eraser {
         self.reactions.delete_rows(user, &job.planned).await?;
         let page = self
             .reactions
-            .item_keys(user, job.query_after(), slice_rows(self.rows_per_second))
+            .item_keys(
+                user,
+                query_after(&job.planned),
+                slice_rows(self.rows_per_second),
+            )
             .await?;
         let pace = paced(job.planned.len(), self.rows_per_second);
         tokio::time::sleep(pace.saturating_sub(started.elapsed())).await;
         let erased = job.planned.len() as u64;
-        let end = job.slice_end(page);
+        let end = slice_end(&job.planned, page);
         let (applied, done) = match &end {
             SliceEnd::Continue { next } => (
                 self.erasures.checkpoint(user, job, erased, next).await?,

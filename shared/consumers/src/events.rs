@@ -7,7 +7,8 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use aws_sdk_kinesis::Client;
 use likes_aws::{AwsError, Unprocessed};
-use likes_core::pipeline::{event_partition_key, ReactionEvent};
+use likes_core::moderation::ModerationEvent;
+use likes_core::pipeline::{event_partition_key, LogRecord, ReactionEvent};
 
 /// Failed entries of a PutRecords (throttled shards) are put again this many times within
 /// one invocation; after that the batch fails at the first of them and Lambda retries it.
@@ -105,5 +106,19 @@ impl EventPublisher {
                 ),
             }),
         }
+    }
+
+    /// Puts a moderator's action on the log (partition key: its id). At least once: a
+    /// retried slice puts it again with the same `moderation_id`.
+    pub async fn publish_action(&self, event: &ModerationEvent) -> Result<(), AwsError> {
+        self.client
+            .put_record()
+            .stream_name(&self.stream)
+            .partition_key(&event.moderation_id)
+            .data(Blob::new(LogRecord::moderation(event)))
+            .send()
+            .await
+            .map_err(|err| AwsError::new("PutRecord (moderation)", err))?;
+        Ok(())
     }
 }

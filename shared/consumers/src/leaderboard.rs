@@ -271,6 +271,9 @@ mod tests {
             event_time_ms: 1_796_119_200_000,
             source_sequence_number: user.to_string(),
             row_created_ms: 1_796_119_100_000,
+            cause: None,
+            reason: None,
+            moderation_id: None,
         }
     }
 

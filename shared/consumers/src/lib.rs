@@ -4,6 +4,8 @@
 //! - [`Publisher`]: the Kinesis event log, on its own checkpoint.
 //! - [`Pulse`]: every shard's watermark turned into one `as_of`, and probes for quiet shards.
 //! - [`Eraser`]: account erasure jobs, one paced slice per record of the Erasures stream.
+//! - [`Retractor`]: moderators' actions on the event log, and retraction jobs, one paced
+//!   slice per record of the Moderation stream.
 //! - [`Leaderboard`] and [`Likers`]: read models of the Kinesis event log, and the
 //!   [`BoardRefresher`] that re-ranks the leaderboard's materialized boards.
 
@@ -17,6 +19,7 @@ mod log_shards;
 mod publisher;
 mod pulse;
 mod refresher;
+mod retraction;
 mod stream_shards;
 mod ticker;
 
@@ -30,5 +33,6 @@ pub use log_shards::LogShards;
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};
 pub use refresher::{BoardRefresher, RefreshError, RefresherConfig};
+pub use retraction::{Retractor, RetractorConfig};
 
 pub use likes_core::config::ConfigError;

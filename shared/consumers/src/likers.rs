@@ -91,7 +91,7 @@ impl Likers {
                 Ok(LogRecord::Event(event)) => {
                     updates.extend(liker_update(&event, now_ms).map(|u| (at, u)))
                 }
-                Ok(LogRecord::Heartbeat { .. }) => {}
+                Ok(LogRecord::Heartbeat { .. } | LogRecord::Moderation(_)) => {}
                 Err(err) => {
                     tracing::error!(sequence_number = %record.kinesis.sequence_number, error = %err, "unreadable event; Lambda retries from it");
                     unreadable = Some(at);

@@ -63,6 +63,7 @@ pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
     // Subtotals older than this are pruned whether or not a run completes.
     ("RECONCILE_HORIZON_SECONDS", 7 * 24 * 3600),
     ("ERASURE_ROWS_PER_SECOND", 10_000),
+    ("MODERATION_ROWS_PER_SECOND", 10_000),
     ("LEADERBOARD_SHARDS", 4096),
     ("REFRESH_SECONDS", 900),
     ("REFRESH_TICK_MS", 60_000),

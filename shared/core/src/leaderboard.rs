@@ -265,6 +265,9 @@ mod tests {
             event_time_ms,
             source_sequence_number: "1".into(),
             row_created_ms: 0,
+            cause: None,
+            reason: None,
+            moderation_id: None,
         }
     }
 

@@ -8,10 +8,12 @@ pub mod config;
 pub mod cursor;
 pub mod erasure;
 pub mod ids;
+pub mod jobs;
 pub mod leaderboard;
 pub mod likers;
 pub mod limit;
 pub mod live;
+pub mod moderation;
 pub mod page;
 pub mod pipeline;
 pub mod problem;
@@ -20,8 +22,9 @@ pub mod reconcile;
 pub mod write;
 
 pub use cursor::{CursorKey, LikedCursor, LikersCursor};
-pub use erasure::{ErasureId, ErasureJob, ErasureStatus};
+pub use erasure::ErasureJob;
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
+pub use jobs::{JobId, JobStatus};
 pub use limit::{Admission, WriteLimit};
 pub use problem::ProblemType;
 pub use reaction::{Delta, ReactionState, Transition};
@@ -34,8 +37,8 @@ pub use write::{
 pub enum ValidationError {
     #[error("item_id {0:?} is not 1-128 characters of [A-Za-z0-9_.:-]")]
     ItemId(String),
-    #[error("erasure_id {0:?} is not an erasure id this service issued")]
-    ErasureId(String),
+    #[error("{0:?} is not a job id this service issued")]
+    JobId(String),
     #[error("state {0:?} is not one of LIKE, DISLIKE, NONE")]
     UnknownState(String),
     #[error("the Idempotency-Key header is required on this endpoint")]
@@ -48,6 +51,10 @@ pub enum ValidationError {
     IfMatch,
     #[error("the token's subject claim is not a usable user id")]
     UserId,
+    #[error("user_id {0:?} is not a user id: 1-128 characters, no control characters")]
+    PathUserId(String),
+    #[error("reason must be 1-200 characters without control characters, got {0}")]
+    Reason(usize),
     #[error("the cursor is not one this list issued (another user's or item's, or changed)")]
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]

@@ -255,6 +255,9 @@ mod tests {
             event_time_ms: 1_700_000_000_000 + op_id as i64,
             source_sequence_number: op_id.to_string(),
             row_created_ms: 1_700_000_000_000,
+            cause: None,
+            reason: None,
+            moderation_id: None,
         }
     }
 

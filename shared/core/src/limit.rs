@@ -79,6 +79,8 @@ pub enum Admission {
     Limited {
         retry_after_ms: i64,
     },
+    /// A moderator suspended the user's writes: nothing may be written until it is lifted.
+    Suspended,
 }
 
 /// `Retry-After` of a refusal: whole seconds, rounded up, at least 1 (a client told 0 would

@@ -5,6 +5,10 @@
 pub enum ProblemType {
     Validation,
     Unauthorized,
+    /// A valid token without the scope the route needs.
+    Forbidden,
+    /// The user's writes are suspended by a moderator.
+    Suspended,
     NotFound,
     PreconditionFailed,
     PayloadTooLarge,
@@ -20,6 +24,7 @@ impl ProblemType {
         match self {
             Self::Validation => 400,
             Self::Unauthorized => 401,
+            Self::Forbidden | Self::Suspended => 403,
             Self::NotFound => 404,
             Self::PreconditionFailed => 412,
             Self::PayloadTooLarge => 413,
@@ -35,6 +40,8 @@ impl ProblemType {
         match self {
             Self::Validation => "The request is not valid",
             Self::Unauthorized => "A valid bearer token is required",
+            Self::Forbidden => "The token does not grant this",
+            Self::Suspended => "Your reactions are suspended by a moderator",
             Self::NotFound => "No such resource of the caller",
             Self::PreconditionFailed => "The reaction changed since that version",
             Self::PayloadTooLarge => "The request body is too large",
@@ -51,6 +58,8 @@ impl ProblemType {
         match self {
             Self::Validation => "/problems/validation",
             Self::Unauthorized => "/problems/unauthorized",
+            Self::Forbidden => "/problems/forbidden",
+            Self::Suspended => "/problems/suspended",
             Self::NotFound => "/problems/not-found",
             Self::PreconditionFailed => "/problems/precondition-failed",
             Self::PayloadTooLarge => "/problems/payload-too-large",

@@ -107,7 +107,7 @@ impl Broadcaster {
                         let item = ItemId::parse(&event.item_id).map_err(|err| err.to_string())?;
                         Ok(Some((item, event.event_time_ms)))
                     }
-                    LogRecord::Heartbeat { .. } => Ok(None),
+                    LogRecord::Heartbeat { .. } | LogRecord::Moderation(_) => Ok(None),
                 });
             match parsed {
                 Ok(None) => {}

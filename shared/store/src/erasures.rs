@@ -8,8 +8,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use likes_aws::AwsError;
-use likes_core::erasure::{ACTIVE_GUARD, DONE_RETENTION_S};
-use likes_core::{ErasureId, ErasureJob, ErasureStatus, UserId};
+use likes_core::erasure::ACTIVE_GUARD;
+use likes_core::jobs::DONE_RETENTION_S;
+use likes_core::{ErasureJob, JobId, JobStatus, UserId};
 
 use crate::error::cancelled;
 use crate::rows::{self, attr, number, ErasureGuardRow, ErasureKey, ErasureRow, Item};
@@ -26,15 +27,16 @@ pub struct ErasuresStore {
     table: String,
 }
 
-/// What an erasure request came to: a new job, or the one of the user's that was running.
+/// What a request for a job (an erasure, a retraction) came to: a new job, or the one of
+/// the user's that was running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ErasureStart {
-    Started(ErasureJob),
-    AlreadyRunning(ErasureJob),
+pub enum JobStart<J> {
+    Started(J),
+    AlreadyRunning(J),
 }
 
-impl ErasureStart {
-    pub fn job(&self) -> &ErasureJob {
+impl<J> JobStart<J> {
+    pub fn job(&self) -> &J {
         match self {
             Self::Started(job) | Self::AlreadyRunning(job) => job,
         }
@@ -55,13 +57,13 @@ impl ErasuresStore {
     pub async fn start(
         &self,
         user: &UserId,
-        id: &ErasureId,
+        id: &JobId,
         now_ms: i64,
-    ) -> Result<ErasureStart, StoreError> {
+    ) -> Result<JobStart<ErasureJob>, StoreError> {
         let job = ErasureRow {
             user_id: user.as_str().to_owned(),
             erasure_id: id.as_str().to_owned(),
-            status: ErasureStatus::Running,
+            status: JobStatus::Running,
             step: 0,
             reactions_erased: 0,
             planned: Vec::new(),
@@ -83,7 +85,7 @@ impl ErasuresStore {
                 .send()
                 .await;
             let Some((reasons, err)) = cancelled("TransactWriteItems (erasure)", result)? else {
-                return Ok(ErasureStart::Started(job_of(job)?));
+                return Ok(JobStart::Started(job_of(job)?));
             };
             let running = reasons
                 .first()
@@ -103,10 +105,10 @@ impl ErasuresStore {
                 return Err(StoreError::aws("TransactWriteItems (erasure)", err));
             };
             let running: ErasureGuardRow = rows::from_item(running.clone())?;
-            let running = ErasureId::parse(&running.active_id).map_err(StoreError::Id)?;
+            let running = JobId::parse(&running.active_id).map_err(StoreError::Id)?;
             if let Some(job) = self.get(user, &running).await? {
-                if job.status == ErasureStatus::Running {
-                    return Ok(ErasureStart::AlreadyRunning(job));
+                if job.status == JobStatus::Running {
+                    return Ok(JobStart::AlreadyRunning(job));
                 }
             }
             // That job finished since: its guard is gone, and the next try starts this one.
@@ -121,11 +123,7 @@ impl ErasuresStore {
 
     /// The caller's job `id`, strongly consistent; `None` when it is not theirs, never
     /// existed or was forgotten.
-    pub async fn get(
-        &self,
-        user: &UserId,
-        id: &ErasureId,
-    ) -> Result<Option<ErasureJob>, StoreError> {
+    pub async fn get(&self, user: &UserId, id: &JobId) -> Result<Option<ErasureJob>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -199,7 +197,7 @@ impl ErasuresStore {
             .expression_attribute_names("#planned", attr::PLANNED)
             .expression_attribute_values(":one", number(1))
             .expression_attribute_values(":erased", number(erased))
-            .expression_attribute_values(":done", AttributeValue::S(ErasureStatus::Done.as_str().into()))
+            .expression_attribute_values(":done", AttributeValue::S(JobStatus::Done.as_str().into()))
             .expression_attribute_values(":exp", number(now_ms / 1000 + DONE_RETENTION_S))
             .expression_attribute_values(":step", number(job.step))
             .expression_attribute_values(":running", running())
@@ -244,7 +242,7 @@ impl ErasuresStore {
 }
 
 fn running() -> AttributeValue {
-    AttributeValue::S(ErasureStatus::Running.as_str().into())
+    AttributeValue::S(JobStatus::Running.as_str().into())
 }
 
 fn key(user: &str, erasure_id: &str) -> Item {
@@ -257,7 +255,7 @@ fn key(user: &str, erasure_id: &str) -> Item {
 
 fn job_of(row: ErasureRow) -> Result<ErasureJob, StoreError> {
     Ok(ErasureJob {
-        id: ErasureId::parse(&row.erasure_id).map_err(StoreError::Id)?,
+        id: JobId::parse(&row.erasure_id).map_err(StoreError::Id)?,
         status: row.status,
         step: row.step,
         reactions_erased: row.reactions_erased,

@@ -26,6 +26,9 @@ pub enum StoreError {
     /// The SDK refused to build a request this code assembled: a bug, never the client's.
     #[error("could not build a request: {0}")]
     Request(#[from] BuildError),
+    /// A call needs a table its store was built without: a function deployed without it.
+    #[error("this store was built without the {0} table")]
+    Unconfigured(&'static str),
     /// A task a call fanned its work out to panicked or was cancelled.
     #[error("a task of the call failed: {0}")]
     Task(#[from] tokio::task::JoinError),

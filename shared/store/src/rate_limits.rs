@@ -2,6 +2,10 @@
 //! `expires_at` for TTL), and the leases this container holds on it. The arithmetic and
 //! its soundness argument are `likes_core::limit`'s; this module states its two
 //! conditional writes in DynamoDB's words and keeps the leases.
+//!
+//! A moderator's suspension sits on the same row (`suspended`, written by the moderation
+//! store): both writes are conditional on its absence, so a suspended user takes no lease,
+//! and a lease taken before the suspension lasts [`LEASE_MS`] at most.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -84,12 +88,13 @@ impl RateLimitsStore {
                 }
             };
             match self.write(user, &take.update, now_ms).await? {
-                Ok(bucket) => {
+                Written::Took(bucket) => {
                     // One of the lease's tokens is this write's.
                     self.keep(user, Lease::taken(take.tokens - 1, bucket, now_ms), now_ms);
                     return Ok(Admission::Admitted);
                 }
-                Err(current) => seen = current,
+                Written::Refused(current) => seen = current,
+                Written::Suspended => return Ok(Admission::Suspended),
             }
         }
         // Other containers kept moving this user's bucket: a burst from several places at
@@ -107,14 +112,13 @@ impl RateLimitsStore {
         leases.insert(user.as_str().to_owned(), lease);
     }
 
-    /// One conditional write of the bucket: `Ok(bucket after)` when it applied, `Err(row as
-    /// it is)` when its condition failed (no row: `None`).
+    /// One conditional write of the bucket, on condition the user is not suspended.
     async fn write(
         &self,
         user: &UserId,
         update: &BucketUpdate,
         now_ms: i64,
-    ) -> Result<Result<Bucket, Option<Bucket>>, StoreError> {
+    ) -> Result<Written, StoreError> {
         let rate = self.limit.rate_per_second();
         let mut request = self
             .client
@@ -124,6 +128,7 @@ impl RateLimitsStore {
             .expression_attribute_names("#tat", attr::TAT)
             .expression_attribute_names("#rate", attr::RATE)
             .expression_attribute_names("#exp", attr::EXPIRES_AT)
+            .expression_attribute_names("#susp", attr::SUSPENDED)
             .expression_attribute_values(":rate", number(i64::from(rate)))
             .expression_attribute_values(":exp", number(self.limit.full_again_s(now_ms)))
             .return_values(ReturnValue::AllNew)
@@ -132,7 +137,7 @@ impl RateLimitsStore {
             BucketUpdate::Restart { clock, tat } => request
                 .update_expression("SET #tat = :tat, #rate = :rate, #exp = :exp")
                 .condition_expression(
-                    "attribute_not_exists(#tat) OR #rate <> :rate OR #tat <= :clock",
+                    "attribute_not_exists(#susp) AND (attribute_not_exists(#tat) OR #rate <> :rate OR #tat <= :clock)",
                 )
                 .expression_attribute_values(":tat", number(tat))
                 .expression_attribute_values(":clock", number(clock)),
@@ -143,19 +148,26 @@ impl RateLimitsStore {
                 at_most,
             } => request
                 .update_expression("SET #tat = #tat + :cost, #exp = :exp")
-                .condition_expression("#rate = :rate AND #tat > :clock AND #tat <= :at_most")
+                .condition_expression(
+                    "attribute_not_exists(#susp) AND #rate = :rate AND #tat > :clock AND #tat <= :at_most",
+                )
                 .expression_attribute_values(":cost", number(cost))
                 .expression_attribute_values(":clock", number(clock))
                 .expression_attribute_values(":at_most", number(at_most)),
         };
         match request.send().await {
-            Ok(output) => Ok(Ok(bucket(output.attributes.unwrap_or_default())?
-                .ok_or_else(|| {
-                    StoreError::Corrupt("UpdateItem returned no bucket".into())
-                })?)),
+            Ok(output) => {
+                let (bucket, _) = read(output.attributes.unwrap_or_default())?;
+                let bucket = bucket
+                    .ok_or_else(|| StoreError::Corrupt("UpdateItem returned no bucket".into()))?;
+                Ok(Written::Took(bucket))
+            }
             Err(err) => match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    Ok(Err(bucket(failed.item().cloned().unwrap_or_default())?))
+                    match read(failed.item().cloned().unwrap_or_default())? {
+                        (_, true) => Ok(Written::Suspended),
+                        (bucket, false) => Ok(Written::Refused(bucket)),
+                    }
                 }
                 _ => Err(StoreError::aws("UpdateItem (rate limit)", err)),
             },
@@ -163,14 +175,25 @@ impl RateLimitsStore {
     }
 }
 
-/// The bucket a row holds; an empty item (no row) holds none.
-fn bucket(item: Item) -> Result<Option<Bucket>, StoreError> {
+/// What one conditional write of a bucket came to.
+enum Written {
+    /// Applied: the bucket after it.
+    Took(Bucket),
+    /// Its condition failed on the bucket as it is (no row, or a row without one: `None`).
+    Refused(Option<Bucket>),
+    /// The user is suspended.
+    Suspended,
+}
+
+/// The bucket a row holds (an empty item, no row, holds none), and whether it is suspended.
+fn read(item: Item) -> Result<(Option<Bucket>, bool), StoreError> {
     if item.is_empty() {
-        return Ok(None);
+        return Ok((None, false));
     }
     let row: BucketRow = rows::from_item(item)?;
-    Ok(Some(Bucket {
-        tat: row.tat,
-        rate: row.rate,
-    }))
+    let bucket = row
+        .tat
+        .zip(row.rate)
+        .map(|(tat, rate)| Bucket { tat, rate });
+    Ok((bucket, row.suspended.is_some()))
 }

@@ -124,6 +124,7 @@ impl Traffic {
                 op_id: 1,
                 event_time_ms: time_ms,
                 row_created_ms: time_ms,
+                moderated: None,
             }),
         }
     }

@@ -7,7 +7,8 @@
 //!   their defaults as a deploy sets them.
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
-//! - `likes-local token SUB [--ttl SECONDS]`: prints a bearer token the local front accepts.
+//! - `likes-local token SUB [--ttl SECONDS] [--scope SCOPES]`: prints a bearer token the local
+//!   front accepts, with a `scope` claim when asked (`--scope likes/moderate` for a moderator).
 //! - `likes-local reconcile [--at RFC3339] [--wait]`: one whole reconciliation now (cut at the
 //!   latest epoch boundary before the given time, default the latest one PITR can export)
 //!   against the running stack or `AWS_ENDPOINT_URL`, with progress, then its drift report;
@@ -24,7 +25,7 @@ use likes_local::stack::{self, Schedules, Stack, StackOptions};
 const USAGE: &str =
     "usage: likes-local run [--addr HOST:PORT] [--ws-addr HOST:PORT] [--web-addr HOST:PORT] [--prefix NAME] [--pitr-lag SECONDS] [--parameter NAME=VALUE]...
        likes-local exec -- CMD [ARGS...]
-       likes-local token SUB [--ttl SECONDS]
+       likes-local token SUB [--ttl SECONDS] [--scope SCOPES]
        likes-local reconcile [--at RFC3339] [--wait]";
 
 #[tokio::main]
@@ -39,7 +40,7 @@ async fn main() -> ExitCode {
             "--pitr-lag",
             "--parameter",
         ],
-        Some("token") => &["--ttl"],
+        Some("token") => &["--ttl", "--scope"],
         Some("reconcile") => &["--at", "--wait"],
         _ => &[],
     };
@@ -232,6 +233,10 @@ fn token(args: &[String]) -> Result<ExitCode, String> {
         .parse()
         .map_err(|e| format!("--ttl: {e}"))?;
     let now = likes_core::clock::now_ms() / 1000;
-    println!("{}", JwtAuthorizer::from_env().mint(sub, now, ttl));
+    let scope = option(args, "--scope");
+    println!(
+        "{}",
+        JwtAuthorizer::from_env().mint_scoped(sub, scope, now, ttl)
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -107,6 +107,10 @@ impl HttpApi {
                     .get(hyper::header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok());
                 match self.authorizer.authorize(authorization, now_ms() / 1000) {
+                    Ok(claims) if !holds_a_scope(&claims, &target.route.scopes) => {
+                        tracing::debug!(scopes = ?target.route.scopes, "the token holds none of the route's scopes");
+                        return gateway_message(403, "Forbidden");
+                    }
                     Ok(claims) => Some(claims),
                     Err(reason) => {
                         tracing::debug!(%reason, "authorizer refused the request");
@@ -193,6 +197,18 @@ where
     }
 }
 
+/// API Gateway's rule for a route with `AuthorizationScopes`: the token's `scope` claim
+/// (space-separated) must hold at least one of them. A route without scopes takes any
+/// valid token.
+fn holds_a_scope(claims: &std::collections::HashMap<String, String>, scopes: &[String]) -> bool {
+    if scopes.is_empty() {
+        return true;
+    }
+    let held = claims.get("scope").map(String::as_str).unwrap_or_default();
+    held.split_whitespace()
+        .any(|scope| scopes.iter().any(|wanted| wanted == scope))
+}
+
 /// Matches `/v1/items/{item_id}/like` against a request path; returns the path parameters.
 fn match_path(pattern: &str, path: &str) -> Option<Map<String, Value>> {
     let pattern: Vec<&str> = pattern.split('/').collect();
@@ -243,6 +259,29 @@ mod tests {
         assert!(match_path("/v1/items/{item_id}/like", "/v1/items/a/b/like").is_none());
         assert!(match_path("/v1/items:batchGet", "/v1/items:batchGet").is_some());
         assert!(match_path("/v1/items:batchGet", "/v1/items").is_none());
+    }
+
+    #[test]
+    fn a_scoped_route_takes_a_token_holding_one_of_its_scopes() {
+        let claims = |scope: Option<&str>| {
+            let mut claims = std::collections::HashMap::from([("sub".to_owned(), "m".to_owned())]);
+            if let Some(scope) = scope {
+                claims.insert("scope".to_owned(), scope.to_owned());
+            }
+            claims
+        };
+        let moderate = ["likes/moderate".to_owned()];
+        assert!(holds_a_scope(&claims(None), &[]));
+        assert!(holds_a_scope(
+            &claims(Some("openid likes/moderate")),
+            &moderate
+        ));
+        assert!(!holds_a_scope(
+            &claims(Some("openid likes/moderated")),
+            &moderate
+        ));
+        assert!(!holds_a_scope(&claims(Some("")), &moderate));
+        assert!(!holds_a_scope(&claims(None), &moderate));
     }
 
     #[test]

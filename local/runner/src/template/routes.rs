@@ -19,6 +19,9 @@ pub struct HttpRoute {
     /// else its API's `DefaultAuthorizer`. `None` on a public route (`Authorizer: NONE`, or
     /// an API without a default), where any token, or none, is let through unchecked.
     pub authorizer: Option<String>,
+    /// The event's `Auth.AuthorizationScopes`: a token must hold one of them in its `scope`
+    /// claim, else API Gateway answers 403. Empty: any valid token.
+    pub scopes: Vec<String>,
 }
 
 /// The WebSocket API of the template (`AWS::ApiGatewayV2::Api`, protocol WEBSOCKET), its
@@ -70,6 +73,7 @@ impl Template {
                     function: function.clone(),
                     handler: self.handler(&function)?,
                     authorizer: self.route_authorizer(props),
+                    scopes: authorization_scopes(&function, props)?,
                 });
             }
         }
@@ -212,5 +216,24 @@ impl Template {
                 .and_then(|api| api["Properties"]["Auth"]["DefaultAuthorizer"].as_str()),
         };
         named.map(str::to_owned)
+    }
+}
+
+/// An `HttpApi` event's `Auth.AuthorizationScopes`, a list of strings when present.
+fn authorization_scopes(function: &str, props: &Value) -> Result<Vec<String>, TemplateError> {
+    match &props["Auth"]["AuthorizationScopes"] {
+        Value::Null => Ok(Vec::new()),
+        Value::Sequence(scopes) => scopes
+            .iter()
+            .map(|scope| scope.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                TemplateError::Shape(format!(
+                    "{function}: Auth.AuthorizationScopes is not a list of strings"
+                ))
+            }),
+        _ => Err(TemplateError::Shape(format!(
+            "{function}: Auth.AuthorizationScopes is not a list"
+        ))),
     }
 }

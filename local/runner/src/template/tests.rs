@@ -39,13 +39,20 @@ Resources:
             Path: "/v1/items/{item_id}/like-count"
             Method: get
             Auth: { Authorizer: NONE }
+        Moderate:
+          Type: HttpApi
+          Properties:
+            ApiId: !Ref Api
+            Path: "/v1/moderation/users/{user_id}/retractions"
+            Method: post
+            Auth: { AuthorizationScopes: [likes/moderate] }
         Stream:
           Type: DynamoDB
           Properties: { Stream: !GetAtt Table.StreamArn }
 "#;
 
 #[test]
-fn routes_come_from_http_api_events_only_with_their_authorizer() {
+fn routes_come_from_http_api_events_only_with_their_authorizer_and_scopes() {
     let template = Template::parse(SAMPLE).unwrap();
     let mut routes = template.http_routes().unwrap();
     routes.sort_by(|a, b| a.path.cmp(&b.path));
@@ -58,6 +65,7 @@ fn routes_come_from_http_api_events_only_with_their_authorizer() {
                 function: "Fn".into(),
                 handler: "put-reaction".into(),
                 authorizer: None,
+                scopes: vec![],
             },
             HttpRoute {
                 method: "PUT".into(),
@@ -65,6 +73,15 @@ fn routes_come_from_http_api_events_only_with_their_authorizer() {
                 function: "Fn".into(),
                 handler: "put-reaction".into(),
                 authorizer: Some("Jwt".into()),
+                scopes: vec![],
+            },
+            HttpRoute {
+                method: "POST".into(),
+                path: "/v1/moderation/users/{user_id}/retractions".into(),
+                function: "Fn".into(),
+                handler: "put-reaction".into(),
+                authorizer: Some("Jwt".into()),
+                scopes: vec!["likes/moderate".into()],
             },
         ]
     );

@@ -12,6 +12,7 @@
 pub mod freshness;
 pub mod routing;
 
+use crate::moderation::{Cause, ModerationEvent};
 use crate::{Delta, ItemId, Transition};
 
 pub use freshness::{counts_as_of, probe_plan, StreamShard};
@@ -90,6 +91,16 @@ pub struct Change {
     /// erasure removes rows, and a row written again counts `op_id` from 1: this tells the
     /// row's lives apart.
     pub row_created_ms: i64,
+    /// Set when a moderator's job made the flip, not the user.
+    pub moderated: Option<Moderated>,
+}
+
+/// A flip a moderation job made: its cause, the moderator's reason, and the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moderated {
+    pub cause: Cause,
+    pub reason: String,
+    pub moderation_id: String,
 }
 
 impl Change {
@@ -140,6 +151,15 @@ pub struct ReactionEvent {
     /// events carried it.
     #[serde(default)]
     pub row_created_ms: i64,
+    /// `retracted` when a moderator's job made the flip (absent when the user did), with the
+    /// moderator's `reason` and the job's `moderation_id`; the job's own record on the log
+    /// ([`LogRecord::Moderation`]) says who asked and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moderation_id: Option<String>,
 }
 
 impl ReactionEvent {
@@ -157,6 +177,9 @@ impl ReactionEvent {
             event_time_ms: change.event_time_ms,
             source_sequence_number: sequence_number.to_owned(),
             row_created_ms: change.row_created_ms,
+            cause: change.moderated.as_ref().map(|m| m.cause),
+            reason: change.moderated.as_ref().map(|m| m.reason.clone()),
+            moderation_id: change.moderated.as_ref().map(|m| m.moderation_id.clone()),
         }
     }
 
@@ -175,12 +198,20 @@ impl ReactionEvent {
 
 /// A record of the event log: a flip's event, or a **heartbeat**, which the leaderboard's
 /// refresher puts on a log shard that carried nothing for a while, so the shard's readers
-/// move their progress (and the boards' `as_of`) past a quiet spell. Readers apply events
-/// and step over heartbeats.
+/// move their progress (and the boards' `as_of`) past a quiet spell, or a moderator's action
+/// (the flips it makes are events of their own). Readers apply events and step over the rest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogRecord {
     Event(ReactionEvent),
     Heartbeat { at_ms: i64 },
+    Moderation(ModerationEvent),
+}
+
+/// A moderation action as the log holds it: `{"moderation": {...}}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModerationRecord {
+    moderation: ModerationEvent,
 }
 
 /// A heartbeat as the log holds it: `{"heartbeat_ms": 1796119200000}`.
@@ -198,7 +229,18 @@ impl LogRecord {
                 at_ms: heartbeat.heartbeat_ms,
             });
         }
+        if let Ok(record) = serde_json::from_slice::<ModerationRecord>(data) {
+            return Ok(Self::Moderation(record.moderation));
+        }
         serde_json::from_slice(data).map(Self::Event)
+    }
+
+    /// A moderation action's data.
+    pub fn moderation(event: &ModerationEvent) -> Vec<u8> {
+        serde_json::to_vec(&ModerationRecord {
+            moderation: event.clone(),
+        })
+        .expect("a moderation event serializes")
     }
 
     /// A heartbeat's data, put at `at_ms`.
@@ -213,7 +255,7 @@ impl LogRecord {
     pub fn event(self) -> Option<ReactionEvent> {
         match self {
             Self::Event(event) => Some(event),
-            Self::Heartbeat { .. } => None,
+            Self::Heartbeat { .. } | Self::Moderation(_) => None,
         }
     }
 }
@@ -236,6 +278,7 @@ mod tests {
                 op_id: 1,
                 event_time_ms: 0,
                 row_created_ms: 0,
+                moderated: None,
             }),
         }
     }
@@ -351,6 +394,7 @@ mod tests {
             op_id: 7,
             event_time_ms: 42,
             row_created_ms: 40,
+            moderated: None,
         };
         let event = ReactionEvent::new(&change, "900");
         assert_eq!(event.event_id, "u1#game:1#7");
@@ -359,6 +403,22 @@ mod tests {
         assert_eq!(json["old_state"], "LIKE");
         assert_eq!(json["source_sequence_number"], "900");
         assert_eq!(json["row_created_ms"], 40);
+        assert!(
+            json.get("cause").is_none(),
+            "the user's own flip has no cause"
+        );
+        let retracted = Change {
+            moderated: Some(Moderated {
+                cause: Cause::Retracted,
+                reason: "bot ring".into(),
+                moderation_id: "1-2".into(),
+            }),
+            ..change
+        };
+        let json = serde_json::to_value(ReactionEvent::new(&retracted, "901")).unwrap();
+        assert_eq!(json["cause"], "retracted");
+        assert_eq!(json["reason"], "bot ring");
+        assert_eq!(json["moderation_id"], "1-2");
     }
 
     #[test]
@@ -372,6 +432,7 @@ mod tests {
                     op_id,
                     event_time_ms: 42,
                     row_created_ms,
+                    moderated: None,
                 },
                 "1",
             )
@@ -390,7 +451,7 @@ mod tests {
     }
 
     #[test]
-    fn the_log_holds_events_and_heartbeats_and_nothing_else_reads_as_either() {
+    fn the_log_holds_events_heartbeats_and_moderation_and_nothing_else_reads_as_one() {
         let event = ReactionEvent {
             event_id: "u1#game:1#1".into(),
             user_id: "u1".into(),
@@ -403,6 +464,9 @@ mod tests {
             event_time_ms: 42,
             source_sequence_number: "7".into(),
             row_created_ms: 40,
+            cause: None,
+            reason: None,
+            moderation_id: None,
         };
         let data = serde_json::to_vec(&event).unwrap();
         assert_eq!(LogRecord::parse(&data).unwrap(), LogRecord::Event(event));
@@ -410,6 +474,19 @@ mod tests {
             LogRecord::parse(&LogRecord::heartbeat(1_000)).unwrap(),
             LogRecord::Heartbeat { at_ms: 1_000 }
         );
+        let action = ModerationEvent {
+            moderation_id: "1-2".into(),
+            action: crate::moderation::ModerationAction::LiftSuspension,
+            user_id: "bot".into(),
+            item_id: None,
+            reason: None,
+            suspend: None,
+            by: "mod".into(),
+            at_ms: 9,
+        };
+        let parsed = LogRecord::parse(&LogRecord::moderation(&action)).unwrap();
+        assert_eq!(parsed, LogRecord::Moderation(action));
+        assert_eq!(parsed.event(), None, "readers of flips step over it");
         let err = LogRecord::parse(br#"{"heartbeat_ms": 1, "user_id": "u1"}"#).unwrap_err();
         assert!(err.to_string().contains("missing field"), "{err}");
         assert!(LogRecord::parse(b"not json").is_err());

@@ -23,8 +23,10 @@ use crate::rows::attr::{PREVIOUS_PREFIX, REQUEST_PREFIX, STATE, VERSION_PREFIX};
 use crate::rows::{self, number, Item, LikedRow, ReactionKey, StateRow};
 use crate::{batch, StoreError};
 
+mod retraction;
 mod row;
 
+pub use retraction::{Retracted, RetractionWrite};
 use row::{row_from_item, FlipExpression};
 
 /// The sparse local secondary index on `liked_at`: only LIKE rows carry the attribute.

@@ -8,7 +8,9 @@ use likes_core::write::Clause;
 use likes_core::{IdempotencyRecord, KeyHash, ReactionRow, ReactionState, WriteRequest};
 
 use super::string;
-use crate::rows::attr::{PREVIOUS_PREFIX, REQUEST_PREFIX, STATE, VERSION_PREFIX};
+use crate::rows::attr::{
+    PREVIOUS_PREFIX, REASON, REQUEST_PREFIX, RETRACTION, STATE, VERSION_PREFIX,
+};
 use crate::rows::{self, number, Attribute, Item, ReactionItem};
 use crate::StoreError;
 
@@ -22,7 +24,11 @@ pub(super) struct FlipExpression {
 
 impl FlipExpression {
     pub(super) fn new(request: &WriteRequest, now_ms: i64) -> Self {
-        let mut names = HashMap::from([("#state".to_owned(), STATE.to_owned())]);
+        let mut names = HashMap::from([
+            ("#state".to_owned(), STATE.to_owned()),
+            ("#retraction".to_owned(), RETRACTION.to_owned()),
+            ("#reason".to_owned(), REASON.to_owned()),
+        ]);
         let mut values = HashMap::from([
             (":target".to_owned(), string(request.target.as_str())),
             (":zero".to_owned(), number(0)),
@@ -73,15 +79,15 @@ impl FlipExpression {
                 }
             })
             .collect::<Vec<_>>();
-        let mut update = String::from("SET ");
+        // The user's own write: a moderation job's marks of the row go.
+        let mut remove = vec!["#retraction", "#reason"];
         if request.target == ReactionState::Like {
             set.push("liked_at = :now");
-            update.push_str(&set.join(", "));
         } else {
             // liked_at exists only while LIKE: the liked-items index stays sparse.
-            update.push_str(&set.join(", "));
-            update.push_str(" REMOVE liked_at");
+            remove.push("liked_at");
         }
+        let update = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
         Self {
             update,
             condition: condition.join(" AND "),
@@ -219,6 +225,17 @@ mod tests {
             flip.condition,
             "(attribute_exists(#state) AND #state <> :target)"
         );
-        assert!(flip.update.ends_with(" REMOVE liked_at"));
+        assert!(flip
+            .update
+            .ends_with(" REMOVE #retraction, #reason, liked_at"));
+        let like = FlipExpression::new(
+            &WriteRequest {
+                target: ReactionState::Like,
+                ..request
+            },
+            1,
+        );
+        assert!(like.update.contains("liked_at = :now"));
+        assert!(like.update.ends_with(" REMOVE #retraction, #reason"));
     }
 }

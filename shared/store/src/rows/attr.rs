@@ -59,6 +59,15 @@ pub const EXPIRES_AT: &str = "expires_at";
 // RateLimits (PK user_id): the bucket's `tat` on the clock of its `rate`; TTL `expires_at`.
 pub const TAT: &str = "tat";
 pub const RATE: &str = "rate";
+/// A moderator's suspension of the user's writes (on the RateLimits row): who, why, when.
+pub const SUSPENDED: &str = "suspended";
+// Reactions rows a moderation job wrote last: the job and the moderator's reason.
+pub const RETRACTION: &str = "retraction";
+pub const REASON: &str = "reason";
+// Moderation (PK key): retraction jobs `r#<id>`, the guard `u#<user>` naming a user's running
+// one (`active_id`), and actions without a job `a#<id>`.
+pub const KEY: &str = "key";
+pub const REACTIONS_RETRACTED: &str = "reactions_retracted";
 // Erasures (PK user_id, SK erasure_id): jobs, and the guard `#active` naming the running
 // one (`active_id`). Jobs also keep `created_at` and, once done, `expires_at` for TTL.
 pub const ERASURE_ID: &str = "erasure_id";

@@ -1,6 +1,6 @@
 //! The Erasures table's rows: jobs, the guard, and their stream images.
 
-use likes_core::ErasureStatus;
+use likes_core::JobStatus;
 use serde::{Deserialize, Serialize};
 
 /// The key of an Erasures row: a job's id, or the guard's `#active`.
@@ -15,7 +15,7 @@ pub struct ErasureKey {
 pub struct ErasureRow {
     pub user_id: String,
     pub erasure_id: String,
-    pub status: ErasureStatus,
+    pub status: JobStatus,
     pub step: u64,
     pub reactions_erased: u64,
     #[serde(default)]
@@ -40,6 +40,6 @@ pub struct ErasureGuardRow {
 pub struct ErasureImage {
     pub user_id: String,
     pub erasure_id: String,
-    pub status: Option<ErasureStatus>,
+    pub status: Option<JobStatus>,
     pub step: Option<u64>,
 }

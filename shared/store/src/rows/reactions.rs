@@ -34,6 +34,10 @@ pub struct ReactionImage {
     pub op_id: Option<u64>,
     pub updated_at: Option<i64>,
     pub created_at: Option<i64>,
+    /// The moderation job that wrote the row last, with its reason; a write of the user's
+    /// own removes both.
+    pub retraction: Option<String>,
+    pub reason: Option<String>,
 }
 
 /// A row of the liked-items index (only LIKE rows carry `liked_at`).
@@ -59,9 +63,11 @@ pub struct ProbeRow<'a> {
     pub probed_at: i64,
 }
 
-/// A user's token bucket (`likes_core::limit`): when it is full again, on its rate's clock.
+/// A user's token bucket (`likes_core::limit`): when it is full again, on its rate's clock;
+/// and a moderator's suspension of their writes. A row a suspension created has no bucket.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BucketRow {
-    pub tat: i64,
-    pub rate: u32,
+    pub tat: Option<i64>,
+    pub rate: Option<u32>,
+    pub suspended: Option<super::Suspension>,
 }

@@ -1,4 +1,4 @@
-use likes_core::ErasureStatus;
+use likes_core::JobStatus;
 
 use super::*;
 
@@ -59,7 +59,7 @@ fn rows_use_the_named_attributes() {
     let job = ErasureRow {
         user_id: "u".into(),
         erasure_id: "e".into(),
-        status: ErasureStatus::Running,
+        status: JobStatus::Running,
         step: 0,
         reactions_erased: 0,
         planned: vec![],
