@@ -25,7 +25,8 @@ struct RetractionRequestBody {
     reason: String,
     #[serde(default)]
     suspend: bool,
-    #[serde(default)]
+    /// Absent or an item id; `null` is no id (the document allows none).
+    #[serde(default, deserialize_with = "edge::present")]
     item_id: Option<String>,
 }
 

@@ -265,6 +265,7 @@ async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
         ("pair", json!({"reason": long})),
         ("pair", json!({"reason": "spam", "suspend": "yes"})),
         ("pair", json!({"reason": "spam", "item_id": "not an id"})),
+        ("pair", json!({"reason": "spam", "item_id": null})),
         ("pair", json!({"reason": "spam", "extra": 1})),
         ("pair", json!({})),
         ("pair", json!(["spam"])),
