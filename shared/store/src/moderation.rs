@@ -6,25 +6,20 @@
 //! transaction. Its stream drives the retractor and puts every action on the event log.
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 use aws_sdk_dynamodb::Client;
-use likes_aws::AwsError;
 use likes_core::jobs::DONE_RETENTION_S;
 use likes_core::moderation::{ModerationAction, RetractionJob};
 use likes_core::{ItemId, JobId, JobStatus, UserId};
 
-use crate::error::cancelled;
+use crate::jobs::{self, JobRow, JobStart};
 use crate::rows::{
     self, attr, number, ActionRow, Item, ModerationGuardRow, ModerationKey, RetractionRow,
     Suspension, ACTION_PREFIX, GUARD_PREFIX, RETRACTION_PREFIX,
 };
-use crate::{JobStart, StoreError};
-
-/// Starts one request tries: a guard met may be dropped by its job finishing before it is
-/// read (the next try then starts this one), and two requests for one user at once conflict.
-const START_ATTEMPTS: u32 = 3;
+use crate::StoreError;
 
 #[derive(Debug, Clone)]
 pub struct ModerationStore {
@@ -105,45 +100,17 @@ impl ModerationStore {
         if job.suspend {
             actions.push(self.suspend(job)?);
         }
-        let mut last_cancelled = None;
-        for attempt in 1..=START_ATTEMPTS {
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(actions.clone()))
-                .send()
-                .await;
-            let Some((reasons, err)) = cancelled("TransactWriteItems (retraction)", result)? else {
-                return Ok(JobStart::Started(job.clone()));
-            };
-            let running = reasons
-                .first()
-                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
-                .and_then(|r| r.item());
-            let Some(running) = running else {
-                if reasons
-                    .iter()
-                    .any(|r| r.code() == Some("TransactionConflict"))
-                {
-                    last_cancelled = Some(err);
-                    tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
-                    continue;
-                }
-                return Err(StoreError::aws("TransactWriteItems (retraction)", err));
-            };
-            let running: ModerationGuardRow = rows::from_item(running.clone())?;
-            let running = JobId::parse(&running.active_id).map_err(StoreError::Id)?;
-            if let Some(job) = self.retraction(&running).await? {
-                if job.status == JobStatus::Running {
-                    return Ok(JobStart::AlreadyRunning(job));
-                }
-            }
-            last_cancelled = Some(err);
-        }
-        let err = last_cancelled.expect("every try that did not return was cancelled");
-        Err(AwsError::new("TransactWriteItems (retraction)", err)
-            .as_throttled()
-            .into())
+        jobs::start_guarded(
+            &self.client,
+            "TransactWriteItems (retraction)",
+            actions,
+            job.clone(),
+            |running| async move {
+                let job = self.retraction(&running).await?;
+                Ok(job.filter(|job| job.status == JobStatus::Running))
+            },
+        )
+        .await
     }
 
     /// The suspension of `job`'s user: set on their RateLimits row, which stops expiring
@@ -234,80 +201,37 @@ impl ModerationStore {
         retracted: u64,
         next: &[String],
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(format!("{RETRACTION_PREFIX}{}", job.id))))
-            .update_expression(
-                "SET #step = #step + :one, #retracted = #retracted + :retracted, #planned = :planned",
-            )
-            .condition_expression("#step = :step AND #status = :running")
-            .expression_attribute_names("#step", attr::STEP)
-            .expression_attribute_names("#retracted", attr::REACTIONS_RETRACTED)
-            .expression_attribute_names("#planned", attr::PLANNED)
-            .expression_attribute_names("#status", attr::STATUS)
-            .expression_attribute_values(":one", number(1))
-            .expression_attribute_values(":retracted", number(retracted))
-            .expression_attribute_values(":planned", rows::to_attribute(&next)?)
-            .expression_attribute_values(":step", number(job.step))
-            .expression_attribute_values(":running", status(JobStatus::Running))
-            .send()
-            .await;
-        crate::error::condition_held("UpdateItem (retraction checkpoint)", result)
+        self.row(job)
+            .checkpoint("UpdateItem (retraction checkpoint)", retracted, next)
+            .await
     }
 
-    /// Commits the last slice: `retracted` more reactions, the job done (and forgotten after
-    /// [`DONE_RETENTION_S`]), the user's guard removed, in one transaction at the step read.
-    /// `false` when another delivery finished it already.
+    /// Commits the last slice: `retracted` more reactions, the job done (and forgotten
+    /// after [`DONE_RETENTION_S`]), the user's guard removed, in one transaction at the step
+    /// read. `false` when another delivery finished it already.
     pub async fn finish(
         &self,
         job: &RetractionJob,
         retracted: u64,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let done = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(key(format!("{RETRACTION_PREFIX}{}", job.id))))
-            .update_expression(
-                "SET #step = #step + :one, #retracted = #retracted + :retracted, #status = :done, #exp = :exp REMOVE #planned",
+        self.row(job)
+            .finish(
+                "TransactWriteItems (retraction done)",
+                retracted,
+                key(guard_key(&job.user_id)),
+                now_ms,
             )
-            .condition_expression("#step = :step AND #status = :running")
-            .expression_attribute_names("#step", attr::STEP)
-            .expression_attribute_names("#retracted", attr::REACTIONS_RETRACTED)
-            .expression_attribute_names("#status", attr::STATUS)
-            .expression_attribute_names("#exp", attr::EXPIRES_AT)
-            .expression_attribute_names("#planned", attr::PLANNED)
-            .expression_attribute_values(":one", number(1))
-            .expression_attribute_values(":retracted", number(retracted))
-            .expression_attribute_values(":done", status(JobStatus::Done))
-            .expression_attribute_values(":exp", number(now_ms / 1000 + DONE_RETENTION_S))
-            .expression_attribute_values(":step", number(job.step))
-            .expression_attribute_values(":running", status(JobStatus::Running))
-            .build()
-            .map_err(StoreError::Request)?;
-        let guard = Delete::builder()
-            .table_name(&self.table)
-            .set_key(Some(key(guard_key(&job.user_id))))
-            .build()
-            .map_err(StoreError::Request)?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(done).build())
-            .transact_items(TransactWriteItem::builder().delete(guard).build())
-            .send()
-            .await;
-        match cancelled("TransactWriteItems (retraction done)", result)? {
-            None => Ok(true),
-            Some((reasons, _))
-                if reasons
-                    .first()
-                    .is_some_and(|r| r.code() == Some("ConditionalCheckFailed")) =>
-            {
-                Ok(false)
-            }
-            Some((_, err)) => Err(StoreError::aws("TransactWriteItems (retraction done)", err)),
+            .await
+    }
+
+    fn row(&self, job: &RetractionJob) -> JobRow<'_> {
+        JobRow {
+            client: &self.client,
+            table: &self.table,
+            key: key(format!("{RETRACTION_PREFIX}{}", job.id)),
+            counter: attr::REACTIONS_RETRACTED,
+            step: job.step,
         }
     }
 }
@@ -318,10 +242,6 @@ fn guard_key(user_id: &str) -> String {
 
 fn key(key: String) -> Item {
     rows::to_item(&ModerationKey { key }).expect("a key of one string always serializes")
-}
-
-fn status(status: JobStatus) -> AttributeValue {
-    AttributeValue::S(status.as_str().to_owned())
 }
 
 fn row_of(job: &RetractionJob) -> RetractionRow {
