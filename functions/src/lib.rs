@@ -200,6 +200,7 @@ pub const FUNCTIONS: &[Function] = &[
     endpoint!(RetractUser),
     endpoint!(GetRetraction),
     endpoint!(LiftSuspension),
+    endpoint!(RemoveItem),
     function!("aggregator", |env, clients| Aggregator::new(
         AggregatorConfig::from_lookup(env)?,
         clients.dynamodb.clone()

@@ -61,6 +61,7 @@ struct BrowseBody {
 /// `GET /v1/items/{item_id}/like-count`, public.
 pub async fn get_like_count(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let item = edge::item_id(&request)?;
+    app.refuse_removed(&item).await?;
     let read = app.counts()?.read(std::slice::from_ref(&item)).await?;
     let count = read.counts.get(&item).copied().unwrap_or_default();
     Ok(respond_json(

@@ -15,6 +15,9 @@ pub enum ApiError {
     /// A valid token without the scope the route needs.
     #[error("this route needs a token with the likes/moderate scope")]
     Forbidden,
+    /// A moderator removed the item: nothing is written to it or read of it.
+    #[error("a moderator removed this item; nothing was written")]
+    ItemRemoved,
     /// A moderator suspended the caller's writes; nothing was written.
     #[error("a moderator suspended your reactions; nothing was written")]
     Suspended,
@@ -53,6 +56,7 @@ impl ApiError {
             Self::Unauthorized => ProblemType::Unauthorized,
             Self::Forbidden => ProblemType::Forbidden,
             Self::Suspended => ProblemType::Suspended,
+            Self::ItemRemoved => ProblemType::ItemRemoved,
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,
             Self::NotFound(_) => ProblemType::NotFound,
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,

@@ -13,10 +13,10 @@ mod reactions;
 use aws_config::SdkConfig;
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{Body, Request, Response};
-use likes_core::{CursorKey, ValidationError, WriteLimit};
+use likes_core::{CursorKey, ItemId, ValidationError, WriteLimit};
 use likes_store::{
     CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, ModerationStore,
-    RateLimitsStore, ReactionsStore,
+    RateLimitsStore, ReactionsStore, RemovedItems,
 };
 
 pub use error::ApiError;
@@ -39,6 +39,7 @@ pub enum Endpoint {
     RetractUser,
     GetRetraction,
     LiftSuspension,
+    RemoveItem,
 }
 
 impl Endpoint {
@@ -60,6 +61,7 @@ impl Endpoint {
             Self::RetractUser => "retract-user",
             Self::GetRetraction => "get-retraction",
             Self::LiftSuspension => "lift-suspension",
+            Self::RemoveItem => "remove-item",
         }
     }
 
@@ -74,6 +76,7 @@ impl Endpoint {
                 | Self::ListLikers
                 | Self::GetRetraction
                 | Self::LiftSuspension
+                | Self::RemoveItem
         )
     }
 
@@ -86,7 +89,20 @@ impl Endpoint {
     fn needs_moderation(self) -> bool {
         matches!(
             self,
-            Self::RetractUser | Self::GetRetraction | Self::LiftSuspension
+            Self::RetractUser | Self::GetRetraction | Self::LiftSuspension | Self::RemoveItem
+        ) || self.needs_removals()
+    }
+
+    /// Writes to an item and its own reads (its count, its likers) are refused once it is
+    /// removed: they read its removal mark, through the container's cache.
+    fn needs_removals(self) -> bool {
+        matches!(
+            self,
+            Self::PutReaction
+                | Self::PutLike
+                | Self::DeleteLike
+                | Self::GetLikeCount
+                | Self::ListLikers
         )
     }
 
@@ -139,6 +155,8 @@ pub struct Config {
     /// The Moderation table, and the RateLimits table where suspensions are set.
     pub moderation_table: Option<String>,
     pub suspensions_table: Option<String>,
+    /// The endpoint refuses a removed item (its mark is on the Moderation table).
+    pub removals: bool,
 }
 
 impl Config {
@@ -193,6 +211,7 @@ impl Config {
             likers_table: var("LIKERS_TABLE", endpoint == Endpoint::ListLikers)?,
             moderation_table: var("MODERATION_TABLE", endpoint.needs_moderation())?,
             suspensions_table: var("RATE_LIMITS_TABLE", endpoint.needs_suspensions())?,
+            removals: endpoint.needs_removals(),
         })
     }
 }
@@ -209,6 +228,7 @@ pub struct App {
     leaderboard: Option<LeaderboardStore>,
     likers: Option<LikersStore>,
     moderation: Option<ModerationStore>,
+    removed: Option<RemovedItems>,
 }
 
 impl App {
@@ -234,6 +254,11 @@ impl App {
             likers: config
                 .likers_table
                 .map(|table| LikersStore::new(dynamodb.clone(), table)),
+            removed: config
+                .moderation_table
+                .as_ref()
+                .filter(|_| config.removals)
+                .map(|table| RemovedItems::new(ModerationStore::new(dynamodb.clone(), table))),
             moderation: config.moderation_table.map(|table| {
                 let store = ModerationStore::new(dynamodb.clone(), table);
                 match config.suspensions_table {
@@ -280,6 +305,22 @@ impl App {
         self.likers.as_ref().ok_or(ApiError::Config("LIKERS_TABLE"))
     }
 
+    /// 410 when a moderator removed `item` (as this container read it at most a second
+    /// ago; a removal is answered only after that).
+    async fn refuse_removed(&self, item: &ItemId) -> Result<(), ApiError> {
+        let removed = self
+            .removed
+            .as_ref()
+            .ok_or(ApiError::Config("MODERATION_TABLE"))?;
+        if removed
+            .is_removed(item, likes_core::clock::now_ms())
+            .await?
+        {
+            return Err(ApiError::ItemRemoved);
+        }
+        Ok(())
+    }
+
     fn moderation(&self) -> Result<&ModerationStore, ApiError> {
         self.moderation
             .as_ref()
@@ -312,6 +353,7 @@ impl App {
             Endpoint::RetractUser => moderation::retract_user(self, request).await,
             Endpoint::GetRetraction => moderation::get_retraction(self, request).await,
             Endpoint::LiftSuspension => moderation::lift_suspension(self, request).await,
+            Endpoint::RemoveItem => moderation::remove_item(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response
@@ -337,6 +379,7 @@ mod tests {
     #[test]
     fn every_write_endpoint_needs_its_write_limit_and_reads_do_not() {
         let full = [
+            ("MODERATION_TABLE", "m"),
             ("REACTIONS_TABLE", "r"),
             ("RATE_LIMITS_TABLE", "l"),
             ("WRITE_RATE_PER_SECOND", "5"),
@@ -350,7 +393,7 @@ mod tests {
             let (table, limit) = config(endpoint, &full).unwrap().write_limit.unwrap();
             assert_eq!(table, "l");
             assert_eq!((limit.rate_per_second(), limit.burst()), (5, 30));
-            let missing = config(endpoint, &full[..3]).unwrap_err();
+            let missing = config(endpoint, &full[..4]).unwrap_err();
             assert_eq!(
                 missing.to_string(),
                 "environment variable WRITE_BURST is required"
@@ -365,6 +408,7 @@ mod tests {
             let bad = config(
                 Endpoint::PutLike,
                 &[
+                    ("MODERATION_TABLE", "m"),
                     ("REACTIONS_TABLE", "r"),
                     ("RATE_LIMITS_TABLE", "l"),
                     ("WRITE_RATE_PER_SECOND", rate),
@@ -382,6 +426,37 @@ mod tests {
         }
         let read = config(Endpoint::GetReaction, &[("REACTIONS_TABLE", "r")]).unwrap();
         assert!(read.write_limit.is_none());
+    }
+
+    #[test]
+    fn an_items_writes_and_own_reads_refuse_it_once_removed_and_other_reads_do_not_look() {
+        for endpoint in [
+            Endpoint::PutReaction,
+            Endpoint::GetLikeCount,
+            Endpoint::ListLikers,
+        ] {
+            let config = config(
+                endpoint,
+                &[
+                    ("MODERATION_TABLE", "m"),
+                    ("REACTIONS_TABLE", "r"),
+                    ("RATE_LIMITS_TABLE", "l"),
+                    ("WRITE_RATE_PER_SECOND", "5"),
+                    ("WRITE_BURST", "30"),
+                    ("COUNTS_TABLE", "c"),
+                    ("LIKERS_TABLE", "k"),
+                    ("CURSOR_SIGNING_KEY", "0123456789abcdef0123"),
+                ],
+            )
+            .unwrap();
+            assert!(config.removals, "{endpoint:?}");
+            assert_eq!(config.moderation_table.as_deref(), Some("m"));
+        }
+        for endpoint in [Endpoint::GetReaction, Endpoint::BatchGetLikeCounts] {
+            let config = config(endpoint, &[("REACTIONS_TABLE", "r"), ("COUNTS_TABLE", "c")]);
+            let config = config.unwrap();
+            assert!(!config.removals && config.moderation_table.is_none());
+        }
     }
 
     #[test]

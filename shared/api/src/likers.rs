@@ -34,6 +34,8 @@ pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, 
         .first("cursor")
         .map(|raw| LikersCursor::decode(raw, key, &item))
         .transpose()?;
+    // Asked well, of a removed item: 410.
+    app.refuse_removed(&item).await?;
     let page = app.likers()?.page(&item, limit, after.as_ref()).await?;
     let body = LikersPageBody {
         items: page

@@ -2,14 +2,19 @@
 //! `POST /v1/moderation/users/{user_id}/retractions` starts a job that turns the user's
 //! reactions (or one item's) to NONE through the ordinary pipeline, optionally suspending
 //! their writes; `GET /v1/moderation/retractions/{retraction_id}` reports it;
-//! `DELETE /v1/moderation/users/{user_id}/suspension` lets the user write again. The
-//! retractor does the work, off the Moderation stream, and puts every action on the log.
+//! `DELETE /v1/moderation/users/{user_id}/suspension` lets the user write again;
+//! `DELETE /v1/moderation/items/{item_id}` removes an item: every reaction to it retracted,
+//! and from its answer on its writes, count and likers are 410. The retractor does the work,
+//! off the Moderation stream, and puts every action on the log.
+
+use std::time::Duration;
 
 use lambda_http::http::header::LOCATION;
 use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::rfc3339;
-use likes_core::moderation::{Reason, RetractionJob};
+use likes_core::moderation::{Reason, RetractionJob, REMOVAL_CACHE_MS};
 use likes_core::{ItemId, JobId, JobStatus};
+use likes_store::JobStart;
 use serde::{Deserialize, Serialize};
 
 use crate::edge::{self, respond_json};
@@ -30,12 +35,20 @@ struct RetractionRequestBody {
     item_id: Option<String>,
 }
 
+/// A removal's body: why.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemovalRequestBody {
+    reason: String,
+}
+
 #[derive(Serialize)]
 struct RetractionBody<'a> {
     retraction_id: &'a JobId,
     status: JobStatus,
     reactions_retracted: u64,
-    user_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     item_id: Option<&'a ItemId>,
     reason: &'a str,
@@ -49,7 +62,7 @@ fn body(job: &RetractionJob) -> RetractionBody<'_> {
         retraction_id: &job.id,
         status: job.status,
         reactions_retracted: job.reactions_retracted,
-        user_id: &job.user_id,
+        user_id: job.user_id.as_deref(),
         item_id: job.item_id.as_ref(),
         reason: &job.reason,
         suspend: job.suspend,
@@ -71,7 +84,7 @@ pub async fn retract_user(app: &App, request: Request) -> Result<Response<Body>,
     let now_ms = likes_core::clock::now_ms();
     let mut job = RetractionJob {
         id: JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0),
-        user_id: user.as_str().to_owned(),
+        user_id: Some(user.as_str().to_owned()),
         item_id: item,
         reason: reason.into_string(),
         suspend: asked.suspend,
@@ -91,11 +104,46 @@ pub async fn retract_user(app: &App, request: Request) -> Result<Response<Body>,
     }
     let start = app.moderation()?.start_retraction(&job).await?;
     tracing::info!(?start, "retraction requested");
-    let job = start.job();
+    Ok(accepted(start.job()))
+}
+
+/// `DELETE /v1/moderation/items/{item_id}` with `{"reason"}`: 202 with the removal's job
+/// (the one the item's first removal started, if it was removed already). A new removal is
+/// answered only once every container's read of the item's mark is fresh enough to see it,
+/// so no write that starts after the answer is accepted.
+pub async fn remove_item(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
+    let moderator = edge::moderator(&request)?;
+    let item = edge::item_id(&request)?;
+    let asked: RemovalRequestBody = edge::json_body(&request, MAX_RETRACTION_BODY)?;
+    let reason = Reason::parse(&asked.reason)?;
+    let now_ms = likes_core::clock::now_ms();
+    let job = RetractionJob {
+        id: JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0),
+        user_id: None,
+        item_id: Some(item),
+        reason: reason.into_string(),
+        suspend: false,
+        requested_by: moderator.as_str().to_owned(),
+        requested_at_ms: now_ms,
+        status: JobStatus::Running,
+        step: 0,
+        reactions_retracted: 0,
+        planned: Vec::new(),
+    };
+    let start = app.moderation()?.start_retraction(&job).await?;
+    tracing::info!(?start, "item removal requested");
+    if let JobStart::Started(_) = start {
+        tokio::time::sleep(Duration::from_millis(REMOVAL_CACHE_MS as u64)).await;
+    }
+    Ok(accepted(start.job()))
+}
+
+/// 202 with a job and where to follow it.
+fn accepted(job: &RetractionJob) -> Response<Body> {
     let builder = Response::builder()
         .status(202)
         .header(LOCATION, format!("/v1/moderation/retractions/{}", job.id));
-    Ok(respond_json(builder, &body(job)))
+    respond_json(builder, &body(job))
 }
 
 /// `GET /v1/moderation/retractions/{retraction_id}`: the job, strongly consistent; an id

@@ -100,6 +100,7 @@ async fn set_reaction(
         key: key.map(|k| k.hash()),
         if_match,
     };
+    app.refuse_removed(item).await?;
     let now_ms = likes_core::clock::now_ms();
     // Every write attempt costs a write unit, replays and unchanged ones too: all count.
     let limits = app.rate_limits()?;

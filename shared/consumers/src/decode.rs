@@ -96,7 +96,12 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
             // A REMOVE's row is in its old image only.
             row_created_ms: new.created_at.or(old.created_at).unwrap_or(0),
             moderated: new.retraction.map(|moderation_id| Moderated {
-                cause: Cause::Retracted,
+                // Rows written before removals marked their cause were all retractions.
+                cause: new
+                    .cause
+                    .as_deref()
+                    .and_then(Cause::parse)
+                    .unwrap_or(Cause::Retracted),
                 reason: new.reason.unwrap_or_default(),
                 moderation_id,
             }),
@@ -165,6 +170,7 @@ mod tests {
         let mut retracted = row("NONE", 2, 80);
         retracted["retraction"] = json!({"S": "1-2"});
         retracted["reason"] = json!({"S": "bot ring"});
+        retracted["cause"] = json!({"S": "retracted"});
         let change = decode(&record("MODIFY", Some(row("LIKE", 1, 77)), Some(retracted)))
             .unwrap()
             .change

@@ -3,7 +3,9 @@
 //! retraction triggers one slice of it: turn the planned reactions to NONE, read the page
 //! after them, wait out the pace, and checkpoint, whose own MODIFY record triggers the next
 //! slice. Each retracted reaction is an ordinary flip, so the counts, likers, leaderboard and
-//! liked lists drop it through their own pipelines, and its event says `retracted`.
+//! liked lists drop it through their own pipelines, and its event says `retracted` (or
+//! `removed`). A user's reactions are found in their partition of the Reactions table; a
+//! removed item's in its likers entries (which keep dislikes too), bucket by bucket.
 //!
 //! A crashed or failed slice is retried by the mapping from the same record: the job row says
 //! what it planned, a row this job retracted already is told apart by its mark, and a
@@ -17,12 +19,12 @@ use futures_util::{stream, StreamExt, TryStreamExt};
 use lambda_runtime::LambdaEvent;
 use likes_aws::AwsError;
 use likes_core::jobs::{paced, query_after, slice_end, slice_rows, SliceEnd};
-use likes_core::moderation::{ModerationAction, ModerationEvent, RetractionJob};
+use likes_core::moderation::{ModerationAction, ModerationEvent, RetractionJob, Target};
 use likes_core::{JobId, JobStatus, UserId};
 use likes_store::metrics::Report;
 use likes_store::reactions::{Retracted, RetractionWrite};
 use likes_store::rows::{ModerationImage, ACTION_PREFIX, RETRACTION_PREFIX};
-use likes_store::{ModerationStore, ReactionsStore, StoreError};
+use likes_store::{LikersStore, ModerationStore, ReactionsStore, StoreError};
 use tracing::Instrument;
 
 use crate::{ConfigError, EventPublisher};
@@ -34,6 +36,7 @@ const CONCURRENT_WRITES: usize = 8;
 pub struct RetractorConfig {
     pub moderation_table: String,
     pub reactions_table: String,
+    pub likers_table: String,
     pub events_stream: String,
     /// Reactions one job turns to NONE a second at most (`ModerationRowsPerSecond`).
     pub rows_per_second: u32,
@@ -51,6 +54,7 @@ impl RetractorConfig {
         Ok(Self {
             moderation_table: var("MODERATION_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,
+            likers_table: var("LIKERS_TABLE")?,
             events_stream: var("EVENTS_STREAM")?,
             rows_per_second,
         })
@@ -69,6 +73,7 @@ enum SliceError {
 pub struct Retractor {
     moderation: ModerationStore,
     reactions: ReactionsStore,
+    likers: LikersStore,
     log: EventPublisher,
     rows_per_second: u32,
 }
@@ -90,7 +95,8 @@ impl Retractor {
     ) -> Self {
         Self {
             moderation: ModerationStore::new(dynamodb.clone(), config.moderation_table),
-            reactions: ReactionsStore::new(dynamodb, config.reactions_table),
+            reactions: ReactionsStore::new(dynamodb.clone(), config.reactions_table),
+            likers: LikersStore::new(dynamodb, config.likers_table),
             log: EventPublisher::new(kinesis, config.events_stream),
             rows_per_second: config.rows_per_second,
         }
@@ -188,19 +194,26 @@ impl Retractor {
     /// committed and whether it finished the job.
     async fn slice(&self, job: &RetractionJob) -> Result<(u64, bool), StoreError> {
         let started = Instant::now();
-        let user = UserId::parse(&job.user_id).map_err(StoreError::Id)?;
         let write = RetractionWrite {
             job_id: job.id.as_str(),
             reason: &job.reason,
+            cause: job.cause(),
+            step: job.step,
             cut_ms: job.cut_ms(),
         };
         let now_ms = likes_core::clock::now_ms();
+        let target = job.target();
         // The futures are made before they are streamed: a closure handing out borrows
         // would make the handler's future not `Send` for every lifetime.
         let writes: Vec<_> = job
             .planned
             .iter()
-            .map(|item| self.reactions.retract(&user, item, write, now_ms))
+            .map(|key| match target {
+                Target::User { user_id, .. } => self.reactions.retract(user_id, key, write, now_ms),
+                Target::Item { item_id } => {
+                    self.reactions.retract(key, item_id.as_str(), write, now_ms)
+                }
+            })
             .collect();
         let outcomes: Vec<Retracted> = stream::iter(writes)
             .buffer_unordered(CONCURRENT_WRITES)
@@ -210,16 +223,16 @@ impl Retractor {
             .iter()
             .filter(|outcome| **outcome != Retracted::Nothing)
             .count() as u64;
-        let page = self
-            .reactions
-            .retractable_keys(
-                &user,
-                job.item_id.as_ref(),
-                query_after(&job.planned),
-                slice_rows(self.rows_per_second),
-                job.cut_ms(),
-            )
-            .await?;
+        let (after, rows) = (query_after(&job.planned), slice_rows(self.rows_per_second));
+        let page = match target {
+            Target::User { user_id, item_id } => {
+                let user = UserId::parse(user_id).map_err(StoreError::Id)?;
+                self.reactions
+                    .retractable_keys(&user, item_id, after, rows, job.cut_ms())
+                    .await?
+            }
+            Target::Item { item_id } => self.likers.reactors(item_id, after, rows as usize).await?,
+        };
         let pace = paced(job.planned.len(), self.rows_per_second);
         tokio::time::sleep(pace.saturating_sub(started.elapsed())).await;
         let (applied, done) = match slice_end(&job.planned, page) {
@@ -257,7 +270,7 @@ fn action_event(id: &str, image: &ModerationImage) -> Option<ModerationEvent> {
     Some(ModerationEvent {
         moderation_id: id.to_owned(),
         action: image.action?,
-        user_id: image.user_id.clone()?,
+        user_id: Some(image.user_id.clone()?),
         item_id: None,
         reason: None,
         suspend: (image.action? == ModerationAction::LiftSuspension).then_some(false),

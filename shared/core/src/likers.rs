@@ -9,6 +9,10 @@
 //! tombstone without a position (out of the index) until the log can no longer deliver an
 //! older flip.
 //!
+//! A dislike keeps the entry too, without a position and without expiring, so the users who
+//! react to an item at all can be found through its buckets (a moderator's removal of the
+//! item turns each of their reactions to NONE) without an index on the item.
+//!
 //! A page is the newest `limit` entries over every bucket ([`newest_first`]), read with one
 //! Query of each bucket that ever held a like: the item's occupancy row lists them (written
 //! before a bucket's first liked entry), so an item with a few likers costs a few Queries,
@@ -61,6 +65,8 @@ pub enum LikerChange {
     Liked { liked_at_ms: i64 },
     /// The user no longer likes it; the tombstone is kept until this time (epoch ms).
     Unliked { keep_until_ms: i64 },
+    /// The user dislikes it: no position (no liker), kept for as long as it holds.
+    Disliked,
 }
 
 /// One flip's write to the likers model: the entry of (item, user), at the flip's order.
@@ -76,22 +82,22 @@ pub struct LikerUpdate {
     pub change: LikerChange,
 }
 
-/// The update an event makes, or `None` when it neither starts nor ends a like (a flip
-/// between NONE and DISLIKE): whether a user likes an item is decided by the newest flip
-/// that touched LIKE, so the others need no write.
+/// The update a flip's event makes to its entry: the entry holds the newest flip's state,
+/// liked (with its position), disliked, or a tombstone. `None` for an event that flips
+/// nothing.
 pub fn liker_update(event: &ReactionEvent, now_ms: i64) -> Option<LikerUpdate> {
-    if event.like_delta == 0 {
+    if event.like_delta == 0 && event.dislike_delta == 0 {
         return None;
     }
     let item = ItemId::parse(&event.item_id).ok()?;
-    let change = if event.new_state == ReactionState::Like {
-        LikerChange::Liked {
+    let change = match event.new_state {
+        ReactionState::Like => LikerChange::Liked {
             liked_at_ms: event.event_time_ms,
-        }
-    } else {
-        LikerChange::Unliked {
+        },
+        ReactionState::Dislike => LikerChange::Disliked,
+        ReactionState::None => LikerChange::Unliked {
             keep_until_ms: now_ms + REPLAY_HORIZON_MS,
-        }
+        },
     };
     Some(LikerUpdate {
         bucket: bucket_of(&event.user_id),
@@ -243,6 +249,7 @@ mod tests {
 
     fn event(old: ReactionState, new: ReactionState, op_id: u64) -> ReactionEvent {
         let like = |s| i64::from(s == Like);
+        let dislike = |s| i64::from(s == Dislike);
         ReactionEvent {
             event_id: format!("u1#game:1#{op_id}"),
             user_id: "u1".into(),
@@ -251,7 +258,7 @@ mod tests {
             old_state: old,
             new_state: new,
             like_delta: like(new) - like(old),
-            dislike_delta: 0,
+            dislike_delta: dislike(new) - dislike(old),
             event_time_ms: 1_700_000_000_000 + op_id as i64,
             source_sequence_number: op_id.to_string(),
             row_created_ms: 1_700_000_000_000,
@@ -262,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn only_flips_that_touch_like_update_the_likers() {
+    fn every_flip_updates_its_entry_and_only_likes_are_listed() {
         let now = 1_800_000_000_000;
         let liked = liker_update(&event(Neutral, Like, 1), now).unwrap();
         assert_eq!(
@@ -276,17 +283,21 @@ mod tests {
             bucket(&ItemId::parse("game:1").unwrap(), "u1")
         );
         assert_eq!(liked.op_id, 1);
-        for (old, new) in [(Like, Neutral), (Like, Dislike)] {
+        for old in [Like, Dislike] {
             assert_eq!(
-                liker_update(&event(old, new, 2), now).unwrap().change,
+                liker_update(&event(old, Neutral, 2), now).unwrap().change,
                 LikerChange::Unliked {
                     keep_until_ms: now + REPLAY_HORIZON_MS
                 }
             );
         }
-        for (old, new) in [(Neutral, Dislike), (Dislike, Neutral)] {
-            assert_eq!(liker_update(&event(old, new, 3), now), None);
+        for old in [Like, Neutral] {
+            assert_eq!(
+                liker_update(&event(old, Dislike, 3), now).unwrap().change,
+                LikerChange::Disliked
+            );
         }
+        assert_eq!(liker_update(&event(Like, Like, 3), now), None);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Moderation: what a moderator may ask (retract a user's reactions, optionally suspending
-//! their writes; lift a suspension), the retraction job's decisions, and the record every
-//! action leaves on the event log. A retraction writes NONE to each reaction through the
-//! ordinary pipeline, so counts, likers, the leaderboard and liked lists drop it as they
-//! drop an unlike.
+//! their writes; lift a suspension; remove an item), the retraction job's decisions, and the
+//! record every action leaves on the event log. A retraction writes NONE to each reaction
+//! through the ordinary pipeline, so counts, likers, the leaderboard and liked lists drop it
+//! as they drop an unlike; removing an item is a retraction of every reaction to it.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +19,13 @@ pub const REASON_MAX_CHARS: usize = 200;
 /// suspension ([`LEASE_MS`]) and land a moment later: a retraction with suspension does not
 /// finish before its last sweep starts this long after the request.
 pub const SUSPENSION_SETTLE_MS: i64 = 3 * LEASE_MS;
+/// A removal finds an item's reactors in its likers entries, which the event log feeds a few
+/// seconds behind the writes: a reaction written just before the removal shows there within
+/// this, so the job does not finish before its last sweep starts this long after the request.
+pub const REMOVAL_SETTLE_MS: i64 = 10_000;
+/// How long a container trusts what it read of an item's removal; a removal is answered
+/// only after this, so from its answer on every write of the item is refused.
+pub const REMOVAL_CACHE_MS: i64 = 1_000;
 
 /// Why a moderator acted: 1–200 characters, no control characters, kept as given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,13 +49,14 @@ impl Reason {
     }
 }
 
-/// A retraction job as its row holds it.
+/// A retraction job as its row holds it: of a user's reactions (all, or one item's), or of
+/// every reaction to an item (the item's removal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetractionJob {
     pub id: JobId,
-    /// Whose reactions are retracted.
-    pub user_id: String,
-    /// Only this item's reaction, when the moderator named one.
+    /// Whose reactions are retracted; `None` for an item's removal.
+    pub user_id: Option<String>,
+    /// Only this item's reaction (with a user), or the removed item (without one).
     pub item_id: Option<ItemId>,
     pub reason: String,
     /// The user's writes are refused from the request on, until the suspension is lifted.
@@ -61,21 +69,61 @@ pub struct RetractionJob {
     pub step: u64,
     /// Reactions this job turned to NONE, in committed slices.
     pub reactions_retracted: u64,
-    /// The item ids the next slice retracts; empty: sweep from the start.
+    /// The keys the next slice retracts (the user's item ids, or the item's user ids);
+    /// empty: sweep from the start.
     pub planned: Vec<String>,
 }
 
+/// Whose reactions a retraction takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A user's: every one, or only the one to an item.
+    User {
+        user_id: &'a str,
+        item_id: Option<&'a ItemId>,
+    },
+    /// Every user's reaction to a removed item.
+    Item { item_id: &'a ItemId },
+}
+
 impl RetractionJob {
+    pub fn target(&self) -> Target<'_> {
+        match (&self.user_id, &self.item_id) {
+            (Some(user_id), item_id) => Target::User {
+                user_id,
+                item_id: item_id.as_ref(),
+            },
+            (None, Some(item_id)) => Target::Item { item_id },
+            (None, None) => unreachable!("a retraction job names a user or an item"),
+        }
+    }
+
+    /// The cause its flips carry.
+    pub fn cause(&self) -> Cause {
+        match self.target() {
+            Target::User { .. } => Cause::Retracted,
+            Target::Item { .. } => Cause::Removed,
+        }
+    }
+
     /// Rows written after this time are not retracted: without a suspension, what the user
-    /// sets after the request is theirs. A suspended user writes nothing after it, and a
-    /// write admitted just before it is retracted too.
+    /// sets after the request is theirs. A suspended user writes nothing after it (nor does
+    /// anyone to a removed item), and a write admitted just before it is retracted too.
     pub fn cut_ms(&self) -> Option<i64> {
-        (!self.suspend).then_some(self.requested_at_ms)
+        match self.target() {
+            Target::User { .. } if !self.suspend => Some(self.requested_at_ms),
+            _ => None,
+        }
     }
 
     /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job.
     pub fn may_finish(&self, now_ms: i64) -> bool {
-        !self.suspend || now_ms >= self.requested_at_ms + SUSPENSION_SETTLE_MS
+        let settle = match self.target() {
+            Target::Item { .. } => REMOVAL_SETTLE_MS,
+            Target::User { .. } if self.suspend => SUSPENSION_SETTLE_MS,
+            Target::User { .. } => 0,
+        };
+        now_ms >= self.requested_at_ms + settle
     }
 }
 
@@ -87,6 +135,8 @@ pub enum ModerationAction {
     Retract,
     /// Let a suspended user write again.
     LiftSuspension,
+    /// Remove an item: every reaction to it retracted, and its writes and reads refused.
+    RemoveItem,
 }
 
 /// Why a reaction flipped when its user did not flip it: carried by the row the moderation
@@ -94,7 +144,25 @@ pub enum ModerationAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
+    /// A moderator retracted the user's reactions.
     Retracted,
+    /// A moderator removed the item.
+    Removed,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retracted => "retracted",
+            Self::Removed => "removed",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Retracted, Self::Removed]
+            .into_iter()
+            .find(|cause| cause.as_str() == raw)
+    }
 }
 
 /// A moderation action on the event log: who did it, why, when, to whom.
@@ -106,7 +174,8 @@ pub struct ModerationEvent {
     /// The job or action id: the same on every put of this action, so readers deduplicate.
     pub moderation_id: String,
     pub action: ModerationAction,
-    pub user_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,15 +187,19 @@ pub struct ModerationEvent {
 }
 
 impl ModerationEvent {
-    /// The event of a retraction's request.
+    /// The event of a retraction's (or a removal's) request.
     pub fn retraction(job: &RetractionJob) -> Self {
+        let (action, suspend) = match job.target() {
+            Target::User { .. } => (ModerationAction::Retract, Some(job.suspend)),
+            Target::Item { .. } => (ModerationAction::RemoveItem, None),
+        };
         Self {
             moderation_id: job.id.as_str().to_owned(),
-            action: ModerationAction::Retract,
+            action,
             user_id: job.user_id.clone(),
             item_id: job.item_id.as_ref().map(|item| item.as_str().to_owned()),
             reason: Some(job.reason.clone()),
-            suspend: Some(job.suspend),
+            suspend,
             by: job.requested_by.clone(),
             at_ms: job.requested_at_ms,
         }
@@ -140,7 +213,7 @@ mod tests {
     fn job(suspend: bool) -> RetractionJob {
         RetractionJob {
             id: JobId::new(1_000, 1),
-            user_id: "bot".into(),
+            user_id: Some("bot".into()),
             item_id: None,
             reason: "bought likes".into(),
             suspend,
@@ -171,6 +244,28 @@ mod tests {
         assert_eq!(suspended.cut_ms(), None);
         assert!(!suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS - 1));
         assert!(suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS));
+        assert_eq!(suspended.cause(), Cause::Retracted);
+    }
+
+    #[test]
+    fn a_removal_retracts_every_reaction_to_the_item_once_its_reactors_are_listed() {
+        let removal = RetractionJob {
+            user_id: None,
+            item_id: Some(ItemId::parse("game:1").unwrap()),
+            ..job(false)
+        };
+        assert!(
+            matches!(removal.target(), Target::Item { item_id } if item_id.as_str() == "game:1")
+        );
+        assert_eq!((removal.cut_ms(), removal.cause()), (None, Cause::Removed));
+        assert!(!removal.may_finish(1_000 + REMOVAL_SETTLE_MS - 1));
+        assert!(removal.may_finish(1_000 + REMOVAL_SETTLE_MS));
+        let event = ModerationEvent::retraction(&removal);
+        assert_eq!(event.action, ModerationAction::RemoveItem);
+        assert_eq!((event.user_id, event.suspend), (None, None));
+        for cause in [Cause::Retracted, Cause::Removed] {
+            assert_eq!(Cause::parse(cause.as_str()), Some(cause));
+        }
     }
 
     #[test]

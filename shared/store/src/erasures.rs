@@ -111,7 +111,7 @@ impl ErasuresStore {
             .finish(
                 "TransactWriteItems (erasure done)",
                 erased,
-                key(user.as_str(), ACTIVE_GUARD),
+                Some(key(user.as_str(), ACTIVE_GUARD)),
                 now_ms,
             )
             .await

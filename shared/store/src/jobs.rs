@@ -139,46 +139,53 @@ impl JobRow<'_> {
         crate::error::condition_held(operation, result)
     }
 
-    /// Commits the last slice: `added` more rows, the job done (and forgotten after
-    /// [`DONE_RETENTION_S`]) and the user's guard (`guard`, in the same table) dropped, in
-    /// one transaction at the step read. `false` when another delivery finished it already.
+    /// Commits the last slice: `added` more rows, the job done, and the user's guard
+    /// (`guard`, in the same table) dropped, in one transaction at the step read; a job with
+    /// a guard is forgotten [`DONE_RETENTION_S`] later (one without is named by what it
+    /// guards for good). `false` when another delivery finished it already.
     pub(crate) async fn finish(
         self,
         operation: &'static str,
         added: u64,
-        guard: Item,
+        guard: Option<Item>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let done = Update::builder()
+        let mut done = Update::builder()
             .table_name(self.table)
             .set_key(Some(self.key))
-            .update_expression(
-                "SET #step = #step + :one, #counter = #counter + :added, #status = :done, #exp = :exp REMOVE #planned",
-            )
             .condition_expression("#step = :step AND #status = :running")
             .expression_attribute_names("#step", attr::STEP)
             .expression_attribute_names("#counter", self.counter)
             .expression_attribute_names("#status", attr::STATUS)
-            .expression_attribute_names("#exp", attr::EXPIRES_AT)
             .expression_attribute_names("#planned", attr::PLANNED)
             .expression_attribute_values(":one", number(1))
             .expression_attribute_values(":added", number(added))
             .expression_attribute_values(":done", status(JobStatus::Done))
-            .expression_attribute_values(":exp", number(now_ms / 1000 + DONE_RETENTION_S))
             .expression_attribute_values(":step", number(self.step))
-            .expression_attribute_values(":running", status(JobStatus::Running))
-            .build()
-            .map_err(StoreError::Request)?;
-        let guard = Delete::builder()
-            .table_name(self.table)
-            .set_key(Some(guard))
-            .build()
-            .map_err(StoreError::Request)?;
+            .expression_attribute_values(":running", status(JobStatus::Running));
+        let set = "SET #step = #step + :one, #counter = #counter + :added, #status = :done";
+        done = if guard.is_some() {
+            done.update_expression(format!("{set}, #exp = :exp REMOVE #planned"))
+                .expression_attribute_names("#exp", attr::EXPIRES_AT)
+                .expression_attribute_values(":exp", number(now_ms / 1000 + DONE_RETENTION_S))
+        } else {
+            done.update_expression(format!("{set} REMOVE #planned"))
+        };
+        let mut actions = vec![TransactWriteItem::builder()
+            .update(done.build().map_err(StoreError::Request)?)
+            .build()];
+        if let Some(guard) = guard {
+            let delete = Delete::builder()
+                .table_name(self.table)
+                .set_key(Some(guard))
+                .build()
+                .map_err(StoreError::Request)?;
+            actions.push(TransactWriteItem::builder().delete(delete).build());
+        }
         let result = self
             .client
             .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(done).build())
-            .transact_items(TransactWriteItem::builder().delete(guard).build())
+            .set_transact_items(Some(actions))
             .send()
             .await;
         match cancelled(operation, result)? {

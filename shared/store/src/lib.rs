@@ -29,6 +29,6 @@ pub use jobs::JobStart;
 pub use leaderboard::{Board, LeaderboardStore};
 pub use likers::{LikersPage, LikersStore};
 pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage, Watching};
-pub use moderation::ModerationStore;
+pub use moderation::{ModerationStore, RemovedItems};
 pub use rate_limits::RateLimitsStore;
 pub use reactions::{LikedItem, LikedPage, ReactionsStore, LIKED_AT_INDEX};

@@ -6,21 +6,22 @@
 //! per item, the occupancy row (`item_id#occupied` / `#`) lists the buckets that ever held a
 //! liked entry, so a page reads only those.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::likers::{
-    bucket_key, newest_first, occupancy_key, position, LikeAt, Liker, LikerChange, LikerUpdate,
+    bucket_key, bucket_of, newest_first, occupancy_key, position, LikeAt, Liker, LikerChange,
+    LikerUpdate, LIKER_BUCKETS,
 };
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
 use crate::rows::attr::{
-    BUCKET, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
+    BUCKET, DISLIKED, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
 };
-use crate::rows::{self, number, Item, LikedEntryRow, LikerRow, OccupancyRow};
+use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow, OccupancyRow};
 use crate::StoreError;
 
 /// The index of liked entries per bucket, by position.
@@ -152,12 +153,13 @@ impl LikersStore {
             .expression_attribute_names("#position", POSITION)
             .expression_attribute_names("#liked_at", LIKED_AT)
             .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#disliked", DISLIKED)
             .expression_attribute_values(":op_id", number(update.op_id));
         let request = match update.change {
             LikerChange::Liked { liked_at_ms } => request
                 .update_expression(
                     "SET #op_id = :op_id, #row_created = :row_created, #position = :position, \
-                     #liked_at = :liked_at REMOVE #expires_at",
+                     #liked_at = :liked_at REMOVE #expires_at, #disliked",
                 )
                 .expression_attribute_values(
                     ":position",
@@ -167,9 +169,16 @@ impl LikersStore {
             LikerChange::Unliked { keep_until_ms } => request
                 .update_expression(
                     "SET #op_id = :op_id, #row_created = :row_created, #expires_at = :expires_at \
-                     REMOVE #position, #liked_at",
+                     REMOVE #position, #liked_at, #disliked",
                 )
                 .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
+            // Kept while it holds: no expiry, and no position (the likers' index skips it).
+            LikerChange::Disliked => request
+                .update_expression(
+                    "SET #op_id = :op_id, #row_created = :row_created, #disliked = :true \
+                     REMOVE #position, #liked_at, #expires_at",
+                )
+                .expression_attribute_values(":true", AttributeValue::Bool(true)),
         };
         condition_held("UpdateItem", request.send().await)
     }
@@ -212,6 +221,60 @@ impl LikersStore {
             })
             .collect::<Result<_, StoreError>>()?;
         Ok((entries, output.last_evaluated_key))
+    }
+
+    /// Up to `limit` users who like or dislike `item` (their entries have a position or are
+    /// disliked), in (bucket, user) order after the user `after` (from the first bucket with
+    /// `None`): each bucket's partition Queried in turn, strongly consistent, reading on past
+    /// pages the filter emptied. How an item's removal finds its reactors without an index
+    /// on the item: every bucket holds a 64th of them.
+    pub async fn reactors(
+        &self,
+        item: &ItemId,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut found = Vec::new();
+        let first = after.map_or(0, bucket_of);
+        for n in first..LIKER_BUCKETS {
+            let bucket = bucket_key(item, n);
+            let mut start = after.filter(|_| n == first).map(|user| {
+                HashMap::from([
+                    (BUCKET.to_owned(), AttributeValue::S(bucket.clone())),
+                    (USER_ID.to_owned(), AttributeValue::S(user.to_owned())),
+                ])
+            });
+            loop {
+                let output = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#bucket = :bucket")
+                    .filter_expression("attribute_exists(#position) OR attribute_exists(#disliked)")
+                    .expression_attribute_names("#bucket", BUCKET)
+                    .expression_attribute_names("#position", POSITION)
+                    .expression_attribute_names("#disliked", DISLIKED)
+                    .expression_attribute_values(":bucket", AttributeValue::S(bucket.clone()))
+                    .projection_expression("#bucket, user_id")
+                    .consistent_read(true)
+                    .limit((limit - found.len()) as i32)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|err| StoreError::aws("Query (reactors)", err))?;
+                for row in output.items.unwrap_or_default() {
+                    found.push(rows::from_item::<LikerKey>(row)?.user_id);
+                }
+                if found.len() >= limit {
+                    return Ok(found);
+                }
+                start = output.last_evaluated_key;
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The newest `limit` likers of `item` after `after`: the occupancy row, then one Query of

@@ -1,9 +1,14 @@
-//! The Moderation table (PK `key`): retraction jobs `r#<id>`, per user a guard `u#<user>`
-//! that exists exactly while one of their retractions runs, and actions without a job
-//! `a#<id>`; and the suspension a retraction may put on the user's RateLimits row. Every
-//! write is conditional: a job starts only where no guard is, a slice commits only at the
-//! step it read, and the last slice marks the job done and drops the guard in one
-//! transaction. Its stream drives the retractor and puts every action on the event log.
+//! The Moderation table (PK `key`): retraction jobs `r#<id>` (of a user's reactions, or of
+//! every reaction to a removed item), per user a guard `u#<user>` that exists exactly while
+//! one of their retractions runs, per removed item its mark `i#<item>` (kept for good, naming
+//! its removal), and actions without a job `a#<id>`; and the suspension a retraction may put
+//! on the user's RateLimits row. Every write is conditional: a job starts only where no guard
+//! (or mark) is, a slice commits only at the step it read, and the last slice of a user's
+//! retraction marks the job done and drops the guard in one transaction. Its stream drives
+//! the retractor and puts every action on the event log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
@@ -11,13 +16,13 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use likes_core::jobs::DONE_RETENTION_S;
-use likes_core::moderation::{ModerationAction, RetractionJob};
+use likes_core::moderation::{ModerationAction, RetractionJob, Target, REMOVAL_CACHE_MS};
 use likes_core::{ItemId, JobId, JobStatus, UserId};
 
 use crate::jobs::{self, JobRow, JobStart};
 use crate::rows::{
     self, attr, number, ActionRow, Item, ModerationGuardRow, ModerationKey, RetractionRow,
-    Suspension, ACTION_PREFIX, GUARD_PREFIX, RETRACTION_PREFIX,
+    Suspension, ACTION_PREFIX, GUARD_PREFIX, REMOVED_PREFIX, RETRACTION_PREFIX,
 };
 use crate::StoreError;
 
@@ -51,16 +56,17 @@ impl ModerationStore {
             .ok_or(StoreError::Unconfigured("RateLimits"))
     }
 
-    /// Starts `job` unless a retraction of its user runs, in one transaction: the user's
-    /// guard put on condition it does not exist (only checked, for a job that found nothing
-    /// to retract and starts done), the job row, and with `suspend` the suspension on the
-    /// user's RateLimits row. A refused guard comes back (`ALL_OLD`) naming the running job,
-    /// which is answered instead.
+    /// Starts `job` unless a retraction of its user runs (or its item was removed), in one
+    /// transaction: the user's guard or the item's mark put on condition it does not exist
+    /// (a guard only checked, for a job that found nothing to retract and starts done), the
+    /// job row, and with `suspend` the suspension on the user's RateLimits row. A refused
+    /// guard comes back (`ALL_OLD`) naming the job, which is answered instead: the user's
+    /// running retraction, or the item's removal whatever its state.
     pub async fn start_retraction(
         &self,
         job: &RetractionJob,
     ) -> Result<JobStart<RetractionJob>, StoreError> {
-        let guard_key = guard_key(&job.user_id);
+        let guard_key = guard_key(job);
         let guard = if job.status == JobStatus::Running {
             let put = Put::builder()
                 .table_name(&self.table)
@@ -106,8 +112,10 @@ impl ModerationStore {
             actions,
             job.clone(),
             |running| async move {
-                let job = self.retraction(&running).await?;
-                Ok(job.filter(|job| job.status == JobStatus::Running))
+                let met = self.retraction(&running).await?;
+                Ok(met.filter(|met| {
+                    met.status == JobStatus::Running || matches!(met.target(), Target::Item { .. })
+                }))
             },
         )
         .await
@@ -122,9 +130,12 @@ impl ModerationStore {
             at: job.requested_at_ms,
             retraction: job.id.as_str().to_owned(),
         })?;
+        let Target::User { user_id, .. } = job.target() else {
+            unreachable!("only a user's retraction suspends");
+        };
         let update = Update::builder()
             .table_name(self.rate_limits_table()?)
-            .key(attr::USER_ID, AttributeValue::S(job.user_id.clone()))
+            .key(attr::USER_ID, AttributeValue::S(user_id.to_owned()))
             .update_expression("SET #susp = :susp REMOVE #exp")
             .expression_attribute_names("#susp", attr::SUSPENDED)
             .expression_attribute_names("#exp", attr::EXPIRES_AT)
@@ -175,6 +186,22 @@ impl ModerationStore {
         Ok(())
     }
 
+    /// Whether `item` was removed: its mark exists (strongly consistent).
+    pub async fn is_removed(&self, item: &ItemId) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(removal_key(item))))
+            .consistent_read(true)
+            .projection_expression("#key")
+            .expression_attribute_names("#key", attr::KEY)
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("GetItem (removed item)", err))?;
+        Ok(output.item.is_some())
+    }
+
     /// Retraction `id`, strongly consistent; `None` when it never existed or was forgotten.
     pub async fn retraction(&self, id: &JobId) -> Result<Option<RetractionJob>, StoreError> {
         let output = self
@@ -207,8 +234,9 @@ impl ModerationStore {
     }
 
     /// Commits the last slice: `retracted` more reactions, the job done (and forgotten
-    /// after [`DONE_RETENTION_S`]), the user's guard removed, in one transaction at the step
-    /// read. `false` when another delivery finished it already.
+    /// after [`DONE_RETENTION_S`], but for a removal, which its item's mark names for good),
+    /// a user's guard removed, in one transaction at the step read. `false` when another
+    /// delivery finished it already.
     pub async fn finish(
         &self,
         job: &RetractionJob,
@@ -219,7 +247,10 @@ impl ModerationStore {
             .finish(
                 "TransactWriteItems (retraction done)",
                 retracted,
-                key(guard_key(&job.user_id)),
+                match job.target() {
+                    Target::User { .. } => Some(key(guard_key(job))),
+                    Target::Item { .. } => None,
+                },
                 now_ms,
             )
             .await
@@ -236,8 +267,16 @@ impl ModerationStore {
     }
 }
 
-fn guard_key(user_id: &str) -> String {
-    format!("{GUARD_PREFIX}{user_id}")
+/// The key of what guards `job`: its user's guard, or its item's mark.
+fn guard_key(job: &RetractionJob) -> String {
+    match job.target() {
+        Target::User { user_id, .. } => format!("{GUARD_PREFIX}{user_id}"),
+        Target::Item { item_id } => removal_key(item_id),
+    }
+}
+
+fn removal_key(item: &ItemId) -> String {
+    format!("{REMOVED_PREFIX}{item}")
 }
 
 fn key(key: String) -> Item {
@@ -247,7 +286,10 @@ fn key(key: String) -> Item {
 fn row_of(job: &RetractionJob) -> RetractionRow {
     RetractionRow {
         key: format!("{RETRACTION_PREFIX}{}", job.id),
-        action: ModerationAction::Retract,
+        action: match job.target() {
+            Target::User { .. } => ModerationAction::Retract,
+            Target::Item { .. } => ModerationAction::RemoveItem,
+        },
         user_id: job.user_id.clone(),
         item_id: job.item_id.as_ref().map(|item| item.as_str().to_owned()),
         reason: job.reason.clone(),
@@ -287,4 +329,44 @@ fn job_of(row: RetractionRow) -> Result<RetractionJob, StoreError> {
         reactions_retracted: row.reactions_retracted,
         planned: row.planned,
     })
+}
+
+/// Items' removals as this container last read them, each trusted for
+/// [`REMOVAL_CACHE_MS`]: a viral item's writes and reads cost one read of its mark a second
+/// per container, not one each. A removal is answered only after that long, so every write
+/// that starts after its answer finds the mark.
+#[derive(Debug, Clone)]
+pub struct RemovedItems {
+    store: ModerationStore,
+    /// Shared by every clone in this container; never held across a call.
+    seen: Arc<Mutex<HashMap<ItemId, (bool, i64)>>>,
+}
+
+/// Items a container remembers before it forgets the stale ones.
+const REMOVALS_KEPT: usize = 10_000;
+
+impl RemovedItems {
+    pub fn new(store: ModerationStore) -> Self {
+        Self {
+            store,
+            seen: Arc::default(),
+        }
+    }
+
+    /// Whether `item` is removed, as read at most [`REMOVAL_CACHE_MS`] before `now_ms`.
+    pub async fn is_removed(&self, item: &ItemId, now_ms: i64) -> Result<bool, StoreError> {
+        let fresh = |at: i64| now_ms - at < REMOVAL_CACHE_MS;
+        if let Some((removed, at)) = self.seen.lock().expect("removals").get(item) {
+            if fresh(*at) {
+                return Ok(*removed);
+            }
+        }
+        let removed = self.store.is_removed(item).await?;
+        let mut seen = self.seen.lock().expect("removals");
+        if seen.len() >= REMOVALS_KEPT {
+            seen.retain(|_, (_, at)| fresh(*at));
+        }
+        seen.insert(item.clone(), (removed, now_ms));
+        Ok(removed)
+    }
 }

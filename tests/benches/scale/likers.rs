@@ -127,6 +127,7 @@ impl Consumer<LoggedEvent> for Likers {
                 let liked = match update.change {
                     LikerChange::Liked { .. } => 1,
                     LikerChange::Unliked { .. } => -1,
+                    LikerChange::Disliked => 0,
                 };
                 *tally.viral_liked.entry(bucket).or_insert(0) += liked;
             }

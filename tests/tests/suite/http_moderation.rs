@@ -1,7 +1,8 @@
 //! Moderation end to end through the local front: a moderator (a token with the
 //! `likes/moderate` scope) retracts a bot's reactions, which leave every count, likers list,
 //! the leaderboard and the bot's liked list through the ordinary pipeline; a suspension
-//! refuses the bot's writes until it is lifted; every action is a record on the event log.
+//! refuses the bot's writes until it is lifted; a removed item drops to zero everywhere and
+//! refuses its writes and reads; every action is a record on the event log.
 
 use std::time::Duration;
 
@@ -197,8 +198,8 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
         .expect("the retraction is on the log");
     assert_eq!(action.action, ModerationAction::Retract);
     assert_eq!(
-        (action.by.as_str(), action.user_id.as_str()),
-        (MODERATOR, "bot")
+        (action.by.as_str(), action.user_id.as_deref()),
+        (MODERATOR, Some("bot"))
     );
     assert_eq!(
         (action.reason.as_deref(), action.suspend),
@@ -216,7 +217,7 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
         let lifted = stack.log_records().await.into_iter().any(|record| {
             matches!(record, LogRecord::Moderation(action)
                 if action.action == ModerationAction::LiftSuspension
-                    && action.user_id == "bot"
+                    && action.user_id.as_deref() == Some("bot")
                     && action.by == MODERATOR)
         });
         lifted
@@ -327,4 +328,141 @@ async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
     let done = wait_for_retraction(&stack, &first).await;
     assert_eq!(done["reactions_retracted"], 1, "{done}");
     assert_eq!(state_of(&stack, "pair", "pair:b").await, "NONE");
+}
+
+#[tokio::test]
+async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_and_reads() {
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    const ITEM: &str = "viral:removed";
+    // More reactors than one page of any sweep or index: 150, a fifth of them disliking.
+    let users: Vec<String> = (0..150).map(|u| format!("fan{u:03}")).collect();
+    for (u, user) in users.iter().enumerate() {
+        let state = if u % 5 == 0 {
+            ReactionState::Dislike
+        } else {
+            ReactionState::Like
+        };
+        stack.react(user, ITEM, state).await;
+        if u < 3 {
+            stack.react(user, "kept:item", ReactionState::Like).await;
+        }
+    }
+    stack.settle().await;
+    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([
+                {"item_id": ITEM, "like_count": 120},
+                {"item_id": "kept:item", "like_count": 3},
+            ]),
+        )
+        .await;
+
+    let path = format!("/v1/moderation/items/{ITEM}");
+    let unscoped = stack
+        .request("DELETE", &path, Some("someone"))
+        .json(&json!({"reason": "x"}))
+        .send()
+        .await;
+    unscoped.assert_status(403);
+    for body in [
+        json!({}),
+        json!({"reason": ""}),
+        json!({"reason": "x", "more": 1}),
+    ] {
+        let refused = moderate(&stack, "DELETE", &path).json(&body).send().await;
+        refused.problem(400);
+    }
+    moderate(&stack, "DELETE", "/v1/moderation/items/not%20an%20id")
+        .json(&json!({"reason": "x"}))
+        .send()
+        .await
+        .problem(400);
+    // Nothing was removed by any of them.
+    stack.like("late-fan", ITEM).await;
+    stack.like_count(ITEM).await.assert_status(200);
+
+    let removal = moderate(&stack, "DELETE", &path)
+        .json(&json!({"reason": "counterfeit listing"}))
+        .send()
+        .await;
+    let (id, started) = accepted(&removal);
+    assert_eq!(started["item_id"], ITEM);
+    assert!(started.get("user_id").is_none(), "{started}");
+    // From the answer on, the item's writes and its own reads are refused.
+    for (user, method, route) in [
+        ("newcomer", "PUT", format!("/v1/items/{ITEM}/like")),
+        ("fan001", "DELETE", format!("/v1/items/{ITEM}/like")),
+        ("reader", "GET", format!("/v1/items/{ITEM}/likers")),
+    ] {
+        let refused = stack.request(method, &route, Some(user)).send().await;
+        assert_eq!(
+            refused.problem(410)["type"],
+            "/problems/item-removed",
+            "{route}"
+        );
+    }
+    assert_eq!(
+        stack.like_count(ITEM).await.problem(410)["type"],
+        "/problems/item-removed"
+    );
+    assert_eq!(state_of(&stack, "newcomer", ITEM).await, "NONE");
+    // A second removal answers the first.
+    let again = moderate(&stack, "DELETE", &path)
+        .json(&json!({"reason": "again"}))
+        .send()
+        .await;
+    assert_eq!(accepted(&again).0, id);
+
+    let done = wait_for_retraction(&stack, &id).await;
+    assert_eq!(done["reactions_retracted"], 151, "{done}");
+    stack.settle().await;
+    stack.settle_events().await;
+    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
+    let recount = stack
+        .assert_counts_match_recount(&[ITEM, "kept:item"])
+        .await;
+    assert_eq!(
+        recount.get(ITEM).copied().unwrap_or_default(),
+        Default::default()
+    );
+    let counts = stack
+        .request("POST", "/v1/items/like-counts:batchGet", None)
+        .json(&json!({"item_ids": [ITEM]}))
+        .send()
+        .await
+        .json();
+    assert_eq!(
+        counts["counts"][ITEM],
+        json!({"like_count": 0, "dislike_count": 0})
+    );
+    for user in ["fan000", "fan001", "fan149", "late-fan"] {
+        assert_eq!(state_of(&stack, user, ITEM).await, "NONE", "{user}");
+        let liked: Vec<Value> = liked_items(&stack, user).await;
+        assert!(
+            liked.iter().all(|entry| entry["item_id"] != ITEM),
+            "{user}: {liked:?}"
+        );
+    }
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([{"item_id": "kept:item", "like_count": 3}]),
+        )
+        .await;
+    let removed_flips = stack
+        .events()
+        .await
+        .into_iter()
+        .filter(|event| {
+            event.item_id == ITEM
+                && event.cause == Some(likes_core::moderation::Cause::Removed)
+                && event.moderation_id.as_deref() == Some(id.as_str())
+        })
+        .map(|event| event.user_id)
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(removed_flips.len(), 151);
 }

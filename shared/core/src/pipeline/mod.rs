@@ -477,7 +477,7 @@ mod tests {
         let action = ModerationEvent {
             moderation_id: "1-2".into(),
             action: crate::moderation::ModerationAction::LiftSuspension,
-            user_id: "bot".into(),
+            user_id: Some("bot".into()),
             item_id: None,
             reason: None,
             suspend: None,

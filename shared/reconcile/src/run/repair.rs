@@ -276,6 +276,8 @@ impl Reconciler {
             match update.change {
                 LikerChange::Liked { .. } => report.likers_added += 1,
                 LikerChange::Unliked { .. } => report.likers_removed += 1,
+                // A repair lists or unlists likes; it never writes a dislike.
+                LikerChange::Disliked => {}
             }
         }
         Ok(())

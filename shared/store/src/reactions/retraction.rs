@@ -4,10 +4,11 @@
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use likes_core::moderation::Cause;
 use likes_core::{ItemId, ReactionState, UserId};
 
 use super::{key, string, ReactionsStore};
-use crate::rows::attr::{REASON, RETRACTION, STATE, UPDATED_AT};
+use crate::rows::attr::{CAUSE, REASON, RETRACTED_IN, RETRACTION, STATE, UPDATED_AT};
 use crate::rows::{self, number, ReactionImage, ReactionKey};
 use crate::StoreError;
 
@@ -16,9 +17,10 @@ use crate::StoreError;
 pub enum Retracted {
     /// This write turned the reaction to NONE.
     Now,
-    /// This job had turned it already (a retried slice).
+    /// This slice of the job had turned it already (the slice retried).
     Before,
-    /// Nothing to retract: the row is NONE, gone, or written after the cut.
+    /// Nothing to retract: the row is NONE (an earlier slice's work among it), gone, or
+    /// written after the cut.
     Nothing,
 }
 
@@ -27,6 +29,9 @@ pub enum Retracted {
 pub struct RetractionWrite<'a> {
     pub job_id: &'a str,
     pub reason: &'a str,
+    pub cause: Cause,
+    /// The job's step (its slice) making the write.
+    pub step: u64,
     /// Rows written after this time are left alone (`None`: every row).
     pub cut_ms: Option<i64>,
 }
@@ -99,21 +104,26 @@ impl ReactionsStore {
     /// user's that lands first wins and is judged again by the next sweep.
     pub async fn retract(
         &self,
-        user: &UserId,
+        user: &str,
         item: &str,
         write: RetractionWrite<'_>,
         now_ms: i64,
     ) -> Result<Retracted, StoreError> {
+        let user = UserId::parse(user).map_err(StoreError::Id)?;
         let item = ItemId::parse(item).map_err(StoreError::Id)?;
         let mut condition = "attribute_exists(#state) AND #state <> :none".to_owned();
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(user, &item)))
+            .set_key(Some(key(&user, &item)))
             .update_expression(
-                "SET #state = :none, op_id = op_id + :one, #updated = :now, #retraction = :job, #reason = :reason REMOVE liked_at",
+                "SET #state = :none, op_id = op_id + :one, #updated = :now, #retraction = :job, #reason = :reason, #cause = :cause, #retracted_in = :step REMOVE liked_at",
             )
+            .expression_attribute_names("#cause", CAUSE)
+            .expression_attribute_names("#retracted_in", RETRACTED_IN)
+            .expression_attribute_values(":cause", string(write.cause.as_str()))
+            .expression_attribute_values(":step", number(write.step))
             .expression_attribute_names("#state", STATE)
             .expression_attribute_names("#updated", UPDATED_AT)
             .expression_attribute_names("#retraction", RETRACTION)
@@ -135,7 +145,8 @@ impl ReactionsStore {
                     let old: ReactionImage =
                         rows::from_item(failed.item().cloned().unwrap_or_default())?;
                     let ours = old.state == Some(ReactionState::None)
-                        && old.retraction.as_deref() == Some(write.job_id);
+                        && old.retraction.as_deref() == Some(write.job_id)
+                        && old.retracted_in == Some(write.step);
                     Ok(if ours {
                         Retracted::Before
                     } else {

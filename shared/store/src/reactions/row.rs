@@ -9,7 +9,7 @@ use likes_core::{IdempotencyRecord, KeyHash, ReactionRow, ReactionState, WriteRe
 
 use super::string;
 use crate::rows::attr::{
-    PREVIOUS_PREFIX, REASON, REQUEST_PREFIX, RETRACTION, STATE, VERSION_PREFIX,
+    CAUSE, PREVIOUS_PREFIX, REASON, REQUEST_PREFIX, RETRACTED_IN, RETRACTION, STATE, VERSION_PREFIX,
 };
 use crate::rows::{self, number, Attribute, Item, ReactionItem};
 use crate::StoreError;
@@ -28,6 +28,8 @@ impl FlipExpression {
             ("#state".to_owned(), STATE.to_owned()),
             ("#retraction".to_owned(), RETRACTION.to_owned()),
             ("#reason".to_owned(), REASON.to_owned()),
+            ("#cause".to_owned(), CAUSE.to_owned()),
+            ("#retracted_in".to_owned(), RETRACTED_IN.to_owned()),
         ]);
         let mut values = HashMap::from([
             (":target".to_owned(), string(request.target.as_str())),
@@ -80,7 +82,7 @@ impl FlipExpression {
             })
             .collect::<Vec<_>>();
         // The user's own write: a moderation job's marks of the row go.
-        let mut remove = vec!["#retraction", "#reason"];
+        let mut remove = vec!["#retraction", "#reason", "#cause", "#retracted_in"];
         if request.target == ReactionState::Like {
             set.push("liked_at = :now");
         } else {
@@ -227,7 +229,7 @@ mod tests {
         );
         assert!(flip
             .update
-            .ends_with(" REMOVE #retraction, #reason, liked_at"));
+            .ends_with(" REMOVE #retraction, #reason, #cause, #retracted_in, liked_at"));
         let like = FlipExpression::new(
             &WriteRequest {
                 target: ReactionState::Like,
@@ -236,6 +238,8 @@ mod tests {
             1,
         );
         assert!(like.update.contains("liked_at = :now"));
-        assert!(like.update.ends_with(" REMOVE #retraction, #reason"));
+        assert!(like
+            .update
+            .ends_with(" REMOVE #retraction, #reason, #cause, #retracted_in"));
     }
 }

@@ -64,6 +64,9 @@ pub const SUSPENDED: &str = "suspended";
 // Reactions rows a moderation job wrote last: the job and the moderator's reason.
 pub const RETRACTION: &str = "retraction";
 pub const REASON: &str = "reason";
+pub const CAUSE: &str = "cause";
+/// The job's step that wrote it: a retried slice tells its own writes from earlier ones.
+pub const RETRACTED_IN: &str = "retracted_in";
 // Moderation (PK key): retraction jobs `r#<id>`, the guard `u#<user>` naming a user's running
 // one (`active_id`), and actions without a job `a#<id>`.
 pub const KEY: &str = "key";
@@ -101,6 +104,8 @@ pub const POSITION: &str = "position";
 pub const ROW_CREATED: &str = "row_created";
 /// The occupancy row's set of bucket numbers.
 pub const OCCUPIED: &str = "occupied";
+/// A likers entry of a user who dislikes the item (no position: not a liker).
+pub const DISLIKED: &str = "disliked";
 // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
 pub const CONNECTION_ID: &str = "connection_id";
 pub const ITEMS: &str = "items";

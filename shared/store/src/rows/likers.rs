@@ -10,6 +10,13 @@ pub struct LikerRow {
     pub liked_at: i64,
 }
 
+/// An entry's key: its bucket and user.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LikerKey {
+    pub bucket: String,
+    pub user_id: String,
+}
+
 /// A liked entry of the Likers table as a repair reads it: its keys and its flip's order.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LikedEntryRow {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub const RETRACTION_PREFIX: &str = "r#";
 pub const GUARD_PREFIX: &str = "u#";
 pub const ACTION_PREFIX: &str = "a#";
+pub const REMOVED_PREFIX: &str = "i#";
 
 /// The key of a Moderation row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,7 +23,9 @@ pub struct ModerationKey {
 pub struct RetractionRow {
     pub key: String,
     pub action: ModerationAction,
-    pub user_id: String,
+    /// Absent on an item's removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
     pub reason: String,
@@ -39,8 +42,8 @@ pub struct RetractionRow {
     pub expires_at: Option<i64>,
 }
 
-/// A user's guard `u#<user>`: it exists exactly while a retraction of theirs runs, and
-/// names it.
+/// A user's guard `u#<user>`, which exists exactly while a retraction of theirs runs, or a
+/// removed item's mark `i#<item>`, kept for good: each names its job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModerationGuardRow {
     pub key: String,

@@ -38,6 +38,9 @@ pub struct ReactionImage {
     /// own removes both.
     pub retraction: Option<String>,
     pub reason: Option<String>,
+    /// `retracted` or `removed` (`likes_core::moderation::Cause`).
+    pub cause: Option<String>,
+    pub retracted_in: Option<u64>,
 }
 
 /// A row of the liked-items index (only LIKE rows carry `liked_at`).
