@@ -29,7 +29,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstrap run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live
+.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstrap run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live bench-moderation
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -201,3 +201,12 @@ bench-scale:
 # latencies through the local fronts, so a debug build serves.
 bench-live: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench live
+
+# Figures, not a timed test: a moderator's retraction of a bot's LIKES_BENCH_RETRACTED (500)
+# likes of cold items, on the simulator through the production functions: write and read
+# units per retracted reaction by part of the service beside what the likes cost going in,
+# and the job's time at the template's ModerationRowsPerSecond and at its maximum, projected
+# to 10,000 reactions (docs/performance.md). No emulator; units and a job's pace, so a debug
+# build serves. (The functions' metric lines are left out of what it prints.)
+bench-moderation:
+	cargo bench -q --profile dev -p likes-tests --bench moderation | { grep -v '^{"' || true; }

@@ -29,10 +29,10 @@
 
 use std::collections::BTreeMap;
 
-use futures_util::stream::{self, StreamExt};
 use likes_core::clock::now_ms;
-use likes_simulator::{Unit, Usage};
+use likes_simulator::Unit;
 use likes_store::pruning::PruningStore;
+use likes_tests::billing::{self, units, Billed, Resources};
 use likes_tests::{env_count, Aws, TestStack};
 
 /// us-east-1 on-demand prices, per million request units.
@@ -45,25 +45,8 @@ const COLD_PER_SECOND: f64 = 50_000.0;
 /// The part reconciliation's cleaning pass is billed to, whichever table it writes.
 const CLEANING: &str = "reconciliation's cleaning";
 
-/// The parts of the service, by the template resources they write.
-const PARTS: [(&str, &[&str]); 6] = [
-    ("write path", &["ReactionsTable", "RateLimitsTable"]),
-    ("counts", &["CountsTable"]),
-    ("leaderboard", &["LeaderboardTable"]),
-    ("likers", &["LikersTable"]),
-    (
-        "live counts",
-        &[
-            "LivePushesTable",
-            "LiveSubscriptionsTable",
-            "LiveConnectionsTable",
-        ],
-    ),
-    ("event log", &["EventsStream"]),
-];
-
 /// One phase's units per like, by (part, resource, unit).
-type PerLike = BTreeMap<(String, String, Unit), f64>;
+type PerLike = Billed;
 
 #[tokio::main]
 async fn main() {
@@ -71,37 +54,27 @@ async fn main() {
     let viral = env_count("LIKES_LEDGER_VIRAL", 4000);
     let clients = env_count("LIKES_LEDGER_CLIENTS", 16);
     let stack = TestStack::builder().on(Aws::Simulator).start().await;
-    let names = resource_names(&stack);
+    let names = Resources::of(&stack);
 
-    let before = usage(&stack);
+    let before = stack.usage();
     let cold_likes = (0..cold).map(|i| (format!("cold-user{i}"), format!("ledger:cold{i}")));
-    like_all(&stack, clients, cold_likes).await;
-    settle(&stack).await;
-    let after_cold = (usage(&stack), Batches::read(&stack));
+    stack.like_all(clients, cold_likes).await;
+    stack.settle_consumers().await;
+    let after_cold = (stack.usage(), Batches::read(&stack));
     clean(&stack, 1).await;
-    let cleaned_cold = usage(&stack);
+    let cleaned_cold = stack.usage();
 
     let viral_likes = (0..viral).map(|i| (format!("viral-user{i}"), "ledger:viral".to_owned()));
-    like_all(&stack, clients, viral_likes).await;
-    settle(&stack).await;
-    let after_viral = (usage(&stack), Batches::read(&stack));
+    stack.like_all(clients, viral_likes).await;
+    stack.settle_consumers().await;
+    let after_viral = (stack.usage(), Batches::read(&stack));
     clean(&stack, 2).await;
-    let cleaned_viral = usage(&stack);
+    let cleaned_viral = stack.usage();
 
-    let mut cold_units = per_like(&names, &before, &after_cold.0, cold);
-    cold_units.extend(cleaning(per_like(
-        &names,
-        &after_cold.0,
-        &cleaned_cold,
-        cold,
-    )));
-    let mut viral_units = per_like(&names, &cleaned_cold, &after_viral.0, viral);
-    viral_units.extend(cleaning(per_like(
-        &names,
-        &after_viral.0,
-        &cleaned_viral,
-        viral,
-    )));
+    let mut cold_units = names.per(&before, &after_cold.0, cold);
+    cold_units.extend(cleaning(names.per(&after_cold.0, &cleaned_cold, cold)));
+    let mut viral_units = names.per(&cleaned_cold, &after_viral.0, viral);
+    viral_units.extend(cleaning(names.per(&after_viral.0, &cleaned_viral, viral)));
     // Cold: every like is its own item, in one batch of each consumer. Viral: one item, in
     // every batch.
     let cold_batches = Batches {
@@ -112,7 +85,7 @@ async fn main() {
     let peaks = cleaned_viral
         .peaks
         .iter()
-        .map(|((resource, unit), peak)| ((label(&names, resource).1, *unit), peak.clone()))
+        .map(|((resource, unit), peak)| ((names.label(resource).1, *unit), peak.clone()))
         .collect();
     let ledger = Ledger {
         cold: Side::of(&cold_units, &cold_batches, cold),
@@ -127,43 +100,6 @@ async fn main() {
     println!("{table}");
     likes_tests::docs::write_section("ledger", &table);
     println!("{}", ledger.headline());
-}
-
-/// Every physical table and stream name of the stack, with its part and logical id.
-fn resource_names(stack: &TestStack) -> BTreeMap<String, (&'static str, &'static str)> {
-    PARTS
-        .iter()
-        .flat_map(|(part, ids)| ids.iter().map(move |id| (*part, *id)))
-        .map(|(part, id)| (stack.name(id), (part, id)))
-        .collect()
-}
-
-fn usage(stack: &TestStack) -> Usage {
-    stack
-        .stack
-        .aws
-        .usage()
-        .expect("the ledger's stack runs on the simulator")
-}
-
-async fn like_all(
-    stack: &TestStack,
-    clients: usize,
-    likes: impl Iterator<Item = (String, String)>,
-) {
-    stream::iter(likes)
-        .for_each_concurrent(clients, |(user, item)| async move {
-            stack.like(&user, &item).await;
-        })
-        .await;
-}
-
-/// Waits until every like is counted and through every consumer of the event log.
-async fn settle(stack: &TestStack) {
-    stack.settle().await;
-    stack.settle_leaderboard().await;
-    stack.settle_likers().await;
-    stack.settle_broadcaster().await;
 }
 
 /// Runs reconciliation's cleaning pass through the cut `epochs_on` epochs after the current
@@ -213,47 +149,6 @@ impl Batches {
             counts: self.counts - earlier.counts,
             leaderboard: self.leaderboard - earlier.leaderboard,
         }
-    }
-}
-
-/// The units billed between two readings, per like, by part and resource.
-fn per_like(
-    names: &BTreeMap<String, (&'static str, &'static str)>,
-    before: &Usage,
-    after: &Usage,
-    likes: usize,
-) -> PerLike {
-    let mut units = PerLike::new();
-    for ((resource, unit), total) in &after.billed {
-        let spent = total
-            - before
-                .billed
-                .get(&(resource.clone(), *unit))
-                .unwrap_or(&0.0);
-        if spent <= 0.0 {
-            continue;
-        }
-        let (part, label) = label(names, resource);
-        *units.entry((part.to_owned(), label, *unit)).or_default() += spent / likes as f64;
-    }
-    units
-}
-
-/// A resource's part of the service and its name in the template (an index after its
-/// table's).
-fn label(
-    names: &BTreeMap<String, (&'static str, &'static str)>,
-    resource: &str,
-) -> (&'static str, String) {
-    let rest = resource.split_once('/').map_or(resource, |(_, rest)| rest);
-    let (name, index) = match rest.split_once("/index/") {
-        Some((name, index)) => (name, Some(index)),
-        None => (rest, None),
-    };
-    let (part, id) = names.get(name).copied().unwrap_or(("other", "?"));
-    match index {
-        Some(index) => (part, format!("{id} `{index}`")),
-        None => (part, id.to_owned()),
     }
 }
 
@@ -316,14 +211,8 @@ impl Ledger {
                 rows.entry((part.clone(), label.clone())).or_default()[column + phase] += value;
             }
         }
-        let order = |part: &str| {
-            PARTS
-                .iter()
-                .position(|(p, _)| *p == part)
-                .unwrap_or(PARTS.len())
-        };
         let mut rows: Vec<_> = rows.into_iter().collect();
-        rows.sort_by_key(|((part, label), _)| (order(part), label.clone()));
+        rows.sort_by_key(|((part, label), _)| (billing::order(part), label.clone()));
         let mut out = format!(
             "{} cold likes (each a new user and item) and {} likes of one viral item by new \
              users, through the production functions on the simulator.\n\n\
@@ -403,13 +292,5 @@ impl Ledger {
             units(self.viral.design_writes),
             units(self.naive_viral())
         )
-    }
-}
-
-fn units(value: f64) -> String {
-    if value == 0.0 {
-        "–".to_owned()
-    } else {
-        format!("{value:.2}")
     }
 }

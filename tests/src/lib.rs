@@ -11,6 +11,7 @@ use serde_json::Value;
 
 pub use likes_local::stack;
 
+pub mod billing;
 mod builder;
 pub mod docs;
 pub mod exports;
@@ -130,6 +131,16 @@ impl TestStack {
             .send()
             .await
             .assert_status(200);
+    }
+
+    /// Each `(user, item)` of `likes` likes, `clients` requests at once.
+    pub async fn like_all(&self, clients: usize, likes: impl Iterator<Item = (String, String)>) {
+        use futures_util::stream::{self, StreamExt};
+        stream::iter(likes)
+            .for_each_concurrent(clients, |(user, item)| async move {
+                self.like(&user, &item).await;
+            })
+            .await;
     }
 
     /// Reads `GET /v1/leaderboard?<query>` (public) until its items are `expected` (panics

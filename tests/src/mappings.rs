@@ -82,6 +82,15 @@ impl TestStack {
         self.settle_log_reader(self.likers()).await
     }
 
+    /// Waits until every flip in the Reactions stream now is counted and through every
+    /// reader of the event log: the leaderboard, the likers and the broadcaster.
+    pub async fn settle_consumers(&self) {
+        self.settle().await;
+        self.settle_leaderboard().await;
+        self.settle_likers().await;
+        self.settle_broadcaster().await;
+    }
+
     pub(crate) async fn settle_log_reader(
         &self,
         reader: &likes_local::event_source_mapping::Pipeline,

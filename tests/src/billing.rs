@@ -1,0 +1,104 @@
+//! What the simulator billed, by the part of the service that spent it. A bench that runs
+//! the production functions on the simulator ([`Aws::Simulator`](crate::Aws)) reads the
+//! stack's usage before and after a phase and divides by what the phase did (likes,
+//! retracted reactions).
+
+use std::collections::BTreeMap;
+
+use likes_simulator::{Unit, Usage};
+
+use crate::TestStack;
+
+/// The parts of the service, by the template resources they write.
+pub const PARTS: [(&str, &[&str]); 7] = [
+    ("write path", &["ReactionsTable", "RateLimitsTable"]),
+    ("moderation", &["ModerationTable"]),
+    ("counts", &["CountsTable"]),
+    ("leaderboard", &["LeaderboardTable"]),
+    ("likers", &["LikersTable"]),
+    (
+        "live counts",
+        &[
+            "LivePushesTable",
+            "LiveSubscriptionsTable",
+            "LiveConnectionsTable",
+        ],
+    ),
+    ("event log", &["EventsStream"]),
+];
+
+/// A phase's units per thing it did, by (part, resource, unit).
+pub type Billed = BTreeMap<(String, String, Unit), f64>;
+
+/// Every physical table and stream name of a stack, with its part and logical id.
+pub struct Resources(BTreeMap<String, (&'static str, &'static str)>);
+
+impl Resources {
+    pub fn of(stack: &TestStack) -> Self {
+        Self(
+            PARTS
+                .iter()
+                .flat_map(|(part, ids)| ids.iter().map(move |id| (*part, *id)))
+                .map(|(part, id)| (stack.name(id), (part, id)))
+                .collect(),
+        )
+    }
+
+    /// The units billed between two readings, divided by `each` (what the phase did), by
+    /// part and resource.
+    pub fn per(&self, before: &Usage, after: &Usage, each: usize) -> Billed {
+        let mut units = Billed::new();
+        for ((resource, unit), total) in &after.billed {
+            let spent = total - before.billed(resource, *unit);
+            if spent <= 0.0 {
+                continue;
+            }
+            let (part, label) = self.label(resource);
+            *units.entry((part.to_owned(), label, *unit)).or_default() += spent / each as f64;
+        }
+        units
+    }
+
+    /// A resource's part of the service and its name in the template (an index after its
+    /// table's).
+    pub fn label(&self, resource: &str) -> (&'static str, String) {
+        let rest = resource.split_once('/').map_or(resource, |(_, rest)| rest);
+        let (name, index) = match rest.split_once("/index/") {
+            Some((name, index)) => (name, Some(index)),
+            None => (rest, None),
+        };
+        let (part, id) = self.0.get(name).copied().unwrap_or(("other", "?"));
+        match index {
+            Some(index) => (part, format!("{id} `{index}`")),
+            None => (part, id.to_owned()),
+        }
+    }
+}
+
+/// Where `part` goes in a table: in [`PARTS`]' order, any other last.
+pub fn order(part: &str) -> usize {
+    PARTS
+        .iter()
+        .position(|(p, _)| *p == part)
+        .unwrap_or(PARTS.len())
+}
+
+/// Units as the tables print them: two decimals, a dash for none.
+pub fn units(value: f64) -> String {
+    if value == 0.0 {
+        "–".to_owned()
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+impl TestStack {
+    /// What the simulator billed, metered and throttled so far (panics on the emulator,
+    /// which keeps no bill).
+    pub fn usage(&self) -> Usage {
+        self.stack
+            .aws
+            .usage()
+            .expect("the stack runs on the simulator (`Aws::Simulator`)")
+    }
+}
