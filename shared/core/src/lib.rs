@@ -1,5 +1,6 @@
 //! The domain core of Likes: reaction states and their transitions, validation of what
-//! clients send, idempotency records, signed cursors and problem types. Pure functions,
+//! clients send, idempotency records, signed cursors, who sees whose likes, and problem
+//! types. Pure functions,
 //! no AWS types: the adapters and the HTTP edge build on this.
 
 pub mod backoff;
@@ -14,15 +15,17 @@ pub mod limit;
 pub mod live;
 pub mod page;
 pub mod pipeline;
+pub mod privacy;
 pub mod problem;
 pub mod reaction;
 pub mod reconcile;
 pub mod write;
 
-pub use cursor::{CursorKey, LikedCursor, LikersCursor};
+pub use cursor::{BlocksCursor, CursorKey, LikedCursor, LikersCursor};
 pub use erasure::{ErasureId, ErasureJob, ErasureStatus};
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
 pub use limit::{Admission, WriteLimit};
+pub use privacy::{BlockOutcome, LikesVisibility, PrivacySettings};
 pub use problem::ProblemType;
 pub use reaction::{Delta, ReactionState, Transition};
 pub use write::{
@@ -48,6 +51,12 @@ pub enum ValidationError {
     IfMatch,
     #[error("the token's subject claim is not a usable user id")]
     UserId,
+    #[error("user_id {0:?} is not 1-128 bytes without control characters")]
+    UserIdParameter(String),
+    #[error("likes_visibility {0:?} is not one of public, private")]
+    LikesVisibility(String),
+    #[error("a user cannot block themselves")]
+    BlockSelf,
     #[error("the cursor is not one this list issued (another user's or item's, or changed)")]
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]
