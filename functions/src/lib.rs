@@ -196,6 +196,11 @@ pub const FUNCTIONS: &[Function] = &[
     endpoint!(GetErasure),
     endpoint!(GetLeaderboard),
     endpoint!(ListLikers),
+    endpoint!(GetSettings),
+    endpoint!(PutSettings),
+    endpoint!(PutBlock),
+    endpoint!(DeleteBlock),
+    endpoint!(ListBlocks),
     function!("aggregator", |env, clients| Aggregator::new(
         AggregatorConfig::from_lookup(env)?,
         clients.dynamodb.clone()

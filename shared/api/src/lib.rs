@@ -7,6 +7,7 @@ mod erasure;
 mod error;
 mod leaderboard;
 mod likers;
+mod privacy;
 mod reactions;
 
 use aws_config::SdkConfig;
@@ -14,8 +15,8 @@ use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{Body, Request, Response};
 use likes_core::{CursorKey, ValidationError, WriteLimit};
 use likes_store::{
-    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, RateLimitsStore,
-    ReactionsStore,
+    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, PrivacyStore,
+    RateLimitsStore, ReactionsStore,
 };
 
 pub use error::ApiError;
@@ -35,6 +36,11 @@ pub enum Endpoint {
     GetErasure,
     GetLeaderboard,
     ListLikers,
+    GetSettings,
+    PutSettings,
+    PutBlock,
+    DeleteBlock,
+    ListBlocks,
 }
 
 impl Endpoint {
@@ -53,6 +59,11 @@ impl Endpoint {
             Self::GetErasure => "get-erasure",
             Self::GetLeaderboard => "get-leaderboard",
             Self::ListLikers => "list-likers",
+            Self::GetSettings => "get-settings",
+            Self::PutSettings => "put-settings",
+            Self::PutBlock => "put-block",
+            Self::DeleteBlock => "delete-block",
+            Self::ListBlocks => "list-blocks",
         }
     }
 
@@ -65,6 +76,11 @@ impl Endpoint {
                 | Self::GetErasure
                 | Self::GetLeaderboard
                 | Self::ListLikers
+                | Self::GetSettings
+                | Self::PutSettings
+                | Self::PutBlock
+                | Self::DeleteBlock
+                | Self::ListBlocks
         )
     }
 
@@ -81,7 +97,23 @@ impl Endpoint {
     }
 
     fn needs_cursor_key(self) -> bool {
-        matches!(self, Self::ListLikedItems | Self::ListLikers)
+        matches!(
+            self,
+            Self::ListLikedItems | Self::ListLikers | Self::ListBlocks
+        )
+    }
+
+    /// The privacy endpoints, and the likers list, which shows each reader what they may see.
+    fn needs_privacy(self) -> bool {
+        matches!(
+            self,
+            Self::GetSettings
+                | Self::PutSettings
+                | Self::PutBlock
+                | Self::DeleteBlock
+                | Self::ListBlocks
+                | Self::ListLikers
+        )
     }
 
     /// Every write is limited per user; reads are not.
@@ -114,6 +146,7 @@ pub struct Config {
     pub write_limit: Option<(String, WriteLimit)>,
     pub leaderboard_table: Option<String>,
     pub likers_table: Option<String>,
+    pub privacy_table: Option<String>,
 }
 
 impl Config {
@@ -166,6 +199,7 @@ impl Config {
             write_limit,
             leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
             likers_table: var("LIKERS_TABLE", endpoint == Endpoint::ListLikers)?,
+            privacy_table: var("PRIVACY_TABLE", endpoint.needs_privacy())?,
         })
     }
 }
@@ -181,6 +215,7 @@ pub struct App {
     rate_limits: Option<RateLimitsStore>,
     leaderboard: Option<LeaderboardStore>,
     likers: Option<LikersStore>,
+    privacy: Option<PrivacyStore>,
 }
 
 impl App {
@@ -206,6 +241,9 @@ impl App {
             likers: config
                 .likers_table
                 .map(|table| LikersStore::new(dynamodb.clone(), table)),
+            privacy: config
+                .privacy_table
+                .map(|table| PrivacyStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -245,6 +283,12 @@ impl App {
         self.likers.as_ref().ok_or(ApiError::Config("LIKERS_TABLE"))
     }
 
+    fn privacy(&self) -> Result<&PrivacyStore, ApiError> {
+        self.privacy
+            .as_ref()
+            .ok_or(ApiError::Config("PRIVACY_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -268,6 +312,11 @@ impl App {
             Endpoint::GetErasure => erasure::get_erasure(self, request).await,
             Endpoint::GetLeaderboard => leaderboard::get_leaderboard(self, request).await,
             Endpoint::ListLikers => likers::list_likers(self, request).await,
+            Endpoint::GetSettings => privacy::get_settings(self, request).await,
+            Endpoint::PutSettings => privacy::put_settings(self, request).await,
+            Endpoint::PutBlock => privacy::put_block(self, request).await,
+            Endpoint::DeleteBlock => privacy::delete_block(self, request).await,
+            Endpoint::ListBlocks => privacy::list_blocks(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response
@@ -338,6 +387,29 @@ mod tests {
         }
         let read = config(Endpoint::GetReaction, &[("REACTIONS_TABLE", "r")]).unwrap();
         assert!(read.write_limit.is_none());
+    }
+
+    #[test]
+    fn the_privacy_endpoints_and_the_likers_list_need_the_privacy_table() {
+        for endpoint in [
+            Endpoint::GetSettings,
+            Endpoint::PutSettings,
+            Endpoint::PutBlock,
+            Endpoint::DeleteBlock,
+        ] {
+            let only = config(endpoint, &[("PRIVACY_TABLE", "p")]).unwrap();
+            assert_eq!(only.privacy_table.as_deref(), Some("p"));
+            assert!(only.reactions_table.is_none() && only.cursor_key.is_none());
+        }
+        let key = ("CURSOR_SIGNING_KEY", "a-test-key-of-enough-length");
+        let blocks = config(Endpoint::ListBlocks, &[("PRIVACY_TABLE", "p"), key]).unwrap();
+        assert!(blocks.cursor_key.is_some());
+        assert_eq!(
+            config(Endpoint::ListLikers, &[("LIKERS_TABLE", "l"), key])
+                .unwrap_err()
+                .to_string(),
+            "environment variable PRIVACY_TABLE is required"
+        );
     }
 
     #[test]

@@ -92,6 +92,12 @@ pub const POSITION: &str = "position";
 pub const ROW_CREATED: &str = "row_created";
 /// The occupancy row's set of bucket numbers.
 pub const OCCUPIED: &str = "occupied";
+// Privacy (PK user_id, SK entry): the settings row `#settings` (`likes_visibility`, and
+// `blocks`: how many users its user blocks) and block rows `b#<user id>` (`blocked_at`).
+pub const ENTRY: &str = "entry";
+pub const LIKES_VISIBILITY: &str = "likes_visibility";
+pub const BLOCKS: &str = "blocks";
+pub const BLOCKED_AT: &str = "blocked_at";
 // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
 pub const CONNECTION_ID: &str = "connection_id";
 pub const ITEMS: &str = "items";

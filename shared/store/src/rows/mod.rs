@@ -18,6 +18,7 @@ mod erasures;
 mod leaderboard;
 mod likers;
 mod live;
+mod privacy;
 mod reactions;
 
 pub use counts::*;
@@ -25,6 +26,7 @@ pub use erasures::*;
 pub use leaderboard::*;
 pub use likers::*;
 pub use live::*;
+pub use privacy::*;
 pub use reactions::*;
 
 /// An item as the SDK hands it over.
