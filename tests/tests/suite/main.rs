@@ -34,6 +34,7 @@ mod http_leaderboard;
 mod http_liked_items;
 mod http_likers;
 mod http_limits;
+mod http_privacy;
 mod http_private_answers;
 mod http_reactions;
 mod live_connections;
