@@ -195,8 +195,8 @@ pub struct LikersPage {
     pub next: Option<LikersCursor>,
 }
 
-/// Likers a page examines at most in one round: their privacy is one BatchGetItem of at
-/// most 100 keys.
+/// Likers a page examines at most in a round after its first (which examines `limit + 1`):
+/// their settings are one BatchGetItem of at most 100 keys.
 pub const MAX_ROUND_LIKERS: usize = 100;
 
 /// One read a page's merge asks for: bucket `run`'s newest `limit` entries after `after`
@@ -327,7 +327,7 @@ impl PageFill {
             likers: Vec::with_capacity(limit),
             examined: None,
             round: 0,
-            wanted: (limit + 1).min(MAX_ROUND_LIKERS),
+            wanted: limit + 1,
             candidates: Vec::new(),
             ended: false,
             decided: None,
@@ -587,6 +587,10 @@ mod tests {
             })
         );
         // Nobody liked it: no round at all.
+        // The largest page too: one round of `limit + 1`.
+        let (largest, cost) = page(&buckets, &none, 100, None);
+        assert_eq!(largest.likers.len(), 100);
+        assert_eq!((cost.reads, cost.rounds, cost.examined), (64, 1, 101));
         let (empty, cost) = page(&vec![Vec::new(); 3], &none, 20, None);
         assert_eq!((empty.likers.len(), empty.next, cost.rounds), (0, None, 0));
     }
