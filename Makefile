@@ -162,8 +162,9 @@ bench-counts: .venv
 
 # Figures, not a timed test: DynamoDB requests and read units per public count read of one
 # viral item at 1, 100 and 10,000 reads/s, and per 40-item page, through the real handlers with
-# the container's count cache, beside the naive read (a Query per item, no cache) 
-# (docs/performance.md). They are counts, not times, so a debug build serves (no release build of the
+# the container's count cache, beside the naive read (a Query per item, no cache); then per
+# likers page, unfiltered and with the reader's privacy hiding half the newest likers, which
+# it writes into docs/performance.md. They are counts, not times, so a debug build serves (no release build of the
 # SDK first); it only caps the rate one container reaches.
 bench-reads: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q --profile dev -p likes-tests --bench reads

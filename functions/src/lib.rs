@@ -201,6 +201,11 @@ pub const FUNCTIONS: &[Function] = &[
     endpoint!(GetRetraction),
     endpoint!(LiftSuspension),
     endpoint!(RemoveItem),
+    endpoint!(GetSettings),
+    endpoint!(PutSettings),
+    endpoint!(PutBlock),
+    endpoint!(DeleteBlock),
+    endpoint!(ListBlocks),
     function!("aggregator", |env, clients| Aggregator::new(
         AggregatorConfig::from_lookup(env)?,
         clients.dynamodb.clone()

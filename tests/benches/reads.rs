@@ -16,7 +16,10 @@
 //!
 //! Last, a page of an item's likers: 2,000 likers spread over the item's buckets as the likers
 //! consumer leaves them, read through the real handler, beside what one Query of an index
-//! keyed by the item alone would read (the layout that melts on a viral item's writes).
+//! keyed by the item alone would read (the layout that melts on a viral item's writes), with
+//! what checking the reader's privacy adds; then the page when half of the newest 800 likers
+//! are hidden from the reader (private, blocked, or blocking the reader), beside the
+//! unfiltered read.
 
 // Beside this file, not in benches/ itself, where cargo would take each for a bench of its own.
 #[allow(dead_code)]
@@ -26,6 +29,8 @@ mod capacity;
 mod container;
 #[path = "reads/likers.rs"]
 mod likers;
+#[path = "reads/priced.rs"]
+mod priced;
 #[path = "reads/seed.rs"]
 mod seed;
 #[allow(dead_code)]

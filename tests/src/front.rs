@@ -119,11 +119,16 @@ impl TestResponse {
 impl TestStack {
     /// `GET /v1/items/{item}/likers?{query}` as a reader: a private 200's page.
     pub async fn likers_page(&self, item: &str, query: &str) -> Value {
+        self.likers_page_as("reader", item, query).await
+    }
+
+    /// The same as `reader`, who sees the list as their settings and blocks allow.
+    pub async fn likers_page_as(&self, reader: &str, item: &str, query: &str) -> Value {
         let response = self
             .request(
                 "GET",
                 &format!("/v1/items/{item}/likers?{query}"),
-                Some("reader"),
+                Some(reader),
             )
             .send()
             .await;
@@ -134,10 +139,21 @@ impl TestStack {
 
     /// Every page of `item`'s likers at `limit` per page: (user_id, liked_at) in order.
     pub async fn all_likers(&self, item: &str, limit: usize) -> Vec<(String, String)> {
+        self.all_likers_as("reader", item, limit).await
+    }
+
+    /// The same as `reader`. Every page but the last is full, and the last is empty only
+    /// when the whole list is.
+    pub async fn all_likers_as(
+        &self,
+        reader: &str,
+        item: &str,
+        limit: usize,
+    ) -> Vec<(String, String)> {
         let mut listed = Vec::new();
         let mut query = format!("limit={limit}");
         loop {
-            let page = self.likers_page(item, &query).await;
+            let page = self.likers_page_as(reader, item, &query).await;
             let items = page["items"].as_array().expect("items").clone();
             assert!(items.len() <= limit, "{page}");
             for liker in &items {
@@ -149,6 +165,11 @@ impl TestStack {
             match page["next_cursor"].as_str() {
                 None => {
                     assert_eq!(page["next_cursor"], Value::Null);
+                    assert!(
+                        !items.is_empty() || listed.is_empty(),
+                        "an empty last page after {} likers",
+                        listed.len()
+                    );
                     return listed;
                 }
                 Some(cursor) => {

@@ -62,26 +62,35 @@ pub fn moderator(request: &Request) -> Result<UserId, ApiError> {
     Ok(user)
 }
 
-/// The `{user_id}` path parameter: a user id as tokens carry them, percent-decoded.
-pub fn path_user_id(request: &Request) -> Result<UserId, ApiError> {
-    let params = request.path_parameters();
-    let raw = params.first("user_id").unwrap_or_default();
-    let refused = || ValidationError::PathUserId(raw.chars().take(64).collect());
-    let decoded = percent_encoding::percent_decode_str(raw)
-        .decode_utf8()
-        .map_err(|_| refused())?;
-    UserId::parse(&decoded).map_err(|_| refused().into())
-}
-
 /// The `{item_id}` path parameter. Clients may percent-encode `:`; the id is validated after
 /// decoding, so `game%3A1` and `game:1` name the same item.
 pub fn item_id(request: &Request) -> Result<ItemId, ApiError> {
-    let params = request.path_parameters();
-    let raw = params.first("item_id").unwrap_or_default();
-    let decoded = percent_encoding::percent_decode_str(raw)
-        .decode_utf8()
-        .map_err(|_| ValidationError::ItemId(raw.chars().take(64).collect()))?;
+    let bad = |raw: &str| ValidationError::ItemId(raw.chars().take(64).collect());
+    let decoded = path_parameter(request, "item_id", bad)?;
     Ok(ItemId::parse(&decoded)?)
+}
+
+/// The `{user_id}` path parameter: a user (another than the caller, or a moderator's
+/// subject), named by their token's `sub`, percent-decoded (a user id may hold any character but controls) and validated as
+/// the caller's own id is.
+pub fn user_id(request: &Request) -> Result<UserId, ApiError> {
+    let bad = |raw: &str| ValidationError::UserIdParameter(raw.chars().take(64).collect());
+    let decoded = path_parameter(request, "user_id", bad)?;
+    Ok(UserId::parse(&decoded).map_err(|_| bad(&decoded))?)
+}
+
+/// Path parameter `name`, percent-decoded; `bad` is the error of one that is no UTF-8.
+fn path_parameter(
+    request: &Request,
+    name: &str,
+    bad: impl Fn(&str) -> ValidationError,
+) -> Result<String, ValidationError> {
+    let params = request.path_parameters();
+    let raw = params.first(name).unwrap_or_default();
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|decoded| decoded.into_owned())
+        .map_err(|_| bad(raw))
 }
 
 /// The `Idempotency-Key` header; `required` on `PUT …/reaction`, optional elsewhere.

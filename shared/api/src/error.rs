@@ -32,6 +32,12 @@ pub enum ApiError {
     /// The idempotency key was used for a request to set another state.
     #[error("the idempotency key was used for a request to set {original}")]
     KeyReused { original: ReactionState },
+    /// The caller blocks as many users as a user may; nothing was written.
+    #[error(
+        "a user blocks at most {} users; unblock one first",
+        likes_core::privacy::MAX_BLOCKS
+    )]
+    TooManyBlocks,
     /// The caller is past the write limit; nothing was written.
     #[error(
         "writes are limited to {} a second per user, with bursts of up to {}; retry in {retry_after_s} s",
@@ -61,6 +67,7 @@ impl ApiError {
             Self::NotFound(_) => ProblemType::NotFound,
             Self::PreconditionFailed { .. } => ProblemType::PreconditionFailed,
             Self::KeyReused { .. } => ProblemType::IdempotencyKeyReused,
+            Self::TooManyBlocks => ProblemType::TooManyBlocks,
             Self::RateLimited { .. } => ProblemType::RateLimited,
             // DynamoDB throttling, a timeout or a 5xx is the service's trouble, not the
             // caller's rate, and may pass: 503. Anything final is a 500.

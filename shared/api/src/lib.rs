@@ -8,6 +8,7 @@ mod error;
 mod leaderboard;
 mod likers;
 mod moderation;
+mod privacy;
 mod reactions;
 
 use aws_config::SdkConfig;
@@ -16,7 +17,7 @@ use lambda_http::{Body, Request, Response};
 use likes_core::{CursorKey, ItemId, ValidationError, WriteLimit};
 use likes_store::{
     CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, ModerationStore,
-    RateLimitsStore, ReactionsStore, RemovedItems,
+    PrivacyStore, RateLimitsStore, ReactionsStore, RemovedItems,
 };
 
 pub use error::ApiError;
@@ -40,6 +41,11 @@ pub enum Endpoint {
     GetRetraction,
     LiftSuspension,
     RemoveItem,
+    GetSettings,
+    PutSettings,
+    PutBlock,
+    DeleteBlock,
+    ListBlocks,
 }
 
 impl Endpoint {
@@ -62,6 +68,11 @@ impl Endpoint {
             Self::GetRetraction => "get-retraction",
             Self::LiftSuspension => "lift-suspension",
             Self::RemoveItem => "remove-item",
+            Self::GetSettings => "get-settings",
+            Self::PutSettings => "put-settings",
+            Self::PutBlock => "put-block",
+            Self::DeleteBlock => "delete-block",
+            Self::ListBlocks => "list-blocks",
         }
     }
 
@@ -77,6 +88,11 @@ impl Endpoint {
                 | Self::GetRetraction
                 | Self::LiftSuspension
                 | Self::RemoveItem
+                | Self::GetSettings
+                | Self::PutSettings
+                | Self::PutBlock
+                | Self::DeleteBlock
+                | Self::ListBlocks
         )
     }
 
@@ -119,7 +135,23 @@ impl Endpoint {
     }
 
     fn needs_cursor_key(self) -> bool {
-        matches!(self, Self::ListLikedItems | Self::ListLikers)
+        matches!(
+            self,
+            Self::ListLikedItems | Self::ListLikers | Self::ListBlocks
+        )
+    }
+
+    /// The privacy endpoints, and the likers list, which shows each reader what they may see.
+    fn needs_privacy(self) -> bool {
+        matches!(
+            self,
+            Self::GetSettings
+                | Self::PutSettings
+                | Self::PutBlock
+                | Self::DeleteBlock
+                | Self::ListBlocks
+                | Self::ListLikers
+        )
     }
 
     /// Every write is limited per user; reads are not.
@@ -157,6 +189,7 @@ pub struct Config {
     pub suspensions_table: Option<String>,
     /// The endpoint refuses a removed item (its mark is on the Moderation table).
     pub removals: bool,
+    pub privacy_table: Option<String>,
 }
 
 impl Config {
@@ -212,6 +245,7 @@ impl Config {
             moderation_table: var("MODERATION_TABLE", endpoint.needs_moderation())?,
             suspensions_table: var("RATE_LIMITS_TABLE", endpoint.needs_suspensions())?,
             removals: endpoint.needs_removals(),
+            privacy_table: var("PRIVACY_TABLE", endpoint.needs_privacy())?,
         })
     }
 }
@@ -229,6 +263,7 @@ pub struct App {
     likers: Option<LikersStore>,
     moderation: Option<ModerationStore>,
     removed: Option<RemovedItems>,
+    privacy: Option<PrivacyStore>,
 }
 
 impl App {
@@ -266,6 +301,9 @@ impl App {
                     None => store,
                 }
             }),
+            privacy: config
+                .privacy_table
+                .map(|table| PrivacyStore::new(dynamodb.clone(), table)),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -327,6 +365,12 @@ impl App {
             .ok_or(ApiError::Config("MODERATION_TABLE"))
     }
 
+    fn privacy(&self) -> Result<&PrivacyStore, ApiError> {
+        self.privacy
+            .as_ref()
+            .ok_or(ApiError::Config("PRIVACY_TABLE"))
+    }
+
     fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
         self.cursor_key
             .as_ref()
@@ -354,6 +398,11 @@ impl App {
             Endpoint::GetRetraction => moderation::get_retraction(self, request).await,
             Endpoint::LiftSuspension => moderation::lift_suspension(self, request).await,
             Endpoint::RemoveItem => moderation::remove_item(self, request).await,
+            Endpoint::GetSettings => privacy::get_settings(self, request).await,
+            Endpoint::PutSettings => privacy::put_settings(self, request).await,
+            Endpoint::PutBlock => privacy::put_block(self, request).await,
+            Endpoint::DeleteBlock => privacy::delete_block(self, request).await,
+            Endpoint::ListBlocks => privacy::list_blocks(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response
@@ -445,6 +494,7 @@ mod tests {
                     ("WRITE_BURST", "30"),
                     ("COUNTS_TABLE", "c"),
                     ("LIKERS_TABLE", "k"),
+                    ("PRIVACY_TABLE", "p"),
                     ("CURSOR_SIGNING_KEY", "0123456789abcdef0123"),
                 ],
             )
@@ -457,6 +507,32 @@ mod tests {
             let config = config.unwrap();
             assert!(!config.removals && config.moderation_table.is_none());
         }
+    }
+
+    #[test]
+    fn the_privacy_endpoints_and_the_likers_list_need_the_privacy_table() {
+        for endpoint in [
+            Endpoint::GetSettings,
+            Endpoint::PutSettings,
+            Endpoint::PutBlock,
+            Endpoint::DeleteBlock,
+        ] {
+            let only = config(endpoint, &[("PRIVACY_TABLE", "p")]).unwrap();
+            assert_eq!(only.privacy_table.as_deref(), Some("p"));
+            assert!(only.reactions_table.is_none() && only.cursor_key.is_none());
+        }
+        let key = ("CURSOR_SIGNING_KEY", "a-test-key-of-enough-length");
+        let blocks = config(Endpoint::ListBlocks, &[("PRIVACY_TABLE", "p"), key]).unwrap();
+        assert!(blocks.cursor_key.is_some());
+        assert_eq!(
+            config(
+                Endpoint::ListLikers,
+                &[("LIKERS_TABLE", "l"), ("MODERATION_TABLE", "m"), key]
+            )
+                .unwrap_err()
+                .to_string(),
+            "environment variable PRIVACY_TABLE is required"
+        );
     }
 
     #[test]

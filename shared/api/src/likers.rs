@@ -1,5 +1,7 @@
 //! `GET /v1/items/{item_id}/likers?limit=20&cursor=…`: who liked an item, newest first, from
-//! the likers read model the event log feeds; the cursor is signed and bound to the item.
+//! the likers read model the event log feeds, as the caller may see them (never a private
+//! user but themselves, nobody they block or who blocks them); the cursor is signed and bound
+//! to the item.
 
 use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::rfc3339;
@@ -24,8 +26,8 @@ struct LikersPageBody {
 
 pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     // Who liked what is for signed-in callers only: the route has the JWT authorizer, and
-    // the handler refuses a request without its claims too.
-    edge::user(&request)?;
+    // the handler refuses a request without its claims too. What they see is theirs.
+    let reader = edge::user(&request)?;
     let item = edge::item_id(&request)?;
     let params = request.query_string_parameters();
     let limit = page::limit(params.first("limit"), DEFAULT_LIST_LIMIT)?;
@@ -36,7 +38,11 @@ pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, 
         .transpose()?;
     // Asked well, of a removed item: 410.
     app.refuse_removed(&item).await?;
-    let page = app.likers()?.page(&item, limit, after.as_ref()).await?;
+    let mut viewer = app.privacy()?.viewer(&reader);
+    let page = app
+        .likers()?
+        .page(&item, limit, after.as_ref(), &mut viewer)
+        .await?;
     let body = LikersPageBody {
         items: page
             .likers

@@ -77,7 +77,7 @@ fn body(job: &RetractionJob) -> RetractionBody<'_> {
 /// done, with 0.
 pub async fn retract_user(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let moderator = edge::moderator(&request)?;
-    let user = edge::path_user_id(&request)?;
+    let user = edge::user_id(&request)?;
     let asked: RetractionRequestBody = edge::json_body(&request, MAX_RETRACTION_BODY)?;
     let reason = Reason::parse(&asked.reason)?;
     let item = asked.item_id.as_deref().map(ItemId::parse).transpose()?;
@@ -164,7 +164,7 @@ pub async fn get_retraction(app: &App, request: Request) -> Result<Response<Body
 /// admitted. Idempotent: lifting no suspension is no change (the action is still logged).
 pub async fn lift_suspension(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let moderator = edge::moderator(&request)?;
-    let user = edge::path_user_id(&request)?;
+    let user = edge::user_id(&request)?;
     let now_ms = likes_core::clock::now_ms();
     let id = JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0);
     app.moderation()?

@@ -1,5 +1,5 @@
-//! Opaque page cursors, signed and bound to what they page through: "my liked items" cursors
-//! to their user, "who liked" cursors to their item.
+//! Opaque page cursors, signed and bound to what they page through: "my liked items" and "my
+//! blocks" cursors to their user, "who liked" cursors to their item.
 //!
 //! Wire form: `base64url(payload) "." base64url(HMAC-SHA256(key, domain 0 scope 0 payload))`
 //! (each part length-prefixed). The payload is the position of the last entry on the page; a
@@ -18,6 +18,7 @@ use crate::ValidationError;
 
 const LIKED_DOMAIN: &[u8] = b"likes-cursor-v1";
 const LIKERS_DOMAIN: &[u8] = b"likers-cursor-v1";
+const BLOCKS_DOMAIN: &[u8] = b"blocks-cursor-v1";
 /// Longer input is refused before decoding: a real cursor is under 400 characters.
 const MAX_CURSOR_LEN: usize = 512;
 
@@ -132,6 +133,26 @@ impl LikersCursor {
     }
 }
 
+/// Where the next page of a user's blocks starts: after this blocked user (they are listed
+/// in user id order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlocksCursor {
+    #[serde(rename = "u")]
+    pub user_id: String,
+}
+
+impl BlocksCursor {
+    pub fn encode(&self, key: &CursorKey, user: &UserId) -> String {
+        key.seal(BLOCKS_DOMAIN, user.as_str(), self)
+    }
+
+    pub fn decode(raw: &str, key: &CursorKey, user: &UserId) -> Result<Self, ValidationError> {
+        let cursor: Self = key.open(BLOCKS_DOMAIN, user.as_str(), raw)?;
+        UserId::parse(&cursor.user_id).map_err(|_| ValidationError::Cursor)?;
+        Ok(cursor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +240,26 @@ mod tests {
         assert!(LikedCursor::decode(&raw, &key(), &user("game:1")).is_err());
         let liked = cursor().encode(&key(), &user("game:1"));
         assert!(LikersCursor::decode(&liked, &key(), &item("game:1")).is_err());
+    }
+
+    #[test]
+    fn a_blocks_cursor_is_bound_to_its_user_and_to_its_list() {
+        let position = BlocksCursor {
+            user_id: "bob".into(),
+        };
+        let raw = position.encode(&key(), &user("alice"));
+        assert_eq!(
+            BlocksCursor::decode(&raw, &key(), &user("alice")).unwrap(),
+            position
+        );
+        assert_eq!(
+            BlocksCursor::decode(&raw, &key(), &user("bob")),
+            Err(ValidationError::Cursor)
+        );
+        // The user's liked-items cursor is not a blocks cursor, nor the other way round.
+        assert!(LikedCursor::decode(&raw, &key(), &user("alice")).is_err());
+        let liked = cursor().encode(&key(), &user("alice"));
+        assert!(BlocksCursor::decode(&liked, &key(), &user("alice")).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The domain core of Likes: reaction states and their transitions, validation of what
-//! clients send, idempotency records, signed cursors and problem types. Pure functions,
+//! clients send, idempotency records, signed cursors, who sees whose likes, and problem
+//! types. Pure functions,
 //! no AWS types: the adapters and the HTTP edge build on this.
 
 pub mod backoff;
@@ -16,16 +17,18 @@ pub mod live;
 pub mod moderation;
 pub mod page;
 pub mod pipeline;
+pub mod privacy;
 pub mod problem;
 pub mod reaction;
 pub mod reconcile;
 pub mod write;
 
-pub use cursor::{CursorKey, LikedCursor, LikersCursor};
+pub use cursor::{BlocksCursor, CursorKey, LikedCursor, LikersCursor};
 pub use erasure::ErasureJob;
 pub use ids::{IdempotencyKey, ItemId, KeyHash, UserId};
 pub use jobs::{JobId, JobStatus};
 pub use limit::{Admission, WriteLimit};
+pub use privacy::{BlockOutcome, LikesVisibility, PrivacySettings};
 pub use problem::ProblemType;
 pub use reaction::{Delta, ReactionState, Transition};
 pub use write::{
@@ -51,10 +54,14 @@ pub enum ValidationError {
     IfMatch,
     #[error("the token's subject claim is not a usable user id")]
     UserId,
-    #[error("user_id {0:?} is not a user id: 1-128 characters, no control characters")]
-    PathUserId(String),
+    #[error("user_id {0:?} is not 1-128 bytes without control characters")]
+    UserIdParameter(String),
     #[error("reason must be 1-200 characters without control characters, got {0}")]
     Reason(usize),
+    #[error("likes_visibility {0:?} is not one of public, private")]
+    LikesVisibility(String),
+    #[error("a user cannot block themselves")]
+    BlockSelf,
     #[error("the cursor is not one this list issued (another user's or item's, or changed)")]
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]

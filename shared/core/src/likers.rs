@@ -13,13 +13,17 @@
 //! react to an item at all can be found through its buckets (a moderator's removal of the
 //! item turns each of their reactions to NONE) without an index on the item.
 //!
-//! A page is the newest `limit` entries over every bucket ([`newest_first`]), read with one
-//! Query of each bucket that ever held a like: the item's occupancy row lists them (written
+//! A page is the newest `limit` entries its reader may see, merged newest first over every
+//! bucket that ever held a like ([`PageFill`]): the item's occupancy row lists them (written
 //! before a bucket's first liked entry), so an item with a few likers costs a few Queries,
-//! and a viral one 64.
+//! and a viral one 64. When the reader may see every entry, one Query of each bucket is the
+//! whole read; entries hidden from the reader make the merge read further, only in the
+//! buckets it ran through.
+
+use std::collections::VecDeque;
 
 use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
-use crate::{ItemId, ReactionState};
+use crate::{ItemId, LikersCursor, ReactionState};
 
 /// Buckets per item. A viral item's 50,000 likes/s put about 780 writes/s on each bucket's
 /// index partition, under DynamoDB's 1,000 per partition key; a page reads every bucket
@@ -189,16 +193,210 @@ impl Liker {
     }
 }
 
-/// The newest `limit` entries over every bucket, and whether entries follow them. Each run
-/// is a bucket's newest entries after the page's start, newest first, at most `limit + 1`
-/// of them: no bucket can hold more of the page plus the one past it, so one read of each
-/// bucket is always enough.
-pub fn newest_first(runs: Vec<Vec<Liker>>, limit: usize) -> (Vec<Liker>, bool) {
-    let mut all: Vec<Liker> = runs.into_iter().flatten().collect();
-    all.sort_by_cached_key(|liker| std::cmp::Reverse(liker.position()));
-    let more = all.len() > limit;
-    all.truncate(limit);
-    (all, more)
+/// A page of an item's likers as its reader sees them, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LikersPage {
+    pub likers: Vec<Liker>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<LikersCursor>,
+}
+
+/// Likers a page examines at most in a round after its first (which examines `limit + 1`):
+/// their settings are one BatchGetItem of at most 100 keys.
+pub const MAX_ROUND_LIKERS: usize = 100;
+
+/// One read a page's merge asks for: bucket `run`'s newest `limit` entries after `after`
+/// (a [`position`]; from the newest with `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRead {
+    pub run: usize,
+    pub after: Option<String>,
+    pub limit: usize,
+}
+
+/// What a read found: the entries, newest first, and whether the bucket holds more past them.
+pub type RunPart = (Vec<Liker>, bool);
+
+/// One bucket in a page's merge: the entries read and not yet taken (with their positions),
+/// where its next read starts, and whether it holds more past what was read.
+struct Run {
+    entries: VecDeque<(String, Liker)>,
+    after: Option<String>,
+    more: bool,
+}
+
+/// The merge of a page's buckets, newest first, each read only as far as the page needs.
+struct NewestFirst {
+    runs: Vec<Run>,
+}
+
+impl NewestFirst {
+    fn new(runs: usize, after: Option<String>) -> Self {
+        let run = || Run {
+            entries: VecDeque::new(),
+            after: after.clone(),
+            more: true,
+        };
+        Self {
+            runs: (0..runs).map(|_| run()).collect(),
+        }
+    }
+
+    /// The reads needed before the next entry can be told: each bucket whose read entries are
+    /// all taken while it holds more, for up to `limit` of them.
+    fn reads(&self, limit: usize) -> Vec<RunRead> {
+        self.runs
+            .iter()
+            .enumerate()
+            .filter(|(_, run)| run.entries.is_empty() && run.more)
+            .map(|(n, run)| RunRead {
+                run: n,
+                after: run.after.clone(),
+                limit,
+            })
+            .collect()
+    }
+
+    fn fill(&mut self, n: usize, (likers, more): RunPart) {
+        let run = &mut self.runs[n];
+        // A read that found nothing ends its bucket, whatever it said: the merge always moves.
+        run.more = more && !likers.is_empty();
+        for liker in likers {
+            let position = liker.position();
+            run.after = Some(position.clone());
+            run.entries.push_back((position, liker));
+        }
+    }
+
+    /// The newest entry not yet taken, once [`Self::reads`] asks for nothing.
+    fn take(&mut self) -> Option<Liker> {
+        let newest = self
+            .runs
+            .iter()
+            .enumerate()
+            .filter_map(|(n, run)| run.entries.front().map(|(position, _)| (position, n)))
+            .max()?
+            .1;
+        self.runs[newest]
+            .entries
+            .pop_front()
+            .map(|(_, liker)| liker)
+    }
+}
+
+/// What a page being filled needs next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Read these buckets (all at once) and hand what they found to [`PageFill::read`].
+    Read(Vec<RunRead>),
+    /// Say which of these likers the reader may see, in one go, to [`PageFill::judged`].
+    Judge(&'a [Liker]),
+    /// The page.
+    Done(LikersPage),
+}
+
+/// The next page after a cursor of the `limit` (at least 1) newest likers the reader may
+/// see, merged over an item's buckets; the caller does the reads and the judging it asks for
+/// ([`PageFill::step`]).
+///
+/// Each round takes the next candidates from the merge, has them judged at once, and keeps
+/// the ones shown; it stops at the first shown entry past the page, or at the end of the
+/// list. So every page but the last is full, the last is the only one without a cursor, and
+/// the cursor is the last entry examined before the one past the page: the next page starts
+/// right after this one's hidden tail, and pages list every shown entry exactly once. A
+/// round examines what the page still needs and the one past it, so a page nothing is
+/// hidden from is one round, and a bucket read is `limit + 1` entries, as an unfiltered
+/// merge reads; each round after that examines twice as many as the page still needs as the
+/// one before, up to [`MAX_ROUND_LIKERS`], so a long run of hidden entries costs a few
+/// rounds, not one per entry.
+pub struct PageFill {
+    merge: NewestFirst,
+    limit: usize,
+    likers: Vec<Liker>,
+    /// The last entry examined: where the next page starts.
+    examined: Option<Liker>,
+    round: u32,
+    wanted: usize,
+    candidates: Vec<Liker>,
+    /// The merge has no entry left.
+    ended: bool,
+    /// The page is decided, with its cursor or none.
+    decided: Option<Option<LikersCursor>>,
+}
+
+impl PageFill {
+    /// A page of `limit` over `runs` buckets, after `after` (from the newest with `None`).
+    pub fn new(runs: usize, limit: usize, after: Option<&LikersCursor>) -> Self {
+        Self {
+            merge: NewestFirst::new(runs, after.map(|c| position(c.liked_at_ms, &c.user_id))),
+            limit,
+            likers: Vec::with_capacity(limit),
+            examined: None,
+            round: 0,
+            wanted: limit + 1,
+            candidates: Vec::new(),
+            ended: false,
+            decided: None,
+        }
+    }
+
+    pub fn step(&mut self) -> Step<'_> {
+        if let Some(next) = self.decided.take() {
+            return Step::Done(self.page(next));
+        }
+        while self.candidates.len() < self.wanted && !self.ended {
+            let reads = self.merge.reads(self.wanted);
+            if !reads.is_empty() {
+                return Step::Read(reads);
+            }
+            match self.merge.take() {
+                Some(liker) => self.candidates.push(liker),
+                None => self.ended = true,
+            }
+        }
+        if self.candidates.is_empty() {
+            return Step::Done(self.page(None));
+        }
+        Step::Judge(&self.candidates)
+    }
+
+    /// What the reads [`Step::Read`] asked for found, in their order.
+    pub fn read(&mut self, reads: Vec<RunRead>, parts: Vec<RunPart>) {
+        for (read, part) in reads.into_iter().zip(parts) {
+            self.merge.fill(read.run, part);
+        }
+    }
+
+    /// Whether the reader may see each liker [`Step::Judge`] asked about, in their order.
+    pub fn judged(&mut self, shown: Vec<bool>) {
+        for (liker, shown) in std::mem::take(&mut self.candidates).into_iter().zip(shown) {
+            if shown {
+                if self.likers.len() == self.limit {
+                    self.decided = Some(self.examined.take().map(|last| LikersCursor {
+                        liked_at_ms: last.liked_at_ms,
+                        user_id: last.user_id,
+                    }));
+                    return;
+                }
+                self.likers.push(liker.clone());
+            }
+            self.examined = Some(liker);
+        }
+        if self.ended {
+            self.decided = Some(None);
+            return;
+        }
+        self.round += 1;
+        let needed = self.limit + 1 - self.likers.len();
+        self.wanted = (needed << self.round.min(7)).min(MAX_ROUND_LIKERS);
+    }
+
+    fn page(&mut self, next: Option<LikersCursor>) -> LikersPage {
+        LikersPage {
+            likers: std::mem::take(&mut self.likers),
+            next,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -313,13 +511,56 @@ mod tests {
         assert!(position(1_000, "a") < position(1_000, "b"));
     }
 
-    /// Reads every bucket as the store does: its newest `limit + 1` entries.
-    fn read_page(buckets: &[Vec<Liker>], limit: usize) -> (Vec<Liker>, bool) {
-        let runs = buckets
-            .iter()
-            .map(|b| b.iter().take(limit + 1).cloned().collect())
-            .collect();
-        newest_first(runs, limit)
+    /// What a page read costs: the bucket reads and the entries they returned, and the
+    /// rounds of judging with the entries they asked about.
+    #[derive(Debug, Default)]
+    struct Cost {
+        reads: usize,
+        read_entries: usize,
+        rounds: usize,
+        examined: usize,
+    }
+
+    /// One page of `buckets` (each newest first) after `after`, read as the store reads
+    /// them (a bucket's newest `limit` entries after a position), with `hidden` not shown.
+    fn page(
+        buckets: &[Vec<Liker>],
+        hidden: &std::collections::HashSet<String>,
+        limit: usize,
+        after: Option<&LikersCursor>,
+    ) -> (LikersPage, Cost) {
+        let mut cost = Cost::default();
+        let mut fill = PageFill::new(buckets.len(), limit, after);
+        loop {
+            match fill.step() {
+                Step::Read(reads) => {
+                    let parts = reads
+                        .iter()
+                        .map(|read| {
+                            cost.reads += 1;
+                            let mut rest = buckets[read.run]
+                                .iter()
+                                .filter(|l| read.after.as_ref().is_none_or(|a| &l.position() < a));
+                            let part: Vec<Liker> =
+                                rest.by_ref().take(read.limit).cloned().collect();
+                            cost.read_entries += part.len();
+                            (part, rest.next().is_some())
+                        })
+                        .collect();
+                    fill.read(reads, parts);
+                }
+                Step::Judge(likers) => {
+                    cost.rounds += 1;
+                    cost.examined += likers.len();
+                    let shown = likers
+                        .iter()
+                        .map(|l| !hidden.contains(&l.user_id))
+                        .collect();
+                    fill.judged(shown);
+                }
+                Step::Done(page) => return (page, cost),
+            }
+        }
     }
 
     fn sorted(mut likers: Vec<Liker>) -> Vec<Liker> {
@@ -327,17 +568,86 @@ mod tests {
         likers
     }
 
+    fn liker(user: usize, liked_at_ms: i64) -> Liker {
+        Liker {
+            user_id: format!("user{user:04}"),
+            liked_at_ms,
+        }
+    }
+
+    #[test]
+    fn a_page_nothing_is_hidden_from_reads_each_bucket_once_and_examines_one_past_it() {
+        // 64 buckets of 30 likers each, interleaved in time.
+        let buckets: Vec<Vec<Liker>> = (0..64)
+            .map(|b| {
+                sorted(
+                    (0..30)
+                        .map(|n| liker(b * 30 + n, (n * 64 + b) as i64))
+                        .collect(),
+                )
+            })
+            .collect();
+        let none = std::collections::HashSet::new();
+        let (first, cost) = page(&buckets, &none, 20, None);
+        assert_eq!(first.likers.len(), 20);
+        assert_eq!((cost.reads, cost.rounds, cost.examined), (64, 1, 21));
+        assert_eq!(cost.read_entries, 64 * 21);
+        let last = first.likers.last().unwrap();
+        assert_eq!(
+            first.next,
+            Some(LikersCursor {
+                liked_at_ms: last.liked_at_ms,
+                user_id: last.user_id.clone()
+            })
+        );
+        // Nobody liked it: no round at all.
+        // The largest page too: one round of `limit + 1`.
+        let (largest, cost) = page(&buckets, &none, 100, None);
+        assert_eq!(largest.likers.len(), 100);
+        assert_eq!((cost.reads, cost.rounds, cost.examined), (64, 1, 101));
+        let (empty, cost) = page(&vec![Vec::new(); 3], &none, 20, None);
+        assert_eq!((empty.likers.len(), empty.next, cost.rounds), (0, None, 0));
+    }
+
+    #[test]
+    fn a_long_run_of_hidden_likers_costs_a_few_rounds_and_no_short_page() {
+        // 500 likers in 8 buckets; the newest 400 are hidden from the reader.
+        let all: Vec<Liker> = (0..500).map(|n| liker(n, 10_000 - n as i64)).collect();
+        let mut buckets = vec![Vec::new(); 8];
+        for (n, l) in all.iter().enumerate() {
+            buckets[n % 8].push(l.clone());
+        }
+        let hidden: std::collections::HashSet<String> =
+            all[..400].iter().map(|l| l.user_id.clone()).collect();
+        let (first, cost) = page(&buckets, &hidden, 20, None);
+        assert_eq!(first.likers, all[400..420]);
+        assert!(cost.rounds <= 7, "{cost:?}");
+        assert!(cost.examined <= 400 + 21 + 100, "{cost:?}");
+        // The next page starts after the last liker listed, and is full too.
+        let (second, _) = page(&buckets, &hidden, 20, first.next.as_ref());
+        assert_eq!(second.likers, all[420..440]);
+        // Hidden likers at the end of the list make no empty page with a cursor.
+        let tail: std::collections::HashSet<String> =
+            all[20..].iter().map(|l| l.user_id.clone()).collect();
+        let (only, _) = page(&buckets, &tail, 20, None);
+        assert_eq!((only.likers.as_slice(), only.next), (&all[..20], None));
+    }
+
     proptest! {
         #[test]
-        fn pages_are_exactly_the_newest_entries_of_all_buckets(
-            entries in proptest::collection::vec((0u8..6, 0i64..50, 0u16..400), 0..300),
+        fn pages_list_every_shown_entry_once_newest_first_and_only_the_last_is_short(
+            entries in proptest::collection::vec((0u8..6, 0i64..50, 0u16..400, any::<bool>()), 0..300),
             limit in 1usize..30,
         ) {
             let mut all: Vec<(usize, Liker)> = Vec::new();
-            for (bucket, at, user) in entries {
+            let mut hidden = std::collections::HashSet::new();
+            for (bucket, at, user, hide) in entries {
                 let user_id = format!("user{user}");
                 if all.iter().any(|(_, l)| l.user_id == user_id) {
                     continue;
+                }
+                if hide {
+                    hidden.insert(user_id.clone());
                 }
                 all.push((usize::from(bucket), Liker { user_id, liked_at_ms: at }));
             }
@@ -346,27 +656,29 @@ mod tests {
                 buckets[*bucket].push(liker.clone());
             }
             let buckets: Vec<Vec<Liker>> = buckets.into_iter().map(sorted).collect();
-            let expected = sorted(all.into_iter().map(|(_, l)| l).collect());
-            // Page through as a client would: each page starts after the last one's end.
+            let expected: Vec<Liker> = sorted(all.into_iter().map(|(_, l)| l).collect())
+                .into_iter()
+                .filter(|l| !hidden.contains(&l.user_id))
+                .collect();
+            // Page through as a client would: each page starts at the last one's cursor.
             let mut listed = Vec::new();
-            let mut rest = buckets;
+            let mut cursor = None;
             loop {
-                let (page, more) = read_page(&rest, limit);
-                prop_assert!(page.len() <= limit);
-                listed.extend(page.iter().cloned());
-                let Some(last) = page.last() else {
-                    prop_assert!(!more);
-                    break;
-                };
-                let after = last.position();
-                rest = rest
-                    .into_iter()
-                    .map(|b| b.into_iter().filter(|l| l.position() < after).collect())
-                    .collect();
-                let left: usize = rest.iter().map(Vec::len).sum();
-                prop_assert_eq!(more, left > 0, "more says whether entries follow");
-                if !more {
-                    break;
+                let (page, _) = page(&buckets, &hidden, limit, cursor.as_ref());
+                listed.extend(page.likers.iter().cloned());
+                match page.next {
+                    Some(next) => {
+                        prop_assert_eq!(page.likers.len(), limit, "only the last page is short");
+                        cursor = Some(next);
+                    }
+                    None => {
+                        prop_assert!(page.likers.len() <= limit);
+                        prop_assert!(
+                            !page.likers.is_empty() || listed.is_empty(),
+                            "a last page is empty only when the whole list is"
+                        );
+                        break;
+                    }
                 }
             }
             prop_assert_eq!(listed, expected);

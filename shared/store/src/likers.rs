@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::likers::{
-    bucket_key, bucket_of, newest_first, occupancy_key, position, LikeAt, Liker, LikerChange,
-    LikerUpdate, LIKER_BUCKETS,
+    bucket_key, bucket_of, occupancy_key, position, LikeAt, Liker, LikerChange, LikerUpdate,
+    PageFill, RunPart, RunRead, Step, LIKER_BUCKETS,
 };
 use likes_core::{ItemId, LikersCursor};
 
@@ -22,7 +22,7 @@ use crate::rows::attr::{
     BUCKET, DISLIKED, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
 };
 use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow, OccupancyRow};
-use crate::StoreError;
+use crate::{StoreError, Viewer};
 
 /// The index of liked entries per bucket, by position.
 pub const POSITION_INDEX: &str = "by_position";
@@ -32,13 +32,7 @@ const OCCUPANCY_SORT_KEY: &str = "#";
 /// again (an idempotent write each).
 const MARKED_CAPACITY: usize = 100_000;
 
-/// A page of an item's likers, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LikersPage {
-    pub likers: Vec<Liker>,
-    /// Where the next page starts; `None` on the last page.
-    pub next: Option<LikersCursor>,
-}
+pub use likes_core::likers::LikersPage;
 
 #[derive(Debug, Clone)]
 pub struct LikersStore {
@@ -277,46 +271,74 @@ impl LikersStore {
         Ok(found)
     }
 
-    /// The newest `limit` likers of `item` after `after`: the occupancy row, then one Query of
-    /// each occupied bucket's index (concurrently) for its newest `limit + 1` entries, merged.
+    /// The newest `limit` likers of `item` after `after` that `viewer` may see
+    /// ([`PageFill`]): the occupancy row, then one Query of each occupied bucket's index
+    /// (concurrently) for its newest `limit + 1` entries, merged; when the viewer may not
+    /// see some, further Queries of the buckets the merge ran through.
     pub async fn page(
         &self,
         item: &ItemId,
         limit: usize,
         after: Option<&LikersCursor>,
+        viewer: &mut Viewer<'_>,
     ) -> Result<LikersPage, StoreError> {
-        let after = after.map(|cursor| position(cursor.liked_at_ms, &cursor.user_id));
-        let mut reads = tokio::task::JoinSet::new();
-        for bucket in self
+        let buckets: Vec<String> = self
             .occupied(item)
             .await?
             .into_iter()
             .map(|n| bucket_key(item, n))
-        {
+            .collect();
+        let mut fill = PageFill::new(buckets.len(), limit, after);
+        loop {
+            match fill.step() {
+                Step::Read(reads) => {
+                    let parts = self.read_runs(&buckets, &reads).await?;
+                    fill.read(reads, parts);
+                }
+                Step::Judge(likers) => {
+                    let shown = viewer.shown(likers).await?;
+                    fill.judged(shown);
+                }
+                Step::Done(page) => return Ok(page),
+            }
+        }
+    }
+
+    /// Each read's bucket Queried on the `by_position` index, all at once: its newest
+    /// `limit` entries after the position, and whether the Query stopped short of the end.
+    async fn read_runs(
+        &self,
+        buckets: &[String],
+        reads: &[RunRead],
+    ) -> Result<Vec<RunPart>, StoreError> {
+        let mut queries = tokio::task::JoinSet::new();
+        for (n, read) in reads.iter().enumerate() {
             let query = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .index_name(POSITION_INDEX)
                 .expression_attribute_names("#bucket", BUCKET)
-                .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+                .expression_attribute_values(
+                    ":bucket",
+                    AttributeValue::S(buckets[read.run].clone()),
+                )
                 .scan_index_forward(false)
-                .limit(limit as i32 + 1);
-            let query = match &after {
+                .limit(read.limit as i32);
+            let query = match read.after.clone() {
                 None => query.key_condition_expression("#bucket = :bucket"),
                 Some(after) => query
                     .key_condition_expression("#bucket = :bucket AND #position < :after")
                     .expression_attribute_names("#position", POSITION)
-                    .expression_attribute_values(":after", AttributeValue::S(after.clone())),
+                    .expression_attribute_values(":after", AttributeValue::S(after)),
             };
-            reads.spawn(query.send());
+            queries.spawn(async move { (n, query.send().await) });
         }
-        let mut runs = Vec::with_capacity(reads.len());
-        while let Some(read) = reads.join_next().await {
-            let output = read
-                .map_err(StoreError::Task)?
-                .map_err(|err| StoreError::aws("Query", err))?;
-            let run = output
+        let mut parts = vec![(Vec::new(), false); queries.len()];
+        while let Some(read) = queries.join_next().await {
+            let (n, output) = read.map_err(StoreError::Task)?;
+            let output = output.map_err(|err| StoreError::aws("Query", err))?;
+            let likers = output
                 .items
                 .unwrap_or_default()
                 .into_iter()
@@ -328,18 +350,10 @@ impl LikersStore {
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
-            runs.push(run);
+            // DynamoDB names a last key whenever it stopped at the Limit (or 1 MB).
+            let more = output.last_evaluated_key.is_some_and(|key| !key.is_empty());
+            parts[n] = (likers, more);
         }
-        let (likers, more) = newest_first(runs, limit);
-        let next = more.then(|| {
-            let last = likers
-                .last()
-                .expect("a page with more after it is not empty");
-            LikersCursor {
-                liked_at_ms: last.liked_at_ms,
-                user_id: last.user_id.clone(),
-            }
-        });
-        Ok(LikersPage { likers, next })
+        Ok(parts)
     }
 }

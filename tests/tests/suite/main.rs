@@ -35,6 +35,7 @@ mod http_liked_items;
 mod http_likers;
 mod http_limits;
 mod http_moderation;
+mod http_privacy;
 mod http_private_answers;
 mod http_reactions;
 mod live_connections;

@@ -106,6 +106,12 @@ pub const ROW_CREATED: &str = "row_created";
 pub const OCCUPIED: &str = "occupied";
 /// A likers entry of a user who dislikes the item (no position: not a liker).
 pub const DISLIKED: &str = "disliked";
+// Privacy (PK user_id, SK entry): the settings row `#settings` (`likes_visibility`, and
+// `blocks`: how many users its user blocks) and block rows `b#<user id>` (`blocked_at`).
+pub const ENTRY: &str = "entry";
+pub const LIKES_VISIBILITY: &str = "likes_visibility";
+pub const BLOCKS: &str = "blocks";
+pub const BLOCKED_AT: &str = "blocked_at";
 // LiveConnections (PK connection_id): the watcher, the items it watches; TTL `expires_at`.
 pub const CONNECTION_ID: &str = "connection_id";
 pub const ITEMS: &str = "items";

@@ -19,6 +19,7 @@ mod leaderboard;
 mod likers;
 mod live;
 mod moderation;
+mod privacy;
 mod reactions;
 
 pub use counts::*;
@@ -27,6 +28,7 @@ pub use leaderboard::*;
 pub use likers::*;
 pub use live::*;
 pub use moderation::*;
+pub use privacy::*;
 pub use reactions::*;
 
 /// An item as the SDK hands it over.

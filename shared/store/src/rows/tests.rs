@@ -228,3 +228,44 @@ fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
     ]));
     assert!(matches!(mistyped, Err(StoreError::Row(_))), "{mistyped:?}");
 }
+
+#[test]
+fn privacy_rows_use_the_named_attributes_and_read_defaults() {
+    let block = BlockRow {
+        user_id: "u".into(),
+        entry: "b#v".into(),
+        blocked_at: 9,
+    };
+    let mut expected = [attr::BLOCKED_AT, attr::ENTRY, attr::USER_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&block).unwrap()), expected);
+    let key = PrivacyKey {
+        user_id: "u".into(),
+        entry: "#settings".into(),
+    };
+    let mut expected = [attr::ENTRY, attr::USER_ID];
+    expected.sort_unstable();
+    assert_eq!(names(&to_item(&key).unwrap()), expected);
+    let never_set: SettingsRow = from_item(Item::from([
+        (attr::USER_ID.into(), AttributeValue::S("u".into())),
+        (attr::ENTRY.into(), AttributeValue::S("#settings".into())),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (never_set.likes_visibility, never_set.blocks),
+        (likes_core::LikesVisibility::Public, 0)
+    );
+    let set: SettingsRow = from_item(Item::from([
+        (attr::USER_ID.into(), AttributeValue::S("u".into())),
+        (
+            attr::LIKES_VISIBILITY.into(),
+            AttributeValue::S("private".into()),
+        ),
+        (attr::BLOCKS.into(), AttributeValue::N("2".into())),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (set.likes_visibility, set.blocks),
+        (likes_core::LikesVisibility::Private, 2)
+    );
+}
