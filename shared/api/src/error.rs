@@ -16,7 +16,7 @@ pub enum ApiError {
     #[error("this route needs a token with the likes/moderate scope")]
     Forbidden,
     /// A moderator removed the item: nothing is written to it or read of it.
-    #[error("a moderator removed this item; nothing was written")]
+    #[error("a moderator removed this item: it takes no reactions and shows no count or likers")]
     ItemRemoved,
     /// A moderator suspended the caller's writes; nothing was written.
     #[error("a moderator suspended your reactions; nothing was written")]
