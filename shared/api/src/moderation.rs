@@ -82,19 +82,15 @@ pub async fn retract_user(app: &App, request: Request) -> Result<Response<Body>,
     let reason = Reason::parse(&asked.reason)?;
     let item = asked.item_id.as_deref().map(ItemId::parse).transpose()?;
     let now_ms = likes_core::clock::now_ms();
-    let mut job = RetractionJob {
-        id: JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0),
-        user_id: Some(user.as_str().to_owned()),
-        item_id: item,
-        reason: reason.into_string(),
-        suspend: asked.suspend,
-        requested_by: moderator.as_str().to_owned(),
-        requested_at_ms: now_ms,
-        status: JobStatus::Running,
-        step: 0,
-        reactions_retracted: 0,
-        planned: Vec::new(),
-    };
+    let mut job = RetractionJob::requested(
+        Some(&user),
+        item,
+        reason,
+        asked.suspend,
+        &moderator,
+        now_ms,
+        random(),
+    );
     let any = app
         .reactions()?
         .retractable_keys(&user, job.item_id.as_ref(), None, 1, job.cut_ms())
@@ -117,25 +113,26 @@ pub async fn remove_item(app: &App, request: Request) -> Result<Response<Body>, 
     let asked: RemovalRequestBody = edge::json_body(&request, MAX_RETRACTION_BODY)?;
     let reason = Reason::parse(&asked.reason)?;
     let now_ms = likes_core::clock::now_ms();
-    let job = RetractionJob {
-        id: JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0),
-        user_id: None,
-        item_id: Some(item),
-        reason: reason.into_string(),
-        suspend: false,
-        requested_by: moderator.as_str().to_owned(),
-        requested_at_ms: now_ms,
-        status: JobStatus::Running,
-        step: 0,
-        reactions_retracted: 0,
-        planned: Vec::new(),
-    };
+    let job = RetractionJob::requested(
+        None,
+        Some(item),
+        reason,
+        false,
+        &moderator,
+        now_ms,
+        random(),
+    );
     let start = app.moderation()?.start_retraction(&job).await?;
     tracing::info!(?start, "item removal requested");
     if let JobStart::Started(_) = start {
         tokio::time::sleep(Duration::from_millis(REMOVAL_CACHE_MS as u64)).await;
     }
     Ok(accepted(start.job()))
+}
+
+/// What tells two jobs asked for in one millisecond apart.
+fn random() -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0
 }
 
 /// 202 with a job and where to follow it.
@@ -166,7 +163,7 @@ pub async fn lift_suspension(app: &App, request: Request) -> Result<Response<Bod
     let moderator = edge::moderator(&request)?;
     let user = edge::user_id(&request)?;
     let now_ms = likes_core::clock::now_ms();
-    let id = JobId::new(now_ms, uuid::Uuid::new_v4().as_u64_pair().0);
+    let id = JobId::new(now_ms, random());
     app.moderation()?
         .lift_suspension(&user, &id, &moderator, now_ms)
         .await?;

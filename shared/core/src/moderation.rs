@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::jobs::{JobId, JobStatus};
 use crate::limit::LEASE_MS;
-use crate::{ItemId, ValidationError};
+use crate::{ItemId, UserId, ValidationError};
 
 /// The OAuth scope a token must hold for every moderation route (`AuthorizationScopes` in
 /// the template; API Gateway refuses a token without it with 403).
@@ -87,6 +87,33 @@ pub enum Target<'a> {
 }
 
 impl RetractionJob {
+    /// A job `by` a moderator asks for at `now_ms` (`random` tells two requests of one
+    /// millisecond apart): of `user`'s reactions (only `item`'s when given), or with no user
+    /// of every reaction to `item`, which is removed.
+    pub fn requested(
+        user: Option<&UserId>,
+        item: Option<ItemId>,
+        reason: Reason,
+        suspend: bool,
+        by: &UserId,
+        now_ms: i64,
+        random: u64,
+    ) -> Self {
+        Self {
+            id: JobId::new(now_ms, random),
+            user_id: user.map(|user| user.as_str().to_owned()),
+            item_id: item,
+            reason: reason.into_string(),
+            suspend,
+            requested_by: by.as_str().to_owned(),
+            requested_at_ms: now_ms,
+            status: JobStatus::Running,
+            step: 0,
+            reactions_retracted: 0,
+            planned: Vec::new(),
+        }
+    }
+
     pub fn target(&self) -> Target<'_> {
         match (&self.user_id, &self.item_id) {
             (Some(user_id), item_id) => Target::User {
