@@ -71,11 +71,12 @@ where
             .filter(|r| r.code() == Some("ConditionalCheckFailed"))
             .and_then(|r| r.item());
         let Some(guard) = guard else {
-            // Two requests of one user at once conflict on the guard; neither wrote
-            // anything, so trying again is safe (and meets the winner's guard).
+            // Two requests of one user at once conflict on the guard, or a throttled item
+            // cancelled the transaction; nothing was written, so trying again is safe (and
+            // meets the winner's guard).
             if reasons
                 .iter()
-                .any(|r| r.code() == Some("TransactionConflict"))
+                .any(|r| matches!(r.code(), Some("TransactionConflict" | "ThrottlingError")))
             {
                 last_cancelled = Some(err);
                 tokio::time::sleep(likes_core::backoff::delay(attempt)).await;
@@ -90,7 +91,7 @@ where
         }
         last_cancelled = Some(err);
     }
-    // Every try met another start of this user's at the guard: contention.
+    // Every try met another start of this user's at the guard, or throttling: contention.
     let err = last_cancelled.expect("every try that did not return was cancelled");
     Err(AwsError::new(operation, err).as_throttled().into())
 }
