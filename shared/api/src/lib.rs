@@ -529,8 +529,8 @@ mod tests {
                 Endpoint::ListLikers,
                 &[("LIKERS_TABLE", "l"), ("MODERATION_TABLE", "m"), key]
             )
-                .unwrap_err()
-                .to_string(),
+            .unwrap_err()
+            .to_string(),
             "environment variable PRIVACY_TABLE is required"
         );
     }
