@@ -8,18 +8,28 @@
 //! pipelines that take each retracted like out of the counts, the leaderboard, the likers
 //! and the live counts.
 //!
+//! Then an item's removal: `LIKES_BENCH_REMOVED` (500) users react to one viral item, a
+//! fifth of them DISLIKE and the rest LIKE, and a moderator removes it (`DELETE
+//! /v1/moderation/items/{item_id}`); the job finds its reactors bucket by bucket in the
+//! likers read model and turns each reaction to NONE.
+//!
 //! Two stacks: one at the template's `ModerationRowsPerSecond`, where the pace bounds the
-//! job, and one at the most the template allows, where the work of each slice does. Each
-//! phase's units are read off the simulator's bill before and after it, every consumer
-//! settled. The section is written into docs/performance.md between its markers.
+//! job, and one at the most the template allows, where the work of each slice does; the
+//! removal runs on the first. Each phase's units are read off the simulator's bill before
+//! and after it, every consumer settled. The section is written into docs/performance.md
+//! between its markers.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{self, StreamExt};
 use likes_core::jobs::{paced, slice_rows};
-use likes_core::moderation::{RetractionJob, SUSPENSION_SETTLE_MS};
+use likes_core::likers::LIKER_BUCKETS;
+use likes_core::moderation::{
+    RetractionJob, REMOVAL_CACHE_MS, REMOVAL_SETTLE_MS, SUSPENSION_SETTLE_MS,
+};
 use likes_core::{JobId, JobStatus};
-use likes_simulator::Unit;
+use likes_simulator::{table_resource, Unit, Usage};
 use likes_store::ModerationStore;
 use likes_tests::billing::{self, units, Billed, Resources};
 use likes_tests::docs::{take_said, write_section};
@@ -27,6 +37,8 @@ use likes_tests::{env_count, say, Aws, TestStack, RETRACT_FUNCTION};
 use serde_json::json;
 
 const BOT: &str = "bot";
+/// The item a moderator removes.
+const REMOVED_ITEM: &str = "viral:removed";
 const MODERATOR: &str = "moderator";
 /// Likes the bot sends at once.
 const CLIENTS: usize = 16;
@@ -55,12 +67,39 @@ struct Run {
     throttled: u64,
 }
 
+/// An item's removal: its reactions going in, then the job that turns them to NONE.
+struct Removal {
+    /// `ModerationRowsPerSecond` as the stack deployed it.
+    rows_per_second: u32,
+    /// Units per reaction going in, and per reaction removed.
+    reactions: Billed,
+    removal: Billed,
+    /// From the removal's request to the job's last write of a reaction row.
+    retracted_in: Duration,
+    /// From the removal's request to the retractor's last invocation.
+    took: Duration,
+    /// The slices the job committed, the sweeps that waited out its settle among them.
+    slices: u64,
+    throttled: u64,
+}
+
 #[tokio::main]
 async fn main() {
     let reactions = env_count("LIKES_BENCH_RETRACTED", 500);
+    let reactors = env_count("LIKES_BENCH_REMOVED", 500);
     let started = Instant::now();
-    let at_default = run(&[], reactions).await;
-    let raised = run(&[("ModerationRowsPerSecond", RAISED_RATE)], reactions).await;
+    let (at_default, removal) = {
+        let stack = stack(&[]).await;
+        (
+            retraction(&stack, reactions).await,
+            removal(&stack, reactors).await,
+        )
+    };
+    let raised = retraction(
+        &stack(&[("ModerationRowsPerSecond", RAISED_RATE)]).await,
+        reactions,
+    )
+    .await;
 
     say!(
         "{reactions} likes by one user (a bot), each of a cold item of its own, then a \
@@ -69,7 +108,10 @@ async fn main() {
          service that spent them (the retraction's at the template's pace):"
     );
     say!();
-    units_table(&at_default);
+    units_table(
+        ("like", &at_default.likes),
+        ("retraction", &at_default.retraction),
+    );
     say!();
     times_table(&[&at_default, &raised], reactions);
     say!();
@@ -103,27 +145,36 @@ async fn main() {
         at_default.throttled + raised.throttled
     );
     say!();
+    removal_section(&removal, reactors, &at_default.likes);
+    say!();
     say!("(bench took {:.1} s)", started.elapsed().as_secs_f64());
     write_section("moderation", &take_said());
 }
 
-/// A stack with `parameters`: the bot's likes and then their retraction, each billed.
-async fn run(parameters: &[(&str, &str)], reactions: usize) -> Run {
-    let stack = TestStack::builder()
+/// A stack on the simulator with `parameters`.
+async fn stack(parameters: &[(&str, &str)]) -> TestStack {
+    TestStack::builder()
         .on(Aws::Simulator)
         .parameters(&UNLIMITED_WRITES)
         .parameters(parameters)
         .start()
-        .await;
-    let names = Resources::of(&stack);
+        .await
+}
+
+/// `ModerationRowsPerSecond` as `stack` deployed it.
+fn rows_per_second(stack: &TestStack) -> u32 {
     let environment = stack
         .stack
         .function_environment(RETRACT_FUNCTION)
         .unwrap_or_else(|err| panic!("{err}"));
-    let rows_per_second = environment["MODERATION_ROWS_PER_SECOND"]
+    environment["MODERATION_ROWS_PER_SECOND"]
         .parse()
-        .expect("MODERATION_ROWS_PER_SECOND is a number");
+        .expect("MODERATION_ROWS_PER_SECOND is a number")
+}
 
+/// The bot's likes and then their retraction, each billed.
+async fn retraction(stack: &TestStack, reactions: usize) -> Run {
+    let names = Resources::of(stack);
     let before = stack.usage();
     let likes = (0..reactions).map(|i| (BOT.to_owned(), format!("retracted:{i:05}")));
     stack.like_all(CLIENTS, likes).await;
@@ -132,22 +183,120 @@ async fn run(parameters: &[(&str, &str)], reactions: usize) -> Run {
 
     let invocations = stack.retractor().counters().invocations;
     let asked = Instant::now();
-    let id = start_retraction(&stack).await;
-    retractor_quiet(&stack, invocations).await;
+    let id = start_retraction(stack).await;
+    retractor_quiet(stack, invocations).await;
     let took = asked.elapsed();
     stack.settle_consumers().await;
     let retracted = stack.usage();
     // Read after the bill: this read is not the job's work.
-    let job = finished(&stack, &id, reactions).await;
+    let job = finished(stack, &id, reactions).await;
 
     Run {
-        rows_per_second,
+        rows_per_second: rows_per_second(stack),
         likes: names.per(&before, &liked, reactions),
         retraction: names.per(&liked, &retracted, reactions),
         took,
         slices: job.step,
         throttled: retracted.throttled.values().sum(),
     }
+}
+
+/// `reactors` users' reactions to one item, a fifth DISLIKE and the rest LIKE, and then the
+/// item's removal, each billed.
+async fn removal(stack: &TestStack, reactors: usize) -> Removal {
+    let names = Resources::of(stack);
+    let before = stack.usage();
+    stream::iter(0..reactors)
+        .for_each_concurrent(CLIENTS, |u| async move {
+            let state = if u % 5 == 0 { "DISLIKE" } else { "LIKE" };
+            react(stack, &format!("fan{u:05}"), state).await;
+        })
+        .await;
+    stack.settle_consumers().await;
+    let reacted = stack.usage();
+
+    let invocations = stack.retractor().counters().invocations;
+    let asked = Instant::now();
+    let ((id, took), retracted_in) = tokio::join!(
+        async {
+            let id = remove_item(stack).await;
+            retractor_quiet(stack, invocations).await;
+            (id, asked.elapsed())
+        },
+        last_retraction(stack, &reacted, reactors, asked),
+    );
+    stack.settle_consumers().await;
+    let removed = stack.usage();
+    let job = finished(stack, &id, reactors).await;
+
+    Removal {
+        rows_per_second: rows_per_second(stack),
+        reactions: names.per(&before, &reacted, reactors),
+        removal: names.per(&reacted, &removed, reactors),
+        retracted_in,
+        took,
+        slices: job.step,
+        throttled: removed.throttled.values().sum::<u64>() - before.throttled.values().sum::<u64>(),
+    }
+}
+
+/// `user` sets `state` on the removed item, through the API.
+async fn react(stack: &TestStack, user: &str, state: &str) {
+    stack
+        .request(
+            "PUT",
+            &format!("/v1/items/{REMOVED_ITEM}/reaction"),
+            Some(user),
+        )
+        .header("Idempotency-Key", &format!("react-{user}"))
+        .json(&json!({ "state": state }))
+        .send()
+        .await
+        .assert_status(200);
+}
+
+/// When, since `asked`, the Reactions table has been billed a write unit per reactor more
+/// than in `reacted`: each retraction writes one reaction row of under 1 KB, so that is the
+/// job's last retraction. Read off the simulator's meter, which bills nothing itself.
+async fn last_retraction(
+    stack: &TestStack,
+    reacted: &Usage,
+    reactors: usize,
+    asked: Instant,
+) -> Duration {
+    let table = table_resource(&stack.name("ReactionsTable"));
+    let target = reacted.billed(&table, Unit::Writes) + reactors as f64;
+    while stack.usage().billed(&table, Unit::Writes) < target {
+        assert!(
+            asked.elapsed() < Duration::from_secs(300),
+            "the removal retracted too few reactions"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    asked.elapsed()
+}
+
+/// Asks, as a moderator, for the removal of the item; its job's id. The answer comes once
+/// every container's read of the item's mark would see it ([`REMOVAL_CACHE_MS`]).
+async fn remove_item(stack: &TestStack) -> String {
+    let response = stack
+        .request(
+            "DELETE",
+            &format!("/v1/moderation/items/{REMOVED_ITEM}"),
+            None,
+        )
+        .header(
+            "authorization",
+            &format!("Bearer {}", stack.moderator_token(MODERATOR)),
+        )
+        .json(&json!({"reason": "counterfeit listing"}))
+        .send()
+        .await;
+    response.assert_status(202);
+    response.json()["retraction_id"]
+        .as_str()
+        .expect("a retraction id")
+        .to_owned()
 }
 
 /// Asks, as a moderator, for the retraction of every reaction of the bot; its id.
@@ -207,10 +356,11 @@ async fn finished(stack: &TestStack, id: &str, reactions: usize) -> RetractionJo
     job
 }
 
-/// Units per like and per retracted reaction, by part and resource, and their totals.
-fn units_table(run: &Run) {
+/// Units per thing done in two phases (what went in, and what took it out), by part and
+/// resource, and their totals.
+fn units_table((first, going_in): (&str, &Billed), (second, taken_out): (&str, &Billed)) {
     let mut rows = BTreeMap::<(String, String), [f64; 6]>::new();
-    for (phase, billed) in [(0, &run.likes), (1, &run.retraction)] {
+    for (phase, billed) in [(0, going_in), (1, taken_out)] {
         for ((part, label, unit), value) in billed {
             let column = match unit {
                 Unit::Writes => 0,
@@ -224,8 +374,8 @@ fn units_table(run: &Run) {
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort_by_key(|((part, label), _)| (billing::order(part), label.clone()));
     say!(
-        "| part | table, index or stream | like WCU | retraction WCU | like RCU | \
-         retraction RCU | like records | retraction records |"
+        "| part | table, index or stream | {first} WCU | {second} WCU | {first} RCU | \
+         {second} RCU | {first} records | {second} records |"
     );
     say!("|---|---|---|---|---|---|---|---|");
     for ((part, label), v) in &rows {
@@ -239,20 +389,107 @@ fn units_table(run: &Run) {
             units(v[5])
         );
     }
-    let (like_writes, retraction_writes) = (
-        total(&run.likes, Unit::Writes),
-        total(&run.retraction, Unit::Writes),
+    let (in_writes, out_writes) = (
+        total(going_in, Unit::Writes),
+        total(taken_out, Unit::Writes),
     );
     say!(
         "| **all** | **per reaction** | **{}** | **{}** | **{}** | **{}** | | |",
-        units(like_writes),
-        units(retraction_writes),
-        units(total(&run.likes, Unit::Reads)),
-        units(total(&run.retraction, Unit::Reads)),
+        units(in_writes),
+        units(out_writes),
+        units(total(going_in, Unit::Reads)),
+        units(total(taken_out, Unit::Reads)),
     );
     say!(
-        "| | retraction / like | | {:.2}× | | | | |",
-        retraction_writes / like_writes
+        "| | {second} / {first} | | {:.2}× | | | | |",
+        out_writes / in_writes
+    );
+}
+
+/// The removal's units, its time and what it adds to every write.
+fn removal_section(removal: &Removal, reactors: usize, cold_likes: &Billed) {
+    say!(
+        "{reactors} users' reactions to one viral item (a fifth DISLIKE, the rest LIKE), then \
+         a moderator's removal of the item, at the template's pace. Units per reaction going \
+         in, and per reaction removed:"
+    );
+    say!();
+    units_table(
+        ("reaction", &removal.reactions),
+        ("removal", &removal.removal),
+    );
+    say!();
+    let projected = format!("{}K", PROJECTED / 1000);
+    let retracted_in = removal.retracted_in.as_secs_f64();
+    let settle = Duration::from_millis(REMOVAL_SETTLE_MS as u64).as_secs_f64();
+    say!(
+        "| `ModerationRowsPerSecond` | pace bound per {projected} | settle floor | \
+         {reactors} retracted in | done in | slices (rows each) | per {projected}, projected \
+         | WCU / RCU per reaction |"
+    );
+    say!("|---|---|---|---|---|---|---|---|");
+    say!(
+        "| {} | {:.0} s | {settle:.0} s | {retracted_in:.1} s | {:.1} s | {} ({}) | {:.0} s | \
+         {} / {} |",
+        removal.rows_per_second,
+        paced(PROJECTED, removal.rows_per_second).as_secs_f64(),
+        removal.took.as_secs_f64(),
+        removal.slices,
+        slice_rows(removal.rows_per_second),
+        (retracted_in * PROJECTED as f64 / reactors as f64).max(settle),
+        units(total(&removal.removal, Unit::Writes)),
+        units(total(&removal.removal, Unit::Reads)),
+    );
+    say!();
+    say!(
+        "- Removal reads: on LikersTable the sweep's strongly consistent Queries of the \
+         item's {LIKER_BUCKETS} buckets, bucket by bucket, billed for every entry a page \
+         passes (the unliked ones too, kept as tombstones). A sweep that finds nothing left \
+         before the settle has passed checkpoints, and its record starts another sweep from \
+         the first bucket: the slices above past the {} a job of {reactors} needs (one that \
+         plans, those that retract, a last sweep) are such sweeps, and they are most of a \
+         small item's Likers reads. On ModerationTable the \
+         retractor's GetItem of the job for each stream record of its row. ReactionsTable \
+         writes past one per reaction: reactors a sweep found again before the likers read \
+         model had dropped them, each a conditional write refused (and billed).",
+        reactors.div_ceil(slice_rows(removal.rows_per_second) as usize) + 2
+    );
+    say!(
+        "- A removal cannot finish before its settle: its job ends no sooner than {settle:.0} \
+         s after the request (`REMOVAL_SETTLE_MS`, so that a reaction written just before \
+         it has reached the likers read model), so a small item's time is that floor \
+         however few its reactors. \"Retracted in\" runs from the request to the job's last \
+         retraction (read off the simulator's meter), \"done in\" to the retractor's last \
+         invocation; the request itself is answered only after {REMOVAL_CACHE_MS} ms. The \
+         projection scales the time to the last retraction, or is the floor where that is \
+         longer."
+    );
+    say!(
+        "- What a removal adds to every write, and to every read of an item's count or \
+         likers: before it, the item's removal mark, one strongly consistent GetItem on \
+         ModerationTable of a row under 4 KB, so 1 RCU whether the mark is there or not. A \
+         container trusts what it read for {REMOVAL_CACHE_MS} ms, so that is 1 RCU per \
+         container and item each {REMOVAL_CACHE_MS} ms: 1 RCU per write of an item its container has not \
+         read within that (the cold likes above pay {} RCU each on ModerationTable), and at \
+         most {:.0} RCU a second per warm container for a viral item, whatever its rate of \
+         writes and reads.",
+        units(
+            cold_likes
+                .iter()
+                .filter(|((_, label, unit), _)| label == "ModerationTable" && *unit == Unit::Reads)
+                .map(|(_, value)| value)
+                .sum()
+        ),
+        1000.0 / REMOVAL_CACHE_MS as f64,
+    );
+    say!(
+        "- What the simulation leaves out, beside what it leaves out of the retraction: the \
+         event log's delay in feeding the likers read model on AWS (here it is fed as soon \
+         as the stream is polled; the settle floor is what covers it), and the many warm \
+         containers of a viral item on AWS, each reading the mark for itself (here the \
+         reads of the mark are the local stack's), which the figure above prices from the \
+         code's constants instead. Requests throttled: {}.",
+        removal.throttled
     );
 }
 
