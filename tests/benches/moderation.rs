@@ -445,8 +445,8 @@ fn removal_section(removal: &Removal, reactors: usize, cold_likes: &Billed) {
         "- Removal reads: on LikersTable the sweep's strongly consistent Queries of the \
          item's {LIKER_BUCKETS} buckets, bucket by bucket, billed for every entry a page \
          passes (the unliked ones too, kept as tombstones). A sweep that finds nothing left \
-         before the settle has passed checkpoints, and its record starts another sweep from \
-         the first bucket: the slices above past the {} a job of {reactors} needs (one that \
+         before the settle has passed waits up to 2 s for it, checkpoints, and its record \
+         starts another sweep from the first bucket: the slices above past the {} a job of {reactors} needs (one that \
          plans, those that retract, a last sweep) are such sweeps, and they are most of a \
          small item's Likers reads. On ModerationTable the \
          retractor's GetItem of the job for each stream record of its row. ReactionsTable \

@@ -11,7 +11,7 @@
 //! what it planned, a row this job retracted already is told apart by its mark, and a
 //! checkpoint applies only at the step it read, so a retry counts every reaction once.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -31,6 +31,8 @@ use crate::{ConfigError, EventPublisher};
 
 /// Reaction rows one slice writes at once.
 const CONCURRENT_WRITES: usize = 8;
+/// How long a slice that found nothing waits for the job's settling before it sweeps again.
+const SETTLE_WAIT_MS: i64 = 2_000;
 
 #[derive(Debug, Clone)]
 pub struct RetractorConfig {
@@ -242,11 +244,19 @@ impl Retractor {
                     .await?,
                 true,
             ),
-            // Nothing left, but a suspended user's leased write may still land: sweep again.
-            SliceEnd::Done => (
-                self.moderation.checkpoint(job, retracted, &[]).await?,
-                false,
-            ),
+            // Nothing left, but a suspended user's leased write may still land, or the likers
+            // model still show a removed item's reactor: sweep again nearer the settling,
+            // waiting at most SETTLE_WAIT_MS a slice (ten records of a batch stay well inside
+            // the function's Timeout).
+            SliceEnd::Done => {
+                let wait = job.settled_at_ms() - likes_core::clock::now_ms();
+                tokio::time::sleep(Duration::from_millis(wait.clamp(0, SETTLE_WAIT_MS) as u64))
+                    .await;
+                (
+                    self.moderation.checkpoint(job, retracted, &[]).await?,
+                    false,
+                )
+            }
             SliceEnd::Continue { next } => (
                 self.moderation.checkpoint(job, retracted, &next).await?,
                 false,

@@ -143,14 +143,21 @@ impl RetractionJob {
         }
     }
 
-    /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job.
-    pub fn may_finish(&self, now_ms: i64) -> bool {
+    /// From when a sweep from the start that finds nothing ends the job: a write that can
+    /// still land (a leased write of a suspended user), or a reaction the likers model has
+    /// not shown yet (a removal's), is found by a sweep that starts after it.
+    pub fn settled_at_ms(&self) -> i64 {
         let settle = match self.target() {
             Target::Item { .. } => REMOVAL_SETTLE_MS,
             Target::User { .. } if self.suspend => SUSPENSION_SETTLE_MS,
             Target::User { .. } => 0,
         };
-        now_ms >= self.requested_at_ms + settle
+        self.requested_at_ms + settle
+    }
+
+    /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job.
+    pub fn may_finish(&self, now_ms: i64) -> bool {
+        now_ms >= self.settled_at_ms()
     }
 }
 
