@@ -54,10 +54,15 @@ impl Container {
     pub fn new(stack: &TestStack) -> Self {
         let (client, sent) = SentRequests::client(&stack.stack.aws.sdk);
         let table = stack.name("CountsTable");
-        let config = Config {
-            counts_table: Some(table.clone()),
-            ..Config::default()
-        };
+        // As the template configures the count read (the batch read shares it).
+        let environment = stack
+            .stack
+            .function_environment("GetLikeCountFunction")
+            .expect("the get-like-count function's environment");
+        let config = Config::from_lookup(Endpoint::GetLikeCount, |name| {
+            environment.get(name).cloned()
+        })
+        .expect("the count read's configuration");
         Self {
             app: App::with_dynamodb(config, client.clone()),
             store: CountsStore::new(client.clone(), table),

@@ -13,7 +13,7 @@ use lambda_http::Body;
 use likes_api::{App, Config, Endpoint};
 use likes_core::clock::now_ms;
 use likes_core::likers::{bucket_of, buckets, LikerChange, LikerUpdate};
-use likes_core::{CursorKey, ItemId, LikesVisibility, UserId};
+use likes_core::{ItemId, LikesVisibility, UserId};
 use likes_local::http_api::GatewayRequest;
 use likes_store::likers::POSITION_INDEX;
 use likes_store::{LikersStore, PrivacyStore};
@@ -66,20 +66,12 @@ pub async fn likers_pages(stack: &TestStack) {
         .function_environment("ListLikersFunction")
         .expect("the list-likers function's environment");
     let (client, priced) = PricedReads::client(&stack.stack.aws.sdk);
-    let app = App::with_dynamodb(
-        Config {
-            likers_table: Some(table.clone()),
-            privacy_table: Some(environment["PRIVACY_TABLE"].clone()),
-            cursor_key: Some(
-                CursorKey::new(&environment["CURSOR_SIGNING_KEY"]).expect("the cursor key"),
-            ),
-            ..Config::default()
-        },
-        client,
-    );
+    let config = Config::from_lookup(Endpoint::ListLikers, |name| environment.get(name).cloned())
+        .expect("the list-likers function's configuration");
+    let app = App::with_dynamodb(config, client);
     println!();
     say!(
-        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the reader's privacy checked (no user set any):",
+        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second); the reader's privacy checked (no user set any):",
         buckets(&viral).len()
     );
     let mut unfiltered = HashMap::new();
