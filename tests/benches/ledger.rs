@@ -199,20 +199,7 @@ impl Ledger {
     /// The ledger as markdown: units per like by part and resource, the totals beside the
     /// naive build's, and what both cost an hour at the simulated load.
     fn table(&self) -> String {
-        let mut rows: BTreeMap<(String, String), [f64; 6]> = BTreeMap::new();
-        for (phase, units) in [(0, &self.cold_units), (1, &self.viral_units)] {
-            for ((part, label, unit), value) in units {
-                let column = match unit {
-                    Unit::Writes => 0,
-                    Unit::Reads => 2,
-                    Unit::RecordsIn => 4,
-                    Unit::BytesIn | Unit::BytesOut => continue,
-                };
-                rows.entry((part.clone(), label.clone())).or_default()[column + phase] += value;
-            }
-        }
-        let mut rows: Vec<_> = rows.into_iter().collect();
-        rows.sort_by_key(|((part, label), _)| (billing::order(part), label.clone()));
+        let rows = billing::side_by_side(&self.cold_units, &self.viral_units);
         let mut out = format!(
             "{} cold likes (each a new user and item) and {} likes of one viral item by new \
              users, through the production functions on the simulator.\n\n\

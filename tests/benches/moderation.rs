@@ -19,7 +19,6 @@
 //! and after it, every consumer settled. The section is written into docs/performance.md
 //! between its markers.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
@@ -279,39 +278,35 @@ async fn last_retraction(
 /// Asks, as a moderator, for the removal of the item; its job's id. The answer comes once
 /// every container's read of the item's mark would see it ([`REMOVAL_CACHE_MS`]).
 async fn remove_item(stack: &TestStack) -> String {
-    let response = stack
-        .request(
-            "DELETE",
-            &format!("/v1/moderation/items/{REMOVED_ITEM}"),
-            None,
-        )
-        .header(
-            "authorization",
-            &format!("Bearer {}", stack.moderator_token(MODERATOR)),
-        )
-        .json(&json!({"reason": "counterfeit listing"}))
-        .send()
-        .await;
-    response.assert_status(202);
-    response.json()["retraction_id"]
-        .as_str()
-        .expect("a retraction id")
-        .to_owned()
+    moderate(
+        stack,
+        "DELETE",
+        &format!("/v1/moderation/items/{REMOVED_ITEM}"),
+        "counterfeit listing",
+    )
+    .await
 }
 
 /// Asks, as a moderator, for the retraction of every reaction of the bot; its id.
 async fn start_retraction(stack: &TestStack) -> String {
+    moderate(
+        stack,
+        "POST",
+        &format!("/v1/moderation/users/{BOT}/retractions"),
+        "bought likes",
+    )
+    .await
+}
+
+/// A moderator's request for a job with `reason`: the 202's job id.
+async fn moderate(stack: &TestStack, method: &str, path: &str, reason: &str) -> String {
     let response = stack
-        .request(
-            "POST",
-            &format!("/v1/moderation/users/{BOT}/retractions"),
-            None,
-        )
+        .request(method, path, None)
         .header(
             "authorization",
             &format!("Bearer {}", stack.moderator_token(MODERATOR)),
         )
-        .json(&json!({"reason": "bought likes"}))
+        .json(&json!({ "reason": reason }))
         .send()
         .await;
     response.assert_status(202);
@@ -359,20 +354,7 @@ async fn finished(stack: &TestStack, id: &str, reactions: usize) -> RetractionJo
 /// Units per thing done in two phases (what went in, and what took it out), by part and
 /// resource, and their totals.
 fn units_table((first, going_in): (&str, &Billed), (second, taken_out): (&str, &Billed)) {
-    let mut rows = BTreeMap::<(String, String), [f64; 6]>::new();
-    for (phase, billed) in [(0, going_in), (1, taken_out)] {
-        for ((part, label, unit), value) in billed {
-            let column = match unit {
-                Unit::Writes => 0,
-                Unit::Reads => 2,
-                Unit::RecordsIn => 4,
-                Unit::BytesIn | Unit::BytesOut => continue,
-            };
-            rows.entry((part.clone(), label.clone())).or_default()[column + phase] += value;
-        }
-    }
-    let mut rows: Vec<_> = rows.into_iter().collect();
-    rows.sort_by_key(|((part, label), _)| (billing::order(part), label.clone()));
+    let rows = billing::side_by_side(going_in, taken_out);
     say!(
         "| part | table, index or stream | {first} WCU | {second} WCU | {first} RCU | \
          {second} RCU | {first} records | {second} records |"

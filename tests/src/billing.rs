@@ -84,6 +84,27 @@ pub fn order(part: &str) -> usize {
 }
 
 /// Units as the tables print them: two decimals, a dash for none.
+/// Two phases' bills side by side, a row per (part, resource) in the parts' order: write,
+/// read and record units of the first phase, then of the second, in the columns
+/// `[first WCU, second WCU, first RCU, second RCU, first records, second records]`.
+pub fn side_by_side(first: &Billed, second: &Billed) -> Vec<((String, String), [f64; 6])> {
+    let mut rows = BTreeMap::<(String, String), [f64; 6]>::new();
+    for (phase, billed) in [(0, first), (1, second)] {
+        for ((part, label, unit), value) in billed {
+            let column = match unit {
+                Unit::Writes => 0,
+                Unit::Reads => 2,
+                Unit::RecordsIn => 4,
+                Unit::BytesIn | Unit::BytesOut => continue,
+            };
+            rows.entry((part.clone(), label.clone())).or_default()[column + phase] += value;
+        }
+    }
+    let mut rows: Vec<_> = rows.into_iter().collect();
+    rows.sort_by_key(|((part, label), _)| (order(part), label.clone()));
+    rows
+}
+
 pub fn units(value: f64) -> String {
     if value == 0.0 {
         "–".to_owned()
