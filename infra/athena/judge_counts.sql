@@ -10,6 +10,8 @@
 --                     total less the subtotals of those epochs
 -- ${later_dislikes}:  the same for `e<j>d`
 -- ${near}:            `n<k>`, the row's changes within the uncertainty of T (epoch k)
+-- ${cut_epoch}:       k, T's epoch: a row whose first epoch `fe` is k or later applied
+--                     nothing before T (it keeps no subtotal for its first epoch)
 --
 -- An item whose rows hold changes near T is deferred, as the function defers it. Every
 -- other item whose recount differs from what its rows applied before T is listed as
@@ -30,8 +32,10 @@ WITH recount AS (${recount}),
 counted AS (
   SELECT
     split_part(item.item_id.s, '#', 1) AS item_id,
-    SUM(COALESCE(CAST(item.like_count.n AS BIGINT), 0) ${later_likes}) AS likes,
-    SUM(COALESCE(CAST(item.dislike_count.n AS BIGINT), 0) ${later_dislikes}) AS dislikes,
+    SUM(CASE WHEN CAST(item.fe.n AS BIGINT) >= ${cut_epoch} THEN 0
+      ELSE COALESCE(CAST(item.like_count.n AS BIGINT), 0) ${later_likes} END) AS likes,
+    SUM(CASE WHEN CAST(item.fe.n AS BIGINT) >= ${cut_epoch} THEN 0
+      ELSE COALESCE(CAST(item.dislike_count.n AS BIGINT), 0) ${later_dislikes} END) AS dislikes,
     SUM(COALESCE(CAST(item.${near}.n AS BIGINT), 0)) AS near
   FROM ${counts}
   WHERE item.shard.s LIKE 'D#%' AND item.item_id.s NOT LIKE '#%'

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::pipeline::Counts;
+use crate::pipeline::{Counts, RowDelta};
 use crate::Delta;
 
 /// How far from the requested time an export may really be taken on AWS.
@@ -61,6 +61,38 @@ pub fn near_cut_attribute(cut: i64) -> String {
     format!("n{cut}")
 }
 
+/// The attribute a count row names its first epoch in: the epoch of the first change it
+/// took. The row keeps no subtotal for that epoch (its total less its other subtotals is
+/// that epoch's) and none for an earlier one, so a row whose changes all fell in one epoch
+/// has no subtotal for the cleaning pass to drop. A row without it keeps a subtotal for
+/// every epoch it took changes in.
+pub const FIRST_EPOCH: &str = "fe";
+
+/// A delta for a count row whose first epoch is `first`: the part the row takes (the
+/// changes of `first` and later, and every near-cut count) and the part of earlier epochs,
+/// if any, which the item's correction row takes instead (it keeps a subtotal for every
+/// epoch), so the row never holds a subtotal before its first epoch.
+pub fn split_at_first_epoch(delta: &RowDelta, first: i64) -> (RowDelta, Option<RowDelta>) {
+    let mut row = delta.clone();
+    let later = row.by_epoch.split_off(&first);
+    let earlier = std::mem::replace(&mut row.by_epoch, later);
+    if earlier.is_empty() {
+        return (row, None);
+    }
+    let mut early = RowDelta {
+        by_epoch: earlier,
+        ..RowDelta::default()
+    };
+    for part in early.by_epoch.values() {
+        early.total += *part;
+        row.total += Delta {
+            like: -part.like,
+            dislike: -part.dislike,
+        };
+    }
+    (row, Some(early))
+}
+
 /// What a count row holds, as reconciliation reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CountRowState {
@@ -71,6 +103,8 @@ pub struct CountRowState {
     /// The row's notes of the last intent each stream shard wrote to it (attribute, intent
     /// number): no reconciliation input, but old ones are cleaned away with the subtotals.
     pub intent_notes: BTreeMap<String, i64>,
+    /// Its [`FIRST_EPOCH`], when it keeps one: then `subtotals` holds only later epochs.
+    pub first_epoch: Option<i64>,
 }
 
 /// What reconciliation decides for one item at cut k.
@@ -99,6 +133,10 @@ pub fn judge(recount: Counts, rows: &[CountRowState], cut: i64) -> Verdict {
     let mut live = Delta::ZERO;
     for row in rows {
         live += row.total;
+        // A row first written at or after the cut took nothing before it.
+        if row.first_epoch.is_some_and(|first| first >= cut) {
+            continue;
+        }
         applied += row.total;
         for (_, subtotal) in row.subtotals.range(cut..) {
             applied += Delta {
@@ -196,6 +234,44 @@ mod tests {
             Verdict::Correct(delta(2, 0)),
             "another cut is not uncertain"
         );
+    }
+
+    #[test]
+    fn a_row_keeps_no_subtotal_for_its_first_epoch() {
+        // A row first written in epoch 4 (7 likes), then 3 in epoch 5 and 1 in epoch 6:
+        // only the later epochs have subtotals.
+        let mut since_4 = row(delta(11, 0), &[(5, delta(3, 0)), (6, delta(1, 0))]);
+        since_4.first_epoch = Some(4);
+        assert_eq!(judge(counts(7, 0), &[since_4.clone()], 5), Verdict::InSync);
+        assert_eq!(judge(counts(10, 0), &[since_4.clone()], 6), Verdict::InSync);
+        assert_eq!(judge(counts(0, 0), &[since_4.clone()], 4), Verdict::InSync);
+        // First written in epoch 5: nothing of it was applied before cut 5.
+        let mut since_5 = row(delta(4, 0), &[(6, delta(1, 0))]);
+        since_5.first_epoch = Some(5);
+        assert_eq!(
+            judge(counts(2, 0), &[since_5.clone()], 5),
+            Verdict::Correct(delta(2, 0))
+        );
+        assert_eq!(judge(counts(3, 0), &[since_5], 6), Verdict::InSync);
+    }
+
+    #[test]
+    fn changes_before_a_rows_first_epoch_are_split_off() {
+        let written = RowDelta {
+            total: delta(4, 1),
+            by_epoch: [(4, delta(1, 1)), (5, delta(2, 0)), (6, delta(1, 0))].into(),
+            near_cuts: [(5, 2)].into(),
+        };
+        let (row, early) = split_at_first_epoch(&written, 5);
+        assert_eq!(row.total, delta(3, 0));
+        assert_eq!(row.by_epoch, [(5, delta(2, 0)), (6, delta(1, 0))].into());
+        assert_eq!(row.near_cuts, written.near_cuts);
+        let early = early.expect("epoch 4 is before the first");
+        assert_eq!(early.total, delta(1, 1));
+        assert_eq!(early.by_epoch, [(4, delta(1, 1))].into());
+        assert!(early.near_cuts.is_empty());
+        assert_eq!(split_at_first_epoch(&written, 4), (written.clone(), None));
+        assert_eq!(split_at_first_epoch(&written, 3), (written, None));
     }
 
     #[test]

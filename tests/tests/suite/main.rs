@@ -42,6 +42,7 @@ mod live_connections;
 mod live_pushes;
 mod live_subscriptions;
 mod live_support;
+mod pipeline_count_rows;
 mod pipeline_faults;
 mod pipeline_freshness;
 mod pipeline_histories;

@@ -12,7 +12,7 @@
 
 use aws_sdk_athena::types::{QueryExecutionContext, QueryExecutionState};
 use likes_aws::AwsError;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, FIRST_EPOCH};
 use md5::{Digest, Md5};
 
 use crate::export::Export;
@@ -115,7 +115,8 @@ impl AthenaJudge {
         let reactions = self
             .table(run_id, "reactions", exports.reactions, &REACTION_ATTRIBUTES)
             .await?;
-        let counts_attributes = [&COUNT_ATTRIBUTES[..], &read_model].concat();
+        let counts_attributes =
+            [&COUNT_ATTRIBUTES[..], &read_model, &[(FIRST_EPOCH, "N")]].concat();
         let counts = self
             .table(run_id, "counts", exports.counts, &counts_attributes)
             .await?;
@@ -143,7 +144,8 @@ impl AthenaJudge {
             .replace("${counts}", &counts)
             .replace("${later_likes}", &later("l"))
             .replace("${later_dislikes}", &later("d"))
-            .replace("${near}", &near);
+            .replace("${near}", &near)
+            .replace("${cut_epoch}", &exports.cut_epoch.to_string());
         let counts_result = self.statement(run_id, "judge-counts", &query).await?;
         let scores_result = match board {
             None => Some(None),

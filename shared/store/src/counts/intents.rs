@@ -12,22 +12,28 @@
 //!
 //! Intent rows are never deleted (a delete is billed as a write): their TTL drops them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::pipeline::{shard_tag, CountTarget, Lane, RowDelta, REPLAY_HORIZON_MS};
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
+use likes_core::reconcile::{
+    near_cut_attribute, split_at_first_epoch, subtotal_attributes, FIRST_EPOCH,
+};
 use likes_core::{Delta, ItemId};
 
 use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
 use crate::error::{condition_held, progress_moved};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
+use crate::reconciliation::CORRECTION_ROW;
 use crate::rows::attr::{
-    INTENT, ITEM_ID, PARTITIONS, PROBE_KEY, SHARD, STREAM_TIME, THROUGH_SEQ, UPDATED_AT,
+    DISLIKE_COUNT, INTENT, ITEM_ID, LIKE_COUNT, PARTITIONS, PROBE_KEY, SHARD, STREAM_TIME,
+    THROUGH_SEQ, UPDATED_AT,
 };
-use crate::rows::{self, number, CountIntentRow, WatermarkRow};
+use crate::rows::{self, number, CountIntentRow, Item, WatermarkRow};
 use crate::StoreError;
 
 /// Count row writes of one intent in flight at once.
@@ -79,6 +85,7 @@ type IntentDelta = (
 pub struct CountsWriter {
     client: Client,
     table: String,
+    first_epochs: FirstEpochs,
 }
 
 impl CountsWriter {
@@ -86,6 +93,7 @@ impl CountsWriter {
         Self {
             client,
             table: counts_table.into(),
+            first_epochs: FirstEpochs::default(),
         }
     }
 
@@ -153,7 +161,10 @@ impl CountsWriter {
     }
 
     /// Adds each row's delta of `intent` to the rows that have not taken it yet; the number
-    /// of rows that took it now.
+    /// of rows that took it now. A delta's changes from before its row's first epoch go to
+    /// the item's correction row instead, summed per item: a retry splits them the same
+    /// way (a row's first epoch never changes), and the correction row's note of the intent
+    /// refuses them a second time.
     pub async fn apply(
         &self,
         shard: &str,
@@ -166,11 +177,32 @@ impl CountsWriter {
             .iter()
             .map(|(target, delta)| self.add(target, delta, &note, intent.n, now_ms))
             .collect();
-        let took: Vec<bool> = stream::iter(writes)
+        let added: Vec<(bool, Option<RowDelta>)> = stream::iter(writes)
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await?;
-        Ok(took.into_iter().filter(|took| *took).count())
+        let mut early: BTreeMap<&ItemId, RowDelta> = BTreeMap::new();
+        for ((target, _), (_, part)) in intent.deltas.iter().zip(&added) {
+            if let Some(part) = part {
+                let sum = early.entry(&target.item).or_default();
+                sum.total += part.total;
+                for (epoch, delta) in &part.by_epoch {
+                    *sum.by_epoch.entry(*epoch).or_default() += *delta;
+                }
+            }
+        }
+        let corrections: Vec<_> = early
+            .iter()
+            .map(|(item, part)| {
+                let key = count_key(item.as_str().to_owned(), CORRECTION_ROW.to_owned());
+                self.write(key, part, Subtotals::Every, &note, intent.n, now_ms)
+            })
+            .collect();
+        stream::iter(corrections)
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<_>>()
+            .await?;
+        Ok(added.into_iter().filter(|(took, _)| *took).count())
     }
 
     /// Moves the shard's progress to `through_seq` (its watermark to `stream_time_ms`) and,
@@ -245,9 +277,11 @@ impl CountsWriter {
         condition_held("UpdateItem", result).map(drop)
     }
 
-    /// One count row's ADD of intent `n` (to its totals, to the subtotal of each epoch its
-    /// changes were committed in, and to its count of changes near each cut), unless the row
-    /// took it already: `false` then.
+    /// One count row's ADD of intent `n` unless the row took it already (`false` then), with
+    /// the part of `written` from before the row's first epoch, which the row never takes.
+    /// A row this container has not written yet is first asked to begin at the delta's
+    /// first epoch (it does when it is new, or began there); refused, it answers with what
+    /// it holds.
     async fn add(
         &self,
         target: &CountTarget,
@@ -255,12 +289,81 @@ impl CountsWriter {
         note: &str,
         n: i64,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, Option<RowDelta>), StoreError> {
+        let row_key = (
+            target.partition_key(),
+            format!("{COUNT_ROW_PREFIX}{}", target.row),
+        );
+        let key = count_key(row_key.0.clone(), row_key.1.clone());
+        let Some(&earliest) = written.by_epoch.keys().next() else {
+            let took = self
+                .write(key, written, Subtotals::Every, note, n, now_ms)
+                .await?;
+            return Ok((took == Written::Took, None));
+        };
+        let first = match self.first_epochs.known(&row_key) {
+            Some(first) => first,
+            None => match self
+                .write(
+                    key.clone(),
+                    written,
+                    Subtotals::Begin(earliest),
+                    note,
+                    n,
+                    now_ms,
+                )
+                .await?
+            {
+                Written::Took => {
+                    self.first_epochs.learn(row_key, Some(earliest));
+                    return Ok((true, None));
+                }
+                Written::Refused { first, noted } => {
+                    self.first_epochs.learn(row_key, first);
+                    if noted {
+                        let early = first.and_then(|first| split_at_first_epoch(written, first).1);
+                        return Ok((false, early));
+                    }
+                    first
+                }
+            },
+        };
+        let (row, early, subtotals) = match first {
+            Some(first) => {
+                let (row, early) = split_at_first_epoch(written, first);
+                (row, early, Subtotals::After(first))
+            }
+            None => (written.clone(), None, Subtotals::Every),
+        };
+        let took = self.write(key, &row, subtotals, note, n, now_ms).await?;
+        Ok((took == Written::Took, early))
+    }
+
+    /// One conditional UpdateItem of a count row: ADDs `written` (its totals, the subtotals
+    /// `subtotals` says, its near-cut counts) and notes intent `n` for the shard, on
+    /// condition the row noted a lower one.
+    async fn write(
+        &self,
+        key: Item,
+        written: &RowDelta,
+        subtotals: Subtotals,
+        note: &str,
+        n: i64,
+        now_ms: i64,
+    ) -> Result<Written, StoreError> {
         let mut adds = vec![
-            ("like_count".to_owned(), written.total.like),
-            ("dislike_count".to_owned(), written.total.dislike),
+            (LIKE_COUNT.to_owned(), written.total.like),
+            (DISLIKE_COUNT.to_owned(), written.total.dislike),
         ];
-        for (epoch, delta) in &written.by_epoch {
+        let implicit = match subtotals {
+            Subtotals::Every => None,
+            Subtotals::After(first) | Subtotals::Begin(first) => Some(first),
+        };
+        for (epoch, delta) in written
+            .by_epoch
+            .iter()
+            .filter(|(e, _)| Some(**e) != implicit)
+        {
             let (like, dislike) = subtotal_attributes(*epoch);
             adds.push((like, delta.like));
             adds.push((dislike, delta.dislike));
@@ -272,14 +375,25 @@ impl CountsWriter {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(count_key(
-                target.partition_key(),
-                format!("{COUNT_ROW_PREFIX}{}", target.row),
-            )))
-            .condition_expression("attribute_not_exists(#note) OR #note < :n")
+            .set_key(Some(key))
             .expression_attribute_names("#note", note)
             .expression_attribute_values(":n", number(n))
-            .expression_attribute_values(":now", number(now_ms));
+            .expression_attribute_values(":now", number(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let noted = "(attribute_not_exists(#note) OR #note < :n)";
+        let mut sets = format!("{UPDATED_AT} = :now, #note = :n");
+        update = match subtotals {
+            Subtotals::Begin(first) => {
+                sets.push_str(", #first = :first");
+                update
+                    .condition_expression(format!(
+                        "{noted} AND (attribute_not_exists({LIKE_COUNT}) OR #first = :first)"
+                    ))
+                    .expression_attribute_names("#first", FIRST_EPOCH)
+                    .expression_attribute_values(":first", number(first))
+            }
+            _ => update.condition_expression(noted),
+        };
         let mut clauses = Vec::with_capacity(adds.len());
         for (i, (name, value)) in adds.into_iter().enumerate() {
             clauses.push(format!("#a{i} :a{i}"));
@@ -288,13 +402,77 @@ impl CountsWriter {
                 .expression_attribute_values(format!(":a{i}"), number(value));
         }
         let result = update
-            .update_expression(format!(
-                "ADD {} SET {UPDATED_AT} = :now, #note = :n",
-                clauses.join(", ")
-            ))
+            .update_expression(format!("ADD {} SET {sets}", clauses.join(", ")))
             .send()
             .await;
-        condition_held("UpdateItem", result)
+        match result {
+            Ok(_) => Ok(Written::Took),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    let old = failed.item().cloned().unwrap_or_default();
+                    let held = |name: &str| {
+                        old.get(name)
+                            .and_then(|v| v.as_n().ok())
+                            .and_then(|v| v.parse::<i64>().ok())
+                    };
+                    Ok(Written::Refused {
+                        first: held(FIRST_EPOCH),
+                        noted: held(note).is_some_and(|noted| noted >= n),
+                    })
+                }
+                _ => Err(StoreError::aws("UpdateItem", err)),
+            },
+        }
+    }
+}
+
+/// Which epochs a count row write adds a subtotal for.
+#[derive(Debug, Clone, Copy)]
+enum Subtotals {
+    /// Every epoch: a row that keeps no first epoch (it was written before rows kept one),
+    /// and the item's correction row.
+    Every,
+    /// Epochs after the row's first, which the delta holds none before.
+    After(i64),
+    /// Epochs after this one, which the write makes the row's first, on condition the row is
+    /// new or began there.
+    Begin(i64),
+}
+
+/// What one count row write came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Took,
+    /// Its condition failed on the row as it is: the row's first epoch, if it keeps one, and
+    /// whether it noted this intent or a later one.
+    Refused {
+        first: Option<i64>,
+        noted: bool,
+    },
+}
+
+/// The first epochs of the count rows this container wrote or was refused by: a row's never
+/// changes, so a viral item's rows are asked once per container, not once per write.
+#[derive(Debug, Clone, Default)]
+struct FirstEpochs(Arc<Mutex<HashMap<RowKey, Option<i64>>>>);
+
+/// A count row's partition and sort key.
+type RowKey = (String, String);
+
+/// Rows a container remembers; past it, it forgets them all and asks again.
+const FIRST_EPOCHS_KEPT: usize = 100_000;
+
+impl FirstEpochs {
+    fn known(&self, key: &RowKey) -> Option<Option<i64>> {
+        self.0.lock().expect("first epochs").get(key).copied()
+    }
+
+    fn learn(&self, key: RowKey, first: Option<i64>) {
+        let mut known = self.0.lock().expect("first epochs");
+        if known.len() >= FIRST_EPOCHS_KEPT {
+            known.clear();
+        }
+        known.insert(key, first);
     }
 }
 

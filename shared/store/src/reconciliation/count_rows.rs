@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use likes_core::pipeline::overflow_partition;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState};
+use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState, FIRST_EPOCH};
 use likes_core::{Delta, ItemId};
 
 use crate::counts::{INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
@@ -219,8 +219,9 @@ pub fn stale_intent_notes(row: &CountRowState, before_ms: i64, cleaned: bool) ->
 /// Stale intent notes a row keeps until it is written anyway: a few hundred bytes at most.
 const NOTES_KEPT: usize = 8;
 
-/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`) and near-cut counts (`n<k>`)
-/// among its other attributes; an attribute of another name is left out.
+/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`), near-cut counts (`n<k>`)
+/// and first epoch (`fe`) among its other attributes; an attribute of another name is left
+/// out.
 pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
     let mut state = CountRowState {
         total,
@@ -232,6 +233,10 @@ pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> C
         };
         if name.starts_with(INTENT_NOTE_PREFIX) {
             state.intent_notes.insert(name.clone(), number);
+            continue;
+        }
+        if name == FIRST_EPOCH {
+            state.first_epoch = Some(number);
             continue;
         }
         let (kind, tail) = name.split_at(1.min(name.len()));
