@@ -9,7 +9,9 @@
 --                     T's to the Counts export's: a row's likes applied before T are its
 --                     total less the subtotals of those epochs
 -- ${later_dislikes}:  the same for `e<j>d`
--- ${near}:            `n<k>`, the row's changes within the uncertainty of T (epoch k)
+-- ${near}:            `n<k>`, the row's changes within the uncertainty of T (epoch k); a row
+--                     keeps those near the cuts opening and closing its first epoch in
+--                     `nf0` and `nf1`
 -- ${cut_epoch}:       k, T's epoch: a row whose first epoch `fe` is k or later applied
 --                     nothing before T (it keeps no subtotal for its first epoch)
 --
@@ -36,7 +38,9 @@ counted AS (
       ELSE COALESCE(CAST(item.like_count.n AS BIGINT), 0) ${later_likes} END) AS likes,
     SUM(CASE WHEN CAST(item.fe.n AS BIGINT) >= ${cut_epoch} THEN 0
       ELSE COALESCE(CAST(item.dislike_count.n AS BIGINT), 0) ${later_dislikes} END) AS dislikes,
-    SUM(COALESCE(CAST(item.${near}.n AS BIGINT), 0)) AS near
+    SUM(COALESCE(CAST(item.${near}.n AS BIGINT), 0) + CASE CAST(item.fe.n AS BIGINT)
+      WHEN ${cut_epoch} THEN COALESCE(CAST(item.nf0.n AS BIGINT), 0)
+      WHEN ${cut_epoch} - 1 THEN COALESCE(CAST(item.nf1.n AS BIGINT), 0) ELSE 0 END) AS near
   FROM ${counts}
   WHERE item.shard.s LIKE 'D#%' AND item.item_id.s NOT LIKE '#%'
   GROUP BY 1

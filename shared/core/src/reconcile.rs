@@ -61,12 +61,34 @@ pub fn near_cut_attribute(cut: i64) -> String {
     format!("n{cut}")
 }
 
+/// The attribute a row whose first epoch is `first` counts its changes near cut k in: the
+/// cuts that open and close its first epoch have their own two (`nf0`, `nf1`), which no
+/// later cut needs cleaned away (they are two numbers for good), so a row written in one
+/// epoch near its edge still leaves the cleaning pass nothing to drop.
+pub fn near_cut_attribute_of(cut: i64, first: Option<i64>) -> String {
+    match first.map(|first| cut - first) {
+        Some(0) => FIRST_NEAR_CUTS[0].to_owned(),
+        Some(1) => FIRST_NEAR_CUTS[1].to_owned(),
+        _ => near_cut_attribute(cut),
+    }
+}
+
+/// The changes near the cut that opens a row's first epoch, and near the one that closes it.
+pub const FIRST_NEAR_CUTS: [&str; 2] = ["nf0", "nf1"];
+
 /// The attribute a count row names its first epoch in: the epoch of the first change it
 /// took. The row keeps no subtotal for that epoch (its total less its other subtotals is
 /// that epoch's) and none for an earlier one, so a row whose changes all fell in one epoch
 /// has no subtotal for the cleaning pass to drop. A row without it keeps a subtotal for
 /// every epoch it took changes in.
 pub const FIRST_EPOCH: &str = "fe";
+
+/// The attribute an all-time score row sums, besides their subtotals, the likes it took from
+/// epochs before its first (a lagging log shard's, or a correction attributed to an epoch
+/// before the row began): what it applied before a cut at or before its first epoch,
+/// once the cleaning pass has dropped their subtotals. A count row never takes such changes
+/// (its item's correction row does).
+pub const BEFORE_FIRST_LIKES: &str = "bfl";
 
 /// A delta for a count row whose first epoch is `first`: the part the row takes (the
 /// changes of `first` and later, and every near-cut count) and the part of earlier epochs,
@@ -103,8 +125,25 @@ pub struct CountRowState {
     /// The row's notes of the last intent each stream shard wrote to it (attribute, intent
     /// number): no reconciliation input, but old ones are cleaned away with the subtotals.
     pub intent_notes: BTreeMap<String, i64>,
-    /// Its [`FIRST_EPOCH`], when it keeps one: then `subtotals` holds only later epochs.
+    /// Its [`FIRST_EPOCH`], when it keeps one: then `subtotals` holds none for it.
     pub first_epoch: Option<i64>,
+    /// What it took from epochs before its first ([`BEFORE_FIRST_LIKES`]).
+    pub before_first: Delta,
+    /// Its changes near the cuts that open and close its first epoch ([`FIRST_NEAR_CUTS`]),
+    /// which `near_cuts` leaves out.
+    pub first_near_cuts: [u64; 2],
+}
+
+impl CountRowState {
+    /// The row's changes within the export's uncertainty of cut k.
+    pub fn near(&self, cut: i64) -> u64 {
+        let first = match self.first_epoch.map(|first| cut - first) {
+            Some(0) => self.first_near_cuts[0],
+            Some(1) => self.first_near_cuts[1],
+            _ => 0,
+        };
+        first + self.near_cuts.get(&cut).copied().unwrap_or(0)
+    }
 }
 
 /// What reconciliation decides for one item at cut k.
@@ -123,18 +162,23 @@ pub enum Verdict {
 
 /// Compares an item's recount at cut `k` (epochs < k) with its count rows.
 pub fn judge(recount: Counts, rows: &[CountRowState], cut: i64) -> Verdict {
-    if rows
-        .iter()
-        .any(|row| row.near_cuts.get(&cut).is_some_and(|n| *n > 0))
-    {
+    if rows.iter().any(|row| row.near(cut) > 0) {
         return Verdict::Deferred;
     }
     let mut applied = Delta::ZERO;
     let mut live = Delta::ZERO;
     for row in rows {
         live += row.total;
-        // A row first written at or after the cut took nothing before it.
-        if row.first_epoch.is_some_and(|first| first >= cut) {
+        // A row first written at or after the cut took before it only changes from before
+        // its first epoch, each with its subtotal: all of them less those from the cut on.
+        if let Some(first) = row.first_epoch.filter(|first| *first >= cut) {
+            applied += row.before_first;
+            for (_, subtotal) in row.subtotals.range(cut..first) {
+                applied += Delta {
+                    like: -subtotal.like,
+                    dislike: -subtotal.dislike,
+                };
+            }
             continue;
         }
         applied += row.total;
@@ -253,6 +297,23 @@ mod tests {
             Verdict::Correct(delta(2, 0))
         );
         assert_eq!(judge(counts(3, 0), &[since_5], 6), Verdict::InSync);
+        // First written in epoch 7, then 2 likes from epoch 4 (its subtotal since dropped)
+        // and 1 from epoch 6 arrived late: 3 before its first epoch.
+        let mut late = row(delta(8, 0), &[(6, delta(1, 0))]);
+        late.first_epoch = Some(7);
+        late.before_first = delta(3, 0);
+        assert_eq!(judge(counts(2, 0), &[late.clone()], 5), Verdict::InSync);
+        assert_eq!(judge(counts(3, 0), &[late.clone()], 7), Verdict::InSync);
+        assert_eq!(judge(counts(8, 0), &[late.clone()], 8), Verdict::InSync);
+        // Changes near the cuts that open and close its first epoch defer those cuts only.
+        late.first_near_cuts = [1, 2];
+        assert_eq!(judge(counts(2, 0), &[late.clone()], 7), Verdict::Deferred);
+        assert_eq!(judge(counts(2, 0), &[late.clone()], 8), Verdict::Deferred);
+        assert_eq!(judge(counts(8, 0), &[late], 9), Verdict::InSync);
+        assert_eq!(near_cut_attribute_of(7, Some(7)), "nf0");
+        assert_eq!(near_cut_attribute_of(8, Some(7)), "nf1");
+        assert_eq!(near_cut_attribute_of(9, Some(7)), "n9");
+        assert_eq!(near_cut_attribute_of(7, None), "n7");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod cached_counts;
 pub mod counts;
 pub mod erasures;
 mod error;
+mod first_epochs;
 pub mod freshness;
 pub mod jobs;
 pub mod leaderboard;

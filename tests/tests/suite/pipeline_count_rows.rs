@@ -1,13 +1,15 @@
-//! What a count row keeps for reconciliation, written through the aggregator's own writer:
-//! no subtotal for the epoch it was first written in, so a row whose changes all fell in one
-//! epoch leaves the cleaning pass nothing to drop; and changes a lagging shard brings from
-//! before that epoch go to the item's correction row, once, however often they are retried.
+//! What a count row and an all-time score row keep for reconciliation, written through
+//! their consumers' own writers: no subtotal for the epoch they were first written in, so a
+//! row whose changes all fell in one epoch leaves the cleaning pass nothing to drop; and
+//! changes a lagging shard brings from before that epoch go to the item's correction row
+//! (a count's) or are summed on the row (a score's), once, however often they are retried.
 
+use likes_core::leaderboard::{ScoreDelta, Window};
 use likes_core::pipeline::{CountTarget, Counts, Lane, RowDelta};
 use likes_core::reconcile::{judge, Verdict};
 use likes_core::{Delta, ItemId};
 use likes_store::reconciliation::{reconciled_attributes, ReconciliationStore};
-use likes_store::{CountIntent, CountsWriter};
+use likes_store::{CountIntent, CountsWriter, LeaderboardStore};
 use likes_tests::TestStack;
 
 fn likes(like: i64) -> Delta {
@@ -91,7 +93,12 @@ async fn a_row_keeps_no_subtotal_for_its_first_epoch_and_older_changes_go_to_the
         [(11, likes(1))].into(),
         "a subtotal only for the epoch after its first: {row:?}"
     );
-    assert_eq!(row.near_cuts, [(11, 1)].into(), "{row:?}");
+    assert!(row.near_cuts.is_empty(), "{row:?}");
+    assert_eq!(
+        row.first_near_cuts,
+        [0, 1],
+        "the change near the cut closing its first epoch: {row:?}"
+    );
     assert_eq!(correction.total, likes(1), "{correction:?}");
     assert_eq!(
         correction.subtotals,
@@ -125,7 +132,56 @@ async fn a_row_keeps_no_subtotal_for_its_first_epoch_and_older_changes_go_to_the
     );
     assert_eq!(
         reconciled_attributes(row, 12),
-        ["e11l", "e11d", "n11"].map(String::from),
+        ["e11l", "e11d"].map(String::from),
         "{row:?}"
     );
+}
+
+/// The same for an all-time score row, which must hold the whole score: likes a lagging log
+/// shard brings from before its first epoch, and a correction attributed to an epoch before
+/// it, get their subtotals there and are summed (`bfl`), so a cut at or before the first
+/// epoch still knows what was applied before it after the cleaning drops those subtotals.
+#[tokio::test]
+async fn an_all_time_score_row_keeps_no_subtotal_for_its_first_epoch_and_sums_what_came_before() {
+    let stack = TestStack::builder().start().await;
+    let board = LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"))
+        .with_board_shards(4);
+    let score = |by_epoch: &[(i64, i64)]| ScoreDelta {
+        total: by_epoch.iter().map(|(_, n)| n).sum(),
+        by_epoch: by_epoch.iter().copied().collect(),
+        near_cuts: Default::default(),
+    };
+    let apply = |shard: &'static str, by_epoch: Vec<(i64, i64)>| {
+        let board = board.clone();
+        async move {
+            let deltas = [((Window::All, "game:ranked".to_owned()), score(&by_epoch))].into();
+            let intent = board.begin(shard, 1, &deltas, "1", 0).await.unwrap();
+            board.complete(shard, &intent, None).await.unwrap();
+        }
+    };
+    apply("shard-a", vec![(10, 2)]).await;
+    apply("shard-b", vec![(9, 1), (10, 1)]).await;
+    assert!(board.correct_all_time("game:ranked", 2, 10).await.unwrap());
+    assert!(
+        !board.correct_all_time("game:ranked", 2, 10).await.unwrap(),
+        "a correction at a cut is made once"
+    );
+
+    let row = board.all_time_row("game:ranked").await.unwrap().unwrap();
+    assert_eq!(row.first_epoch, Some(10), "{row:?}");
+    assert_eq!(row.total, likes(6), "{row:?}");
+    assert_eq!(row.subtotals, [(9, likes(3))].into(), "{row:?}");
+    assert_eq!(row.before_first, likes(3), "{row:?}");
+    assert_eq!(judge(recount(3), std::slice::from_ref(&row), 10), Verdict::InSync);
+    assert_eq!(judge(recount(6), std::slice::from_ref(&row), 11), Verdict::InSync);
+    // Once the cleaning pass has dropped the subtotal of epoch 9, cut 10 still adds up.
+    let mut cleaned = row.clone();
+    cleaned.subtotals.clear();
+    assert_eq!(
+        reconciled_attributes(&row, 10),
+        ["e9l", "e9d"].map(String::from),
+        "{row:?}"
+    );
+    assert_eq!(judge(recount(3), &[cleaned.clone()], 10), Verdict::InSync);
+    assert_eq!(judge(recount(6), &[cleaned], 11), Verdict::InSync);
 }

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
 use likes_core::likers;
 use likes_core::pipeline::Counts;
-use likes_core::reconcile::{judge, CountRowState, Verdict};
+use likes_core::reconcile::{judge, subtotal_attributes, CountRowState, Verdict};
 use likes_core::ItemId;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{
@@ -117,6 +117,7 @@ async fn drifted_exports(stack: &TestStack) -> Exports {
         stack.edit_count_row(item, "D#0", likes).await;
     }
     stack.edit_all_time_score("exp.4_b-c", 5).await;
+    first_written_after_every_cut(stack).await;
     lose_and_invent_likers(stack, ("exp.4_b-c", "erin"), ("place:2", "zed")).await;
     // The moment is in whole milliseconds; the emulator times writes finer, so a write in
     // the same millisecond may fall after it.
@@ -146,6 +147,44 @@ async fn drifted_exports(stack: &TestStack) -> Exports {
         counts,
         board,
         likers,
+    }
+}
+
+/// Rows first written in an epoch after any cut the test judges: a count row (which applied
+/// nothing before the cut: in sync, there being no reaction), and an all-time score row
+/// that also took 2 likes from an epoch before its first (a lagging shard's), which it
+/// applied before the cut though no reaction holds them: a drift.
+async fn first_written_after_every_cut(stack: &TestStack) {
+    let first = stack.reconcile_period().epoch(now_ms()) + 1000;
+    let n = |value: i64| AttributeValue::N(value.to_string());
+    let s = |value: &str| AttributeValue::S(value.to_owned());
+    let (lagging, _) = subtotal_attributes(first - 1010);
+    for (table, attributes) in [
+        (
+            "CountsTable",
+            vec![
+                ("item_id", s("late:count")),
+                ("shard", s("D#5")),
+                ("like_count", n(4)),
+                ("dislike_count", n(0)),
+            ],
+        ),
+        (
+            "LeaderboardTable",
+            vec![
+                ("board", s(&stack.all_time_board("late:score"))),
+                ("item_id", s("late:score")),
+                ("score", n(5)),
+                (lagging.as_str(), n(2)),
+                ("bfl", n(2)),
+            ],
+        ),
+    ] {
+        let mut put = stack.dynamodb().put_item().table_name(stack.name(table));
+        for (name, value) in attributes {
+            put = put.item(name, value);
+        }
+        put.item("fe", n(first)).send().await.unwrap();
     }
 }
 
@@ -283,14 +322,14 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
     assert_eq!(drifted, expected);
     assert_eq!(
         drifted.keys().map(ItemId::as_str).collect::<Vec<_>>(),
-        ["exp.4_b-c"]
+        ["exp.4_b-c", "late:score"]
     );
     assert_eq!(
         totals,
         BTreeMap::from([
             ("in_sync".to_owned(), in_sync),
             ("deferred".to_owned(), 0),
-            ("drifted".to_owned(), 1),
+            ("drifted".to_owned(), 2),
         ])
     );
 

@@ -12,7 +12,9 @@
 
 use aws_sdk_athena::types::{QueryExecutionContext, QueryExecutionState};
 use likes_aws::AwsError;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, FIRST_EPOCH};
+use likes_core::reconcile::{
+    near_cut_attribute, subtotal_attributes, BEFORE_FIRST_LIKES, FIRST_EPOCH, FIRST_NEAR_CUTS,
+};
 use md5::{Digest, Md5};
 
 use crate::export::Export;
@@ -106,6 +108,16 @@ impl AthenaJudge {
                 .map(|j| format!(" - COALESCE(CAST(item.e{j}{suffix}.n AS BIGINT), 0)"))
                 .collect()
         };
+        // An all-time score row's likes from before its first epoch, of these epochs.
+        let before_first: String = epochs
+            .clone()
+            .map(|j| {
+                format!(
+                    " - CASE WHEN {j} < CAST(item.fe.n AS BIGINT) \
+                     THEN COALESCE(CAST(item.e{j}l.n AS BIGINT), 0) ELSE 0 END"
+                )
+            })
+            .collect();
         let near = near_cut_attribute(exports.cut_epoch);
         let mut read_model = vec![(near.as_str(), "N")];
         let subtotals: Vec<_> = epochs.clone().map(subtotal_attributes).collect();
@@ -115,8 +127,12 @@ impl AthenaJudge {
         let reactions = self
             .table(run_id, "reactions", exports.reactions, &REACTION_ATTRIBUTES)
             .await?;
-        let counts_attributes =
-            [&COUNT_ATTRIBUTES[..], &read_model, &[(FIRST_EPOCH, "N")]].concat();
+        let first = [
+            (FIRST_EPOCH, "N"),
+            (FIRST_NEAR_CUTS[0], "N"),
+            (FIRST_NEAR_CUTS[1], "N"),
+        ];
+        let counts_attributes = [&COUNT_ATTRIBUTES[..], &read_model, &first].concat();
         let counts = self
             .table(run_id, "counts", exports.counts, &counts_attributes)
             .await?;
@@ -128,7 +144,13 @@ impl AthenaJudge {
                     .filter(|(name, _)| !name.ends_with('d'))
                     .copied()
                     .collect();
-                let attributes = [&SCORE_ATTRIBUTES[..], &likes_only].concat();
+                let attributes = [
+                    &SCORE_ATTRIBUTES[..],
+                    &likes_only,
+                    &first,
+                    &[(BEFORE_FIRST_LIKES, "N")],
+                ]
+                .concat();
                 Some(self.table(run_id, "board", export, &attributes).await?)
             }
         };
@@ -155,7 +177,9 @@ impl AthenaJudge {
                     .replace("${recount}", &recount)
                     .replace("${board}", &board)
                     .replace("${later_likes}", &later("l"))
-                    .replace("${near}", &near);
+                    .replace("${earlier_likes}", &before_first)
+                    .replace("${near}", &near)
+                    .replace("${cut_epoch}", &exports.cut_epoch.to_string());
                 self.statement(run_id, "judge-scores", &query)
                     .await?
                     .map(Some)

@@ -12,21 +12,20 @@
 //!
 //! Intent rows are never deleted (a delete is billed as a write): their TTL drops them.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::pipeline::{shard_tag, CountTarget, Lane, RowDelta, REPLAY_HORIZON_MS};
 use likes_core::reconcile::{
-    near_cut_attribute, split_at_first_epoch, subtotal_attributes, FIRST_EPOCH,
+    near_cut_attribute_of, split_at_first_epoch, subtotal_attributes, FIRST_EPOCH,
 };
 use likes_core::{Delta, ItemId};
 
 use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
 use crate::error::{condition_held, progress_moved};
+use crate::first_epochs::{FirstEpochs, Start, Subtotals, Written};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
 use crate::reconciliation::CORRECTION_ROW;
 use crate::rows::attr::{
@@ -279,9 +278,6 @@ impl CountsWriter {
 
     /// One count row's ADD of intent `n` unless the row took it already (`false` then), with
     /// the part of `written` from before the row's first epoch, which the row never takes.
-    /// A row this container has not written yet is first asked to begin at the delta's
-    /// first epoch (it does when it is new, or began there); refused, it answers with what
-    /// it holds.
     async fn add(
         &self,
         target: &CountTarget,
@@ -290,43 +286,27 @@ impl CountsWriter {
         n: i64,
         now_ms: i64,
     ) -> Result<(bool, Option<RowDelta>), StoreError> {
-        let row_key = (
-            target.partition_key(),
-            format!("{COUNT_ROW_PREFIX}{}", target.row),
-        );
-        let key = count_key(row_key.0.clone(), row_key.1.clone());
-        let Some(&earliest) = written.by_epoch.keys().next() else {
-            let took = self
-                .write(key, written, Subtotals::Every, note, n, now_ms)
-                .await?;
-            return Ok((took == Written::Took, None));
+        let partition = target.partition_key();
+        let sort_key = format!("{COUNT_ROW_PREFIX}{}", target.row);
+        let key = count_key(partition.clone(), sort_key.clone());
+        let earliest = written.by_epoch.keys().next().copied();
+        let begin = |first| {
+            self.write(
+                key.clone(),
+                written,
+                Subtotals::Begin(first),
+                note,
+                n,
+                now_ms,
+            )
         };
-        let first = match self.first_epochs.known(&row_key) {
-            Some(first) => first,
-            None => match self
-                .write(
-                    key.clone(),
-                    written,
-                    Subtotals::Begin(earliest),
-                    note,
-                    n,
-                    now_ms,
-                )
-                .await?
-            {
-                Written::Took => {
-                    self.first_epochs.learn(row_key, Some(earliest));
-                    return Ok((true, None));
-                }
-                Written::Refused { first, noted } => {
-                    self.first_epochs.learn(row_key, first);
-                    if noted {
-                        let early = first.and_then(|first| split_at_first_epoch(written, first).1);
-                        return Ok((false, early));
-                    }
-                    first
-                }
-            },
+        let (first, noted) = match self
+            .first_epochs
+            .start((partition, sort_key), earliest, begin)
+            .await?
+        {
+            Start::Took => return Ok((true, None)),
+            Start::Known { first, noted } => (first, noted),
         };
         let (row, early, subtotals) = match first {
             Some(first) => {
@@ -335,6 +315,9 @@ impl CountsWriter {
             }
             None => (written.clone(), None, Subtotals::Every),
         };
+        if noted {
+            return Ok((false, early));
+        }
         let took = self.write(key, &row, subtotals, note, n, now_ms).await?;
         Ok((took == Written::Took, early))
     }
@@ -355,10 +338,7 @@ impl CountsWriter {
             (LIKE_COUNT.to_owned(), written.total.like),
             (DISLIKE_COUNT.to_owned(), written.total.dislike),
         ];
-        let implicit = match subtotals {
-            Subtotals::Every => None,
-            Subtotals::After(first) | Subtotals::Begin(first) => Some(first),
-        };
+        let implicit = subtotals.implicit();
         for (epoch, delta) in written
             .by_epoch
             .iter()
@@ -369,7 +349,7 @@ impl CountsWriter {
             adds.push((dislike, delta.dislike));
         }
         for (cut, changes) in &written.near_cuts {
-            adds.push((near_cut_attribute(*cut), *changes as i64));
+            adds.push((near_cut_attribute_of(*cut, implicit), *changes as i64));
         }
         let mut update = self
             .client
@@ -387,7 +367,8 @@ impl CountsWriter {
                 sets.push_str(", #first = :first");
                 update
                     .condition_expression(format!(
-                        "{noted} AND (attribute_not_exists({LIKE_COUNT}) OR #first = :first)"
+                        "{noted} AND {}",
+                        Subtotals::begin_condition(LIKE_COUNT)
                     ))
                     .expression_attribute_names("#first", FIRST_EPOCH)
                     .expression_attribute_values(":first", number(first))
@@ -405,74 +386,7 @@ impl CountsWriter {
             .update_expression(format!("ADD {} SET {sets}", clauses.join(", ")))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Written::Took),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    let old = failed.item().cloned().unwrap_or_default();
-                    let held = |name: &str| {
-                        old.get(name)
-                            .and_then(|v| v.as_n().ok())
-                            .and_then(|v| v.parse::<i64>().ok())
-                    };
-                    Ok(Written::Refused {
-                        first: held(FIRST_EPOCH),
-                        noted: held(note).is_some_and(|noted| noted >= n),
-                    })
-                }
-                _ => Err(StoreError::aws("UpdateItem", err)),
-            },
-        }
-    }
-}
-
-/// Which epochs a count row write adds a subtotal for.
-#[derive(Debug, Clone, Copy)]
-enum Subtotals {
-    /// Every epoch: a row that keeps no first epoch (it was written before rows kept one),
-    /// and the item's correction row.
-    Every,
-    /// Epochs after the row's first, which the delta holds none before.
-    After(i64),
-    /// Epochs after this one, which the write makes the row's first, on condition the row is
-    /// new or began there.
-    Begin(i64),
-}
-
-/// What one count row write came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Written {
-    Took,
-    /// Its condition failed on the row as it is: the row's first epoch, if it keeps one, and
-    /// whether it noted this intent or a later one.
-    Refused {
-        first: Option<i64>,
-        noted: bool,
-    },
-}
-
-/// The first epochs of the count rows this container wrote or was refused by: a row's never
-/// changes, so a viral item's rows are asked once per container, not once per write.
-#[derive(Debug, Clone, Default)]
-struct FirstEpochs(Arc<Mutex<HashMap<RowKey, Option<i64>>>>);
-
-/// A count row's partition and sort key.
-type RowKey = (String, String);
-
-/// Rows a container remembers; past it, it forgets them all and asks again.
-const FIRST_EPOCHS_KEPT: usize = 100_000;
-
-impl FirstEpochs {
-    fn known(&self, key: &RowKey) -> Option<Option<i64>> {
-        self.0.lock().expect("first epochs").get(key).copied()
-    }
-
-    fn learn(&self, key: RowKey, first: Option<i64>) {
-        let mut known = self.0.lock().expect("first epochs");
-        if known.len() >= FIRST_EPOCHS_KEPT {
-            known.clear();
-        }
-        known.insert(key, first);
+        Written::of(result, note, n)
     }
 }
 

@@ -4,13 +4,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{days, item_shard, ScoreDelta, Window};
 use likes_core::pipeline::REPLAY_HORIZON_MS;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes};
+use likes_core::reconcile::{
+    near_cut_attribute_of, subtotal_attributes, BEFORE_FIRST_LIKES, FIRST_EPOCH,
+};
 
 use crate::error::{cancelled, condition_held, progress_moved};
+use crate::first_epochs::{Start, Subtotals, Written};
 use crate::pages::query_all;
 use crate::rows::attr::{
     APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, SCORE, THROUGH_SEQ,
@@ -287,6 +293,27 @@ impl LeaderboardStore {
         marker: &str,
         n: u64,
     ) -> Result<(), StoreError> {
+        let earliest = row.by_epoch.iter().map(|(epoch, _)| *epoch).min();
+        let key = (row.board.clone(), row.item_id.clone());
+        let begin = |first| self.write(row, Subtotals::Begin(first), marker, n);
+        match self.first_epochs.start(key, earliest, begin).await? {
+            Start::Took | Start::Known { noted: true, .. } => Ok(()),
+            Start::Known { first, .. } => {
+                let subtotals = first.map_or(Subtotals::Every, Subtotals::After);
+                self.write(row, subtotals, marker, n).await.map(drop)
+            }
+        }
+    }
+
+    /// One conditional UpdateItem of a score row: its score, the subtotals `subtotals` says
+    /// (and the likes from epochs before the row's first, summed), its near-cut counts.
+    async fn write(
+        &self,
+        row: &ScoreDeltaRow,
+        subtotals: Subtotals,
+        marker: &str,
+        n: u64,
+    ) -> Result<Written, StoreError> {
         let mut adds = vec!["#score :delta".to_owned()];
         let mut update = self
             .client
@@ -294,32 +321,66 @@ impl LeaderboardStore {
             .table_name(&self.table)
             .key(BOARD, AttributeValue::S(row.board.clone()))
             .key(ITEM_ID, AttributeValue::S(row.item_id.clone()))
-            .condition_expression("attribute_not_exists(#n) OR #n < :n")
             .expression_attribute_names("#score", SCORE)
             .expression_attribute_names("#n", marker)
             .expression_attribute_values(":delta", number(row.delta))
-            .expression_attribute_values(":n", number(n));
+            .expression_attribute_values(":n", number(n))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let implicit = subtotals.implicit();
+        let mut before_first = 0;
         for (at, (epoch, delta)) in row.by_epoch.iter().enumerate() {
+            if Some(*epoch) == implicit {
+                continue;
+            }
+            if implicit.is_some_and(|first| *epoch < first) {
+                before_first += delta;
+            }
             adds.push(format!("#e{at} :e{at}"));
             update = update
                 .expression_attribute_names(format!("#e{at}"), subtotal_attributes(*epoch).0)
                 .expression_attribute_values(format!(":e{at}"), number(*delta));
         }
+        if before_first != 0 {
+            adds.push("#before :before".to_owned());
+            update = update
+                .expression_attribute_names("#before", BEFORE_FIRST_LIKES)
+                .expression_attribute_values(":before", number(before_first));
+        }
         for (at, (cut, flips)) in row.near_cuts.iter().enumerate() {
             adds.push(format!("#c{at} :c{at}"));
             update = update
-                .expression_attribute_names(format!("#c{at}"), near_cut_attribute(*cut))
+                .expression_attribute_names(
+                    format!("#c{at}"),
+                    near_cut_attribute_of(*cut, implicit),
+                )
                 .expression_attribute_values(format!(":c{at}"), number(*flips));
         }
-        let adds = adds.join(", ");
-        let update = match row.expires_at {
-            None => update.update_expression(format!("ADD {adds} SET #n = :n")),
-            Some(expires_at) => update
-                .update_expression(format!("ADD {adds} SET #n = :n, #expires_at = :expires_at"))
-                .expression_attribute_names("#expires_at", EXPIRES_AT)
-                .expression_attribute_values(":expires_at", number(expires_at)),
+        let noted = "(attribute_not_exists(#n) OR #n < :n)";
+        let mut sets = vec!["#n = :n"];
+        update = match subtotals {
+            Subtotals::Begin(first) => {
+                sets.push("#first = :first");
+                update
+                    .condition_expression(format!(
+                        "{noted} AND {}",
+                        Subtotals::begin_condition("#score")
+                    ))
+                    .expression_attribute_names("#first", FIRST_EPOCH)
+                    .expression_attribute_values(":first", number(first))
+            }
+            _ => update.condition_expression(noted),
         };
-        condition_held("UpdateItem", update.send().await).map(drop)
+        if let Some(expires_at) = row.expires_at {
+            sets.push("#expires_at = :expires_at");
+            update = update
+                .expression_attribute_names("#expires_at", EXPIRES_AT)
+                .expression_attribute_values(":expires_at", number(expires_at));
+        }
+        let result = update
+            .update_expression(format!("ADD {} SET {}", adds.join(", "), sets.join(", ")))
+            .send()
+            .await;
+        Written::of(result, marker, n as i64)
     }
 
     /// Every shard's progress (Query of `#progress`, strongly consistent).

@@ -31,6 +31,7 @@ use likes_core::leaderboard::{item_shard, Entry, Window};
 use likes_core::pipeline::ReactionEvent;
 use likes_core::reconcile::CountRowState;
 
+use crate::first_epochs::FirstEpochs;
 use crate::rows::attr::INTENT_N;
 use crate::rows::{self, ScoreDeltaRow};
 use crate::StoreError;
@@ -126,6 +127,8 @@ pub struct LeaderboardStore {
     client: Client,
     table: String,
     shards: u32,
+    /// The first epochs of the all-time score rows this container wrote.
+    first_epochs: FirstEpochs,
 }
 
 impl LeaderboardStore {
@@ -135,6 +138,7 @@ impl LeaderboardStore {
             client,
             table: table.into(),
             shards: 1,
+            first_epochs: FirstEpochs::default(),
         }
     }
 

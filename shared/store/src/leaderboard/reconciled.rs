@@ -1,12 +1,13 @@
 //! The all-time board as reconciliation reads and corrects it.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{item_shard, Window};
-use likes_core::reconcile::{subtotal_attributes, CountRowState};
+use likes_core::reconcile::{subtotal_attributes, CountRowState, BEFORE_FIRST_LIKES, FIRST_EPOCH};
 use likes_core::Delta;
 
 use crate::error::condition_held;
+use crate::first_epochs::Written;
 use crate::reconciliation::{remove_attributes, row_state};
 use crate::rows::attr::{BOARD, ITEM_ID, LAST_CUT, SCORE};
 use crate::rows::{self, number, ReconciledScoreRow};
@@ -109,29 +110,65 @@ impl LeaderboardStore {
     /// Adds `delta` to an item's all-time score as reconciliation's correction at cut
     /// `cut_epoch`, attributed to the epoch before it (so a run at an earlier cut leaves it
     /// out), once: on condition no run at this cut or a later one corrected the row.
-    /// `false` when one did.
+    /// `false` when one did. A row first written after that epoch also sums it with its
+    /// likes from before its first epoch.
     pub async fn correct_all_time(
         &self,
         item_id: &str,
         delta: i64,
         cut_epoch: i64,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(BOARD, self.all_time_board(item_id))
-            .key(ITEM_ID, AttributeValue::S(item_id.into()))
-            .update_expression("SET #last = :cut ADD #score :delta, #epoch :delta")
-            .condition_expression("attribute_not_exists(#last) OR #last < :cut")
-            .expression_attribute_names("#last", LAST_CUT)
-            .expression_attribute_names("#score", SCORE)
-            .expression_attribute_names("#epoch", subtotal_attributes(cut_epoch - 1).0)
-            .expression_attribute_values(":cut", number(cut_epoch))
-            .expression_attribute_values(":delta", number(delta))
-            .send()
-            .await;
-        condition_held("UpdateItem", result)
+        let epoch = cut_epoch - 1;
+        let correct = |before_first: bool| {
+            let (before, first) = if before_first {
+                (", #before :delta", "#first > :epoch")
+            } else {
+                ("", "(attribute_not_exists(#first) OR #first <= :epoch)")
+            };
+            let update = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(BOARD, self.all_time_board(item_id))
+                .key(ITEM_ID, AttributeValue::S(item_id.into()))
+                .update_expression(format!(
+                    "SET #last = :cut ADD #score :delta, #epoch :delta{before}"
+                ))
+                .condition_expression(format!(
+                    "(attribute_not_exists(#last) OR #last < :cut) AND {first}"
+                ))
+                .expression_attribute_names("#last", LAST_CUT)
+                .expression_attribute_names("#score", SCORE)
+                .expression_attribute_names("#first", FIRST_EPOCH)
+                .expression_attribute_names("#epoch", subtotal_attributes(epoch).0)
+                .expression_attribute_values(":cut", number(cut_epoch))
+                .expression_attribute_values(":epoch", number(epoch))
+                .expression_attribute_values(":delta", number(delta))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                );
+            if before_first {
+                update.expression_attribute_names("#before", BEFORE_FIRST_LIKES)
+            } else {
+                update
+            }
+        };
+        match Written::of(correct(false).send().await, LAST_CUT, cut_epoch)? {
+            Written::Took => Ok(true),
+            Written::Refused { noted: true, .. } => Ok(false),
+            Written::Refused {
+                first,
+                noted: false,
+            } => {
+                if first.is_none_or(|first| first <= epoch) {
+                    return Err(StoreError::Corrupt(format!(
+                        "all-time score row of {item_id} refused a correction at cut {cut_epoch} \
+                         with neither a later cut nor a later first epoch"
+                    )));
+                }
+                condition_held("UpdateItem", correct(true).send().await)
+            }
+        }
     }
 
     /// Drops `attributes` (subtotals and near-cut counts no cut needs, retired shards'

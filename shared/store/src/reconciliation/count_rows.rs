@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use likes_core::pipeline::overflow_partition;
-use likes_core::reconcile::{near_cut_attribute, subtotal_attributes, CountRowState, FIRST_EPOCH};
+use likes_core::reconcile::{
+    near_cut_attribute, subtotal_attributes, CountRowState, BEFORE_FIRST_LIKES, FIRST_EPOCH,
+    FIRST_NEAR_CUTS,
+};
 use likes_core::{Delta, ItemId};
 
 use crate::counts::{INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
@@ -219,8 +222,9 @@ pub fn stale_intent_notes(row: &CountRowState, before_ms: i64, cleaned: bool) ->
 /// Stale intent notes a row keeps until it is written anyway: a few hundred bytes at most.
 const NOTES_KEPT: usize = 8;
 
-/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`), near-cut counts (`n<k>`)
-/// and first epoch (`fe`) among its other attributes; an attribute of another name is left
+/// A row's totals with the epoch subtotals (`e<j>l`, `e<j>d`), near-cut counts (`n<k>`),
+/// first epoch (`fe`), likes from before it (`bfl`) and changes near its edges (`nf0`,
+/// `nf1`) among its other attributes; an attribute of another name is left
 /// out.
 pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> CountRowState {
     let mut state = CountRowState {
@@ -237,6 +241,14 @@ pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> C
         }
         if name == FIRST_EPOCH {
             state.first_epoch = Some(number);
+            continue;
+        }
+        if name == BEFORE_FIRST_LIKES {
+            state.before_first.like = number;
+            continue;
+        }
+        if let Some(at) = FIRST_NEAR_CUTS.iter().position(|first| name == first) {
+            state.first_near_cuts[at] = number.max(0) as u64;
             continue;
         }
         let (kind, tail) = name.split_at(1.min(name.len()));
