@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::likers;
 use likes_core::pipeline::overflow_partition;
-use likes_core::reconcile::subtotal_attributes;
+use likes_core::reconcile::{subtotal_attributes, FIRST_EPOCH};
 use likes_core::{IdempotencyKey, ItemId, ReactionState};
 
 use crate::capacity::Item;
@@ -164,9 +164,10 @@ pub fn liker_entry(i: usize, size: Size, load_ms: i64) -> Item {
     ])
 }
 
-/// The count rows of every item, as the aggregator writes them (`row_update`): totals, the
-/// subtotals of `epoch` (every flip committed in it, none near a cut), `updated_at`. A cold
-/// item has one row in its base partition; a hot one has rows in every overflow partition
+/// The count rows of every item, as the aggregator writes them: totals, the first epoch,
+/// `updated_at` (every flip committed in `epoch`, none near a cut; a hot item's rows also
+/// took flips in the epoch before, which net to nothing, so they keep `epoch`'s subtotals).
+/// A cold item has one row in its base partition; a hot one has rows in every overflow partition
 /// and the marker that tells readers so. One cold item in [`DRIFT_EVERY`] is then put off by
 /// 1-3 likes, up or down, as a lost or twice-applied batch leaves it.
 pub fn build(size: Size, epoch: i64, now_ms: i64) -> Dataset {
@@ -207,7 +208,7 @@ pub fn build(size: Size, epoch: i64, now_ms: i64) -> Dataset {
         let row = format!("D#{}", mix(index as u64) % COUNT_ROWS);
         dataset
             .count_rows
-            .push(count_row(&item, &row, stored, epoch, now_ms));
+            .push(count_row(&item, &row, stored, Epochs::One(epoch), now_ms));
     }
     dataset
 }
@@ -230,7 +231,13 @@ fn hot_rows(item: &str, tally: Tally, epoch: i64, now_ms: i64) -> Vec<Item> {
                 dislike: share(tally.dislike, slot),
             };
             let row = format!("D#{}", mix(u64::from(h * 100 + r)) % COUNT_ROWS);
-            count_row(&overflow_partition(&id, *h), &row, split, epoch, now_ms)
+            count_row(
+                &overflow_partition(&id, *h),
+                &row,
+                split,
+                Epochs::Two(epoch),
+                now_ms,
+            )
         })
         .collect();
     rows.push(HashMap::from([
@@ -241,15 +248,34 @@ fn hot_rows(item: &str, tally: Tally, epoch: i64, now_ms: i64) -> Vec<Item> {
     rows
 }
 
-fn count_row(partition: &str, row: &str, tally: Tally, epoch: i64, now_ms: i64) -> Item {
-    let (like, dislike) = subtotal_attributes(epoch);
-    HashMap::from([
+/// A count row as the aggregator leaves it: totals, its first epoch and, when it took
+/// changes in a later one too (`Subtotals::After`), that epoch's subtotals.
+fn count_row(partition: &str, row: &str, tally: Tally, epochs: Epochs, now_ms: i64) -> Item {
+    let mut item = HashMap::from([
         ("item_id".to_owned(), s(partition)),
         ("shard".to_owned(), s(row)),
         ("like_count".to_owned(), n(tally.like)),
         ("dislike_count".to_owned(), n(tally.dislike)),
-        (like, n(tally.like)),
-        (dislike, n(tally.dislike)),
         ("updated_at".to_owned(), n(now_ms)),
-    ])
+    ]);
+    let first = match epochs {
+        Epochs::One(epoch) => epoch,
+        Epochs::Two(epoch) => {
+            let (like, dislike) = subtotal_attributes(epoch);
+            item.insert(like, n(tally.like));
+            item.insert(dislike, n(tally.dislike));
+            epoch - 1
+        }
+    };
+    item.insert(FIRST_EPOCH.to_owned(), n(first));
+    item
+}
+
+/// The epochs a row took its changes in: all in one (a cold item's), or all in the last of
+/// two (a hot item's rows, written in every epoch, also took some in the one before; here
+/// none of them net, so the row's totals are that epoch's).
+#[derive(Debug, Clone, Copy)]
+enum Epochs {
+    One(i64),
+    Two(i64),
 }

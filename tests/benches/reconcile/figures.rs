@@ -78,8 +78,8 @@ impl Figures {
             self.counts.requests,
             seconds(self.counts.elapsed)
         );
-        println!("  honest about: the count rows are written directly in the aggregator's layout (totals, one epoch's");
-        println!("    subtotals, updated_at; hot items over 8 overflow partitions), the likers entries in the likers");
+        println!("  honest about: the count rows are written directly in the aggregator's layout (totals, first epoch,");
+        println!("    updated_at, a hot row's later epoch's subtotals; hot items over 8 overflow partitions), the likers entries in the likers");
         println!("    consumer's (no occupancy rows: nothing here reads a page); the stream records of the bulk rows");
         println!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
         println!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
@@ -171,8 +171,8 @@ impl Figures {
             self.writes.cleanup_units as f64,
             "REMOVE updates: ceil(larger image / 1 KB) each",
         );
-        println!("   Cleanup writes only rows with subtotals before the cut: here every row (all were written in one");
-        println!("   epoch); in service, the rows that changed since the last run.");
+        println!("   Cleanup writes only rows with subtotals before the cut: a row keeps none for its first epoch, so");
+        println!("   here the hot items' rows (written in two epochs), not the cold ones (one epoch each).");
         println!();
 
         let export_bytes_per_row = e.data_bytes as f64 / rows;

@@ -172,8 +172,14 @@ async fn an_all_time_score_row_keeps_no_subtotal_for_its_first_epoch_and_sums_wh
     assert_eq!(row.total, likes(6), "{row:?}");
     assert_eq!(row.subtotals, [(9, likes(3))].into(), "{row:?}");
     assert_eq!(row.before_first, likes(3), "{row:?}");
-    assert_eq!(judge(recount(3), std::slice::from_ref(&row), 10), Verdict::InSync);
-    assert_eq!(judge(recount(6), std::slice::from_ref(&row), 11), Verdict::InSync);
+    assert_eq!(
+        judge(recount(3), std::slice::from_ref(&row), 10),
+        Verdict::InSync
+    );
+    assert_eq!(
+        judge(recount(6), std::slice::from_ref(&row), 11),
+        Verdict::InSync
+    );
     // Once the cleaning pass has dropped the subtotal of epoch 9, cut 10 still adds up.
     let mut cleaned = row.clone();
     cleaned.subtotals.clear();
