@@ -65,18 +65,23 @@ async fn a_row_keeps_no_subtotal_for_its_first_epoch_and_older_changes_go_to_the
         ],
     );
     assert_eq!(writer.apply("shard-a", &first, 1).await.unwrap(), 2);
-    // Shard b lags: its chunk for the same row holds a like from epoch 9, one from 10 and
-    // one from 11, near cut 11.
+    // Shard b lags, in a container that knows neither row: its chunk for the same row holds
+    // a like from epoch 9, one from 10 and one from 11, near cut 11; and a new item's like.
+    let new = ItemId::parse("game:zz-new").unwrap();
     let late = intent(
         7,
-        vec![(
-            row_of(&shared),
-            delta(&[(9, 1), (10, 1), (11, 1)], &[(11, 1)]),
-        )],
+        vec![
+            (
+                row_of(&shared),
+                delta(&[(9, 1), (10, 1), (11, 1)], &[(11, 1)]),
+            ),
+            (row_of(&new), delta(&[(11, 1)], &[])),
+        ],
     );
-    assert_eq!(writer.apply("shard-b", &late, 2).await.unwrap(), 1);
-    // Retried by the same container, and by a new one that knows nothing of the row.
-    assert_eq!(writer.apply("shard-b", &late, 3).await.unwrap(), 0);
+    let lagging = CountsWriter::new(stack.dynamodb(), &table);
+    assert_eq!(lagging.apply("shard-b", &late, 2).await.unwrap(), 2);
+    // Retried by the same container, and by a new one that knows nothing of the rows.
+    assert_eq!(lagging.apply("shard-b", &late, 3).await.unwrap(), 0);
     let fresh = CountsWriter::new(stack.dynamodb(), &table);
     assert_eq!(fresh.apply("shard-b", &late, 4).await.unwrap(), 0);
     assert_eq!(fresh.apply("shard-a", &first, 5).await.unwrap(), 0);
@@ -119,6 +124,10 @@ async fn a_row_keeps_no_subtotal_for_its_first_epoch_and_older_changes_go_to_the
         Verdict::Correct(likes(1)),
         "the judge can still see a drift before the row's first epoch"
     );
+
+    let new_rows = reconciliation.item_rows(&new).await.unwrap();
+    assert_eq!(new_rows.len(), 1, "only its own row: {new_rows:?}");
+    assert_eq!(new_rows[0].total, likes(1), "{new_rows:?}");
 
     // The cold row: one epoch's changes, no subtotal, nothing for a cleaning pass to drop.
     let cold_rows = reconciliation.item_rows(&cold).await.unwrap();

@@ -174,20 +174,21 @@ impl CountsWriter {
         let writes: Vec<_> = intent
             .deltas
             .iter()
-            .map(|(target, delta)| self.add(target, delta, &note, intent.n, now_ms))
+            .map(|(target, delta)| async {
+                let (took, early) = self.add(target, delta, &note, intent.n, now_ms).await?;
+                Ok::<_, StoreError>((took, early.map(|early| (&target.item, early))))
+            })
             .collect();
-        let added: Vec<(bool, Option<RowDelta>)> = stream::iter(writes)
+        let added: Vec<(bool, Option<(&ItemId, RowDelta)>)> = stream::iter(writes)
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await?;
         let mut early: BTreeMap<&ItemId, RowDelta> = BTreeMap::new();
-        for ((target, _), (_, part)) in intent.deltas.iter().zip(&added) {
-            if let Some(part) = part {
-                let sum = early.entry(&target.item).or_default();
-                sum.total += part.total;
-                for (epoch, delta) in &part.by_epoch {
-                    *sum.by_epoch.entry(*epoch).or_default() += *delta;
-                }
+        for (item, part) in added.iter().filter_map(|(_, early)| early.as_ref()) {
+            let sum = early.entry(*item).or_default();
+            sum.total += part.total;
+            for (epoch, delta) in &part.by_epoch {
+                *sum.by_epoch.entry(*epoch).or_default() += *delta;
             }
         }
         let corrections: Vec<_> = early
