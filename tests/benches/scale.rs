@@ -12,12 +12,13 @@
 //! rows, with its scheduled refresher beside them. Every decision is the real one from
 //! `likes_core` (batch hotness, the records a shard's progress covers, chunk size, count-row
 //! routing by the stream shard's slot, intent numbers, event partition keys, liker buckets,
-//! score deltas, board shards) and the leaderboard's (intent runs by `intent_bytes`, the
+//! score deltas, board shards) and the leaderboard's (intent runs by `run_length`, the
 //! refresher's boards, its schedule and tick); only AWS is modelled. Deterministic: a seeded
 //! generator drives the traffic and the latencies.
 //!
 //! Sizes: `LIKES_SCALE_SECONDS` (60), `LIKES_SCALE_SHARDS` (Reactions stream shards, 200),
-//! `LIKES_SCALE_EVENT_SHARDS` (Kinesis shards, 200), `LIKES_SCALE_VIRAL_RATE` (50000/s),
+//! `LIKES_SCALE_EVENT_SHARDS` (Kinesis shards, 300: the on-demand stream keeps capacity for
+//! twice its peak, and 150,000 events/s need 150 shards), `LIKES_SCALE_VIRAL_RATE` (50000/s),
 //! `LIKES_SCALE_BACKGROUND_RATE` (100000/s), `LIKES_SCALE_ITEMS` (background items,
 //! 10000000), `LIKES_SCALE_ZIPF` (their popularity exponent, 0.9; 0 is uniform),
 //! `LIKES_SCALE_ROWS` (K), `LIKES_SCALE_OVERFLOW` (H) and `LIKES_SCALE_BOARD_SHARDS`
@@ -188,7 +189,7 @@ fn main() {
         shards,
         traffic.seed,
     );
-    let event_shards = env_count("LIKES_SCALE_EVENT_SHARDS", 200) as u32;
+    let event_shards = env_count("LIKES_SCALE_EVENT_SHARDS", 300) as u32;
     let likers_mapping = stream_mapping(
         &template,
         LIKERS_FUNCTION,
@@ -389,7 +390,8 @@ fn main() {
         range(latency::UPDATE_ITEM),
         range(latency::PUT_RECORDS)
     );
-    say!("  kinesis   {event_shards} event stream shards, MD5 of the partition key over even hash ranges");
+    say!("  kinesis   {event_shards} event stream shards (an on-demand stream keeps capacity for twice its");
+    say!("            peak), MD5 of the partition key over even hash ranges");
     say!();
     let columns = [
         Column {
@@ -426,11 +428,14 @@ fn main() {
         offered.flips,
         offered.viral.like
     );
-    say!("  limits: 1000 WCU/s per partition key (OVER: a second past it), 1000 records/s per");
     say!(
-        "  Kinesis shard. Demand, not service: nothing is throttled here, so a key OVER the limit"
+        "  limits: 1000 WCU/s per partition key, 1000 records/s per Kinesis shard, in any sliding"
     );
-    say!("  is one AWS would throttle, and that design would fall further behind from then on.");
+    say!(
+        "  second (OVER: past it; HOT: past 80% of it). Demand, not service: nothing is throttled"
+    );
+    say!("  here, so a key OVER the limit is one AWS would throttle, and that design would fall");
+    say!("  further behind from then on.");
     print_likers(
         &likers_mapping,
         likers_run,

@@ -38,7 +38,7 @@ use reply::Reply;
 
 pub use dynamodb::{index_resource, table_resource};
 pub use kinesis::stream_resource;
-pub use meter::{Peak, Unit, Usage};
+pub use meter::{LastSecond, Peak, Unit, Usage};
 
 /// The simulated services, shared by every client built on [`Simulator::http_client`].
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@
 //! are what AWS would serve, not what was asked.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::{AddAssign, SubAssign};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -86,36 +87,69 @@ pub struct Meter {
 #[derive(Debug, Default)]
 struct State {
     usage: Usage,
-    windows: HashMap<(Resource, String, Unit), Window>,
+    windows: HashMap<(Resource, String, Unit), LastSecond<Instant, f64>>,
     /// How many windows are kept before the idle ones are dropped: twice those still busy
     /// at the last drop, so a drop is never repeated on every request.
     drop_at: usize,
 }
 
-/// One key's last second: what it took, when.
-#[derive(Debug, Default)]
-struct Window {
-    taken: VecDeque<(Instant, f64)>,
-    sum: f64,
+/// One key's last second: what it took, when, and the sum. `At` is a time on any clock; the
+/// caller says which takings a second has passed since.
+#[derive(Debug)]
+pub struct LastSecond<At, Amount> {
+    taken: VecDeque<(At, Amount)>,
+    sum: Amount,
 }
 
-const SECOND: Duration = Duration::from_secs(1);
-/// Windows kept at least before the idle ones are dropped.
-const WINDOWS_KEPT: usize = 100_000;
+impl<At, Amount: Default> Default for LastSecond<At, Amount> {
+    fn default() -> Self {
+        Self {
+            taken: VecDeque::new(),
+            sum: Amount::default(),
+        }
+    }
+}
 
-impl Window {
-    fn slide(&mut self, now: Instant) {
+impl<At: Copy, Amount: Copy + Default + AddAssign + SubAssign> LastSecond<At, Amount> {
+    /// Forgets the oldest takings while `past(at)` says a second has passed since them.
+    pub fn slide(&mut self, past: impl Fn(At) -> bool) {
         while let Some((at, amount)) = self.taken.front().copied() {
-            if now.duration_since(at) < SECOND {
+            if !past(at) {
                 break;
             }
             self.taken.pop_front();
             self.sum -= amount;
         }
         if self.taken.is_empty() {
-            self.sum = 0.0;
+            // No drift left behind by fractional amounts.
+            self.sum = Amount::default();
         }
     }
+
+    /// Adds `amount` taken at `at`, the latest time yet.
+    pub fn take(&mut self, at: At, amount: Amount) {
+        self.taken.push_back((at, amount));
+        self.sum += amount;
+    }
+
+    /// What the second holds.
+    pub fn sum(&self) -> Amount {
+        self.sum
+    }
+
+    /// When it last took something, if it holds anything.
+    pub fn last(&self) -> Option<At> {
+        self.taken.back().map(|&(at, _)| at)
+    }
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+/// Windows kept at least before the idle ones are dropped.
+const WINDOWS_KEPT: usize = 100_000;
+
+/// Whether a second has passed from `at` to `now`.
+fn a_second_on(now: Instant) -> impl Fn(Instant) -> bool {
+    move |at| now.duration_since(at) >= SECOND
 }
 
 impl Meter {
@@ -158,8 +192,8 @@ impl Meter {
         let id = (resource.to_owned(), key.to_owned(), unit);
         let full = match state.windows.get_mut(&id) {
             Some(window) => {
-                window.slide(now);
-                window.sum >= unit.limit()
+                window.slide(a_second_on(now));
+                window.sum() >= unit.limit()
             }
             None => false,
         };
@@ -182,8 +216,8 @@ impl Meter {
         let now = self.now();
         if state.windows.len() >= state.drop_at.max(WINDOWS_KEPT) {
             state.windows.retain(|_, window| {
-                window.slide(now);
-                !window.taken.is_empty()
+                window.slide(a_second_on(now));
+                window.last().is_some()
             });
             state.drop_at = 2 * state.windows.len();
         }
@@ -196,10 +230,9 @@ impl Meter {
             .windows
             .entry((resource.to_owned(), key.to_owned(), unit))
             .or_default();
-        window.slide(now);
-        window.taken.push_back((now, amount));
-        window.sum += amount;
-        let per_second = window.sum;
+        window.slide(a_second_on(now));
+        window.take(now, amount);
+        let per_second = window.sum();
         let peak = state
             .usage
             .peaks

@@ -6,15 +6,13 @@
 //! net deltas per board and item as the shard's next intent, apply it (one conditional ADD
 //! per score row however many events it holds) and move the progress.
 
-use std::collections::BTreeSet;
-
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::{score_deltas, MAX_RUN_EPOCHS};
+use likes_core::leaderboard::score_deltas;
 use likes_core::pipeline::{sequence_after, LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
-use likes_store::leaderboard::{intent_bytes, Owned, MAX_INTENT_BYTES};
+use likes_store::leaderboard::{run_length, Owned};
 use likes_store::metrics::Report;
 use likes_store::{LeaderboardStore, StoreError};
 use tracing::Instrument;
@@ -213,28 +211,14 @@ impl Leaderboard {
     }
 }
 
-/// `events` cut into runs whose intents fit one item ([`MAX_INTENT_BYTES`]) and span at most
-/// [`MAX_RUN_EPOCHS`] epochs.
+/// `events` cut into runs, each as [`run_length`] takes it: its intent fits one item.
 fn runs<R>(events: &[(R, ReactionEvent)], period: Period) -> Vec<&[(R, ReactionEvent)]> {
     let mut runs = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    let mut epochs = BTreeSet::new();
-    for (at, (_, event)) in events.iter().enumerate() {
-        let more = intent_bytes(event);
-        let epoch = period.epoch(event.event_time_ms);
-        let new_epoch = !epochs.contains(&epoch);
-        if at > start
-            && (bytes + more > MAX_INTENT_BYTES || (new_epoch && epochs.len() == MAX_RUN_EPOCHS))
-        {
-            runs.push(&events[start..at]);
-            (start, bytes) = (at, 0);
-            epochs.clear();
-        }
-        bytes += more;
-        epochs.insert(epoch);
-    }
-    if start < events.len() {
-        runs.push(&events[start..]);
+    let mut rest = events;
+    while !rest.is_empty() {
+        let (run, after) = rest.split_at(run_length(rest.iter().map(|(_, e)| e), period));
+        runs.push(run);
+        rest = after;
     }
     runs
 }
@@ -251,7 +235,9 @@ fn shard_of(record: &KinesisEventRecord) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use likes_core::leaderboard::MAX_RUN_EPOCHS;
     use likes_core::ReactionState::{Like, None as Neutral};
+    use likes_store::leaderboard::{intent_row_bytes, MAX_INTENT_BYTES};
 
     const PERIOD: Period = Period {
         length_ms: 300_000,
@@ -277,16 +263,29 @@ mod tests {
         }
     }
 
+    /// What the intent of `run` holds.
+    fn intent_bytes(run: &[((), ReactionEvent)]) -> usize {
+        intent_row_bytes(&score_deltas(run.iter().map(|(_, e)| e), PERIOD))
+    }
+
     #[test]
     fn runs_cut_where_an_intent_would_outgrow_its_row_and_keep_every_event_in_order() {
-        let long = "i".repeat(128);
-        let events: Vec<((), ReactionEvent)> = (0..5_000).map(|u| ((), event(u, &long))).collect();
+        // Items of the longest ids, each liked once: every event adds two rows.
+        let events: Vec<((), ReactionEvent)> = (0..5_000)
+            .map(|u| ((), event(u, &format!("{u:i>128}"))))
+            .collect();
         let cut = runs(&events, PERIOD);
-        let per_run = MAX_INTENT_BYTES / intent_bytes(&events[0].1);
-        assert_eq!(cut[0].len(), per_run);
-        assert!(cut.iter().all(|run| {
-            run.iter().map(|(_, e)| intent_bytes(e)).sum::<usize>() <= MAX_INTENT_BYTES
-        }));
+        assert!(cut.len() > 1);
+        let mut start = 0;
+        for run in &cut {
+            assert!(intent_bytes(run) <= MAX_INTENT_BYTES);
+            let end = start + run.len();
+            if end < events.len() {
+                // Full: with the next event its intent would not have fitted.
+                assert!(intent_bytes(&events[start..=end]) > MAX_INTENT_BYTES);
+            }
+            start = end;
+        }
         let rejoined: Vec<&str> = cut
             .iter()
             .flat_map(|run| run.iter().map(|(_, e)| e.user_id.as_str()))
@@ -296,6 +295,43 @@ mod tests {
         assert!(runs::<()>(&[], PERIOD).is_empty());
         // A short batch is one run.
         assert_eq!(runs(&events[..10], PERIOD).len(), 1);
+    }
+
+    #[test]
+    fn a_viral_items_events_between_others_add_nothing_to_a_run_after_its_first() {
+        let item = |u: usize| format!("{u:i>128}");
+        let distinct: Vec<((), ReactionEvent)> =
+            (0..5_000).map(|u| ((), event(u, &item(u)))).collect();
+        // The same items, each followed by two likes of a viral item by other users.
+        let with_viral: Vec<((), ReactionEvent)> = (0..5_000)
+            .flat_map(|u| {
+                [
+                    ((), event(u, &item(u))),
+                    ((), event(10_000 + 2 * u, "game:viral")),
+                    ((), event(10_001 + 2 * u, "game:viral")),
+                ]
+            })
+            .collect();
+        let lengths = |cut: Vec<&[((), ReactionEvent)]>| {
+            cut.iter()
+                .map(|run| {
+                    assert!(intent_bytes(run) <= MAX_INTENT_BYTES);
+                    run.iter()
+                        .filter(|(_, e)| e.item_id != "game:viral")
+                        .count()
+                })
+                .collect::<Vec<_>>()
+        };
+        let plain = lengths(runs(&distinct, PERIOD));
+        let among_viral = lengths(runs(&with_viral, PERIOD));
+        // As many runs, each full one holding as many other items, less the room the viral
+        // item's own rows take.
+        assert_eq!(plain.len(), among_viral.len());
+        let full = plain.len() - 1;
+        assert!(plain[..full]
+            .iter()
+            .zip(&among_viral[..full])
+            .all(|(alone, mixed)| alone >= mixed && alone - mixed <= 1));
     }
 
     #[test]

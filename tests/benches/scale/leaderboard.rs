@@ -6,8 +6,8 @@
 //!
 //! 1. two consistent GetItems at once, the shard's progress and its intent head (reads, no
 //!    write);
-//! 2. the batch in runs as `runs` cuts it (records whose `intent_bytes` add up to at most
-//!    `MAX_INTENT_BYTES`, the real function and constant), one after another; per run: a
+//! 2. the batch in runs as the consumer cuts it (`run_length`, the real function: as many
+//!    records as one intent's row holds), one after another; per run: a
 //!    conditional PutItem claim per event that adds a like or takes one away, each its own
 //!    partition key (`#event#<flip key>`), `IN_FLIGHT` at once in order (`buffered`);
 //! 3. `score_deltas` of the claimed events, one score row per board and item, on the board
@@ -44,7 +44,7 @@
 //! after its intent finished that refreshed both of its boards.
 //!
 //! Every decision is the real one (`score_deltas`, `item_shard`, `board_key`,
-//! `intent_bytes`, `MAX_INTENT_BYTES`, `IN_FLIGHT`, `TOP_SIZE`, the refresher's boards and
+//! `run_length`, `IN_FLIGHT`, `TOP_SIZE`, the refresher's boards and
 //! its schedule, tick and run from template.yaml); heads and score rows are sized from the
 //! run's own ids, every other row at the largest it can be (`table::leaderboard_units`),
 //! and intent markers at a year's intents (`table::ScoreRowSize`). GetItem, PutItem and
@@ -70,7 +70,7 @@ use std::hash::{Hash, Hasher};
 
 use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
 use likes_core::reconcile::Period;
-use likes_store::leaderboard::{intent_bytes, IN_FLIGHT, MAX_INTENT_BYTES};
+use likes_store::leaderboard::{run_length, IN_FLIGHT};
 use likes_store::rows::ScoreDeltaRow;
 
 use crate::latency::{self, Latency};
@@ -540,17 +540,11 @@ impl Leaderboard {
                 unapplied: Vec::new(),
             };
         }
-        // `runs`: cut before the record that would take the run past MAX_INTENT_BYTES.
-        let mut bytes = 0;
-        inv.run_end = inv.batch.len();
-        for (at, record) in inv.batch.iter().enumerate().skip(inv.run_start) {
-            let more = intent_bytes(&record.event);
-            if at > inv.run_start && bytes + more > MAX_INTENT_BYTES {
-                inv.run_end = at;
-                break;
-            }
-            bytes += more;
-        }
+        inv.run_end = inv.run_start
+            + run_length(
+                inv.batch[inv.run_start..].iter().map(|r| &*r.event),
+                self.period,
+            );
         let scoring = inv.batch[inv.run_start..inv.run_end]
             .iter()
             .filter(|r| r.event.like_delta != 0)

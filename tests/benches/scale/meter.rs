@@ -1,20 +1,27 @@
 //! Per-second accounting: what a limit is measured against. AWS enforces write units per
-//! partition and records per shard over one second, so each second's worst key is what
-//! decides throttling, not the run's average.
+//! partition and records per shard over any one second, so the worst key's units in a
+//! sliding second (any window of one second, not only the seconds of the clock) decide
+//! throttling, not the run's average.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use likes_simulator::LastSecond;
+
 use crate::mapping::{Micros, SECOND};
 
-/// Units charged per key within each second; keeps each second's worst key. Charges come in
-/// simulated-time order (the engine runs events in order), so a second is final once a
-/// charge of a later one arrives.
+/// Units charged per key; keeps, for each second of the clock, the worst key's units in any
+/// one-second window ending within it. Charges come in simulated-time order (the engine
+/// runs events in order), so a second is final once a charge of a later one arrives.
 #[derive(Debug)]
 pub struct WorstKey<K> {
     current: u64,
-    by_key: HashMap<K, u64>,
+    /// Per key: its charges of the last second, and their sum.
+    windows: HashMap<K, LastSecond<Micros, u64>>,
+    /// The worst window ending in the current second, and its key.
+    current_worst: Option<(u64, K)>,
+    current_total: u64,
     /// Per second: the worst key's units and the key (None for a second without charges).
     worst: Vec<(u64, Option<K>)>,
     total: Vec<u64>,
@@ -24,13 +31,17 @@ impl<K: Hash + Eq + Clone> WorstKey<K> {
     pub fn new() -> Self {
         Self {
             current: 0,
-            by_key: HashMap::new(),
+            windows: HashMap::new(),
+            current_worst: None,
+            current_total: 0,
             worst: Vec::new(),
             total: Vec::new(),
         }
     }
 
-    /// Adds `units` to `key`'s second; the key is copied only the first time in a second.
+    /// Adds `units` to `key` at `at`: the window of the second up to `at` holds them and
+    /// every charge of the key less than a second before. The key is copied only when it
+    /// has no charge in the last second, or its window becomes the second's worst.
     pub fn charge<Q>(&mut self, at: Micros, key: &Q, units: u64)
     where
         K: Borrow<Q>,
@@ -41,27 +52,40 @@ impl<K: Hash + Eq + Clone> WorstKey<K> {
         if second > self.current {
             self.close(second);
         }
-        match self.by_key.get_mut(key) {
-            Some(sum) => *sum += units,
-            None => {
-                self.by_key.insert(key.to_owned(), units);
-            }
+        if !self.windows.contains_key(key) {
+            self.windows.insert(key.to_owned(), LastSecond::default());
+        }
+        let window = self.windows.get_mut(key).expect("inserted above");
+        window.slide(|then| then + SECOND <= at);
+        window.take(at, units);
+        self.current_total += units;
+        let sum = window.sum();
+        if self
+            .current_worst
+            .as_ref()
+            .is_none_or(|(worst, _)| sum > *worst)
+        {
+            self.current_worst = Some((sum, key.to_owned()));
         }
     }
 
-    /// Ends every second before `next`.
+    /// Ends every second before `next`, and forgets the keys with no charge in the second
+    /// before it.
     fn close(&mut self, next: u64) {
         while self.current < next {
-            let worst = self.by_key.iter().max_by_key(|(_, u)| **u);
+            let worst = self.current_worst.take();
             self.worst
-                .push(worst.map_or((0, None), |(k, u)| (*u, Some(k.clone()))));
-            self.total.push(self.by_key.values().sum());
-            self.by_key.clear();
+                .push(worst.map_or((0, None), |(units, key)| (units, Some(key))));
+            self.total.push(std::mem::take(&mut self.current_total));
             self.current += 1;
         }
+        let since = next.saturating_sub(1) * SECOND;
+        self.windows
+            .retain(|_, window| window.last().is_some_and(|at| at >= since));
     }
 
-    /// Per second from 0 through `end`'s second: the worst key, and the sum over all keys.
+    /// Per second from 0 through `end`'s second: the worst key's units in a window ending in
+    /// it, and the sum charged within it over all keys.
     pub fn finish(mut self, end: Micros) -> PerSecondWorst<K> {
         self.close(end / SECOND + 1);
         PerSecondWorst {

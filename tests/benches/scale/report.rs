@@ -37,9 +37,15 @@ impl Column {
     }
 }
 
+/// The share of a limit past which a key has too little headroom for the next burst.
+const HEADROOM: f64 = 0.8;
+
+/// `OVER` past `limit`, `HOT` past [`HEADROOM`] of it.
 fn over(value: u64, limit: u64) -> &'static str {
     if value > limit {
         " OVER"
+    } else if value as f64 > HEADROOM * limit as f64 {
+        " HOT"
     } else {
         ""
     }

@@ -1,6 +1,6 @@
 //! The accounting of `make bench-scale` that could be wrong and still print plausible
-//! figures: the write units of the items it bills, Kinesis's hash ranges, per-second worst
-//! keys and percentiles. Here rather than beside the code: a
+//! figures: the write units of the items it bills, Kinesis's hash ranges, each second's
+//! worst key in a sliding second, and percentiles. Here rather than beside the code: a
 //! `harness = false` bench compiles its `#[cfg(test)]` modules but never runs them.
 
 use crate::{kinesis, mapping, meter, table};
@@ -139,6 +139,30 @@ fn each_second_keeps_its_own_worst_key_and_quiet_seconds_are_zero() {
     );
     assert_eq!(seconds.total, vec![7, 0, 1]);
     assert_eq!(seconds.peak(), (4, Some(&"a".to_owned()), 0));
+}
+
+#[test]
+fn a_burst_across_a_seconds_edge_counts_whole_in_the_second_its_window_ends() {
+    let mut meter = WorstKey::new();
+    meter.charge(SECOND - 100, "a", 600);
+    // 200 µs after the first: one sliding second holds both, though the clock's seconds
+    // split them (where "b" would be the worst of the second).
+    meter.charge(SECOND + 100, "a", 600);
+    meter.charge(SECOND + 200, "b", 700);
+    // Within a second of the second charge, then past it.
+    meter.charge(2 * SECOND + 50, "a", 1);
+    meter.charge(2 * SECOND + 150, "a", 1);
+    let seconds = meter.finish(2 * SECOND + 150);
+    assert_eq!(
+        seconds.worst,
+        vec![
+            (600, Some("a".to_owned())),
+            (1200, Some("a".to_owned())),
+            (601, Some("a".to_owned()))
+        ]
+    );
+    assert_eq!(seconds.total, vec![600, 1300, 2]);
+    assert_eq!(seconds.peak(), (1200, Some(&"a".to_owned()), 1));
 }
 
 #[test]

@@ -102,7 +102,7 @@ impl LeaderboardStore {
 
     /// Freezes `deltas` (a run's net like deltas per board and item, its records up to
     /// `last_seq`) as the shard's intent number `n`, one row, on condition none is pending.
-    /// A run's events must add up to at most [`MAX_INTENT_BYTES`](super::MAX_INTENT_BYTES) of [`intent_bytes`](super::intent_bytes).
+    /// A run is cut by [`run_length`](super::run_length) to fit [`MAX_INTENT_BYTES`](super::MAX_INTENT_BYTES).
     pub async fn begin(
         &self,
         shard: &str,

@@ -23,13 +23,13 @@ mod intents;
 mod reconciled;
 mod tops;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use likes_core::leaderboard::{item_shard, Entry, Window};
+use likes_core::leaderboard::{item_shard, Entry, ScoreDelta, Window, MAX_RUN_EPOCHS};
 use likes_core::pipeline::ReactionEvent;
-use likes_core::reconcile::CountRowState;
+use likes_core::reconcile::{CountRowState, Period};
 
 use crate::first_epochs::FirstEpochs;
 use crate::rows::attr::INTENT_N;
@@ -38,7 +38,7 @@ use crate::StoreError;
 
 /// The index of score rows by board shard, sorted by score.
 pub const SCORE_INDEX: &str = "by_score";
-/// What one intent's row may take of DynamoDB's 400 KB item, as [`intent_bytes`] counts.
+/// What one intent's row may take of DynamoDB's 400 KB item, as [`run_length`] counts.
 pub const MAX_INTENT_BYTES: usize = 300_000;
 // The rest of the head (its keys, `n`, `last_seq`, `days`) fits in what is left.
 const _: () = assert!(MAX_INTENT_BYTES + 4 * 1024 < 400 * 1024);
@@ -165,17 +165,78 @@ impl LeaderboardStore {
     }
 }
 
-/// At most what one event adds to an intent's row, in DynamoDB's item size: a delta on each
-/// of its two boards, each a map of six named values (the board shard key, at most 19
-/// bytes; the item id; the delta and a TTL, numbers of at most 21 bytes; two lists) with 3
-/// bytes for the map or a list and 1 per element; and on `all` one `[epoch, delta]` and
-/// one `[cut, flips]` pair.
-pub fn intent_bytes(event: &ReactionEvent) -> usize {
-    2 * (event.item_id.len() + ROW_BYTES_BESIDES_ITEM) + PAIR_BYTES * 2
+/// How many of `events` (a batch's, in order, from the first not yet applied) the next run
+/// takes: as many as its intent's row holds in [`MAX_INTENT_BYTES`] (at least one), spanning
+/// at most [`MAX_RUN_EPOCHS`] epochs. The intent holds a run's net deltas, so an event adds
+/// only what the run has not yet got ([`score_deltas`](likes_core::leaderboard::score_deltas)
+/// keeps): a row per board and item (`all` and the day of its event time), and on `all` an
+/// `[epoch, delta]` pair per epoch and a `[cut, flips]` pair per cut it is near. A viral
+/// item's events, repeating one item, add almost nothing after its first, so a run holds
+/// as many distinct items as the row takes, however many events of the viral item come
+/// between them, and its score rows take one write per run.
+pub fn run_length<'e>(
+    events: impl IntoIterator<Item = &'e ReactionEvent>,
+    period: Period,
+) -> usize {
+    let mut bytes = 0;
+    let mut rows: HashSet<(Window, &str)> = HashSet::new();
+    let mut pairs: HashSet<(&str, bool, i64)> = HashSet::new();
+    let mut epochs = BTreeSet::new();
+    let mut taken = 0;
+    for event in events {
+        let epoch = period.epoch(event.event_time_ms);
+        if taken > 0 && !epochs.contains(&epoch) && epochs.len() == MAX_RUN_EPOCHS {
+            break;
+        }
+        let item = event.item_id.as_str();
+        let mut more = 0;
+        let mut new_rows = Vec::new();
+        let mut new_pairs = Vec::new();
+        if event.like_delta != 0 {
+            for window in [Window::All, Window::day_of(event.event_time_ms)] {
+                let row = (window, item);
+                if !rows.contains(&row) {
+                    more += item.len() + ROW_BYTES_BESIDES_ITEM;
+                    new_rows.push(row);
+                }
+            }
+            let near = period.near_cut(event.event_time_ms);
+            for pair in
+                std::iter::once((item, false, epoch)).chain(near.map(|cut| (item, true, cut)))
+            {
+                if !pairs.contains(&pair) {
+                    more += PAIR_BYTES;
+                    new_pairs.push(pair);
+                }
+            }
+        }
+        if taken > 0 && bytes + more > MAX_INTENT_BYTES {
+            break;
+        }
+        bytes += more;
+        rows.extend(new_rows);
+        pairs.extend(new_pairs);
+        epochs.insert(epoch);
+        taken += 1;
+    }
+    taken
 }
 
-/// 3 (the map) + 6 × (1 name byte + 1 element byte) + 19 (board key) + 2 × 21 (numbers)
-/// + 2 × 3 (the lists).
+/// What an intent's row holds for `deltas` (a run's), as [`run_length`] counts it.
+pub fn intent_row_bytes(deltas: &BTreeMap<(Window, String), ScoreDelta>) -> usize {
+    deltas
+        .iter()
+        .map(|((_, item), delta)| {
+            item.len()
+                + ROW_BYTES_BESIDES_ITEM
+                + PAIR_BYTES * (delta.by_epoch.len() + delta.near_cuts.len())
+        })
+        .sum()
+}
+
+/// A row of an intent: 3 (the map) + 6 × (1 name byte + 1 element byte) + 19 (board key,
+/// at most) + 2 × 21 (the delta and a TTL, numbers of at most 21 bytes) + 2 × 3 (the lists
+/// of pairs), and the item id.
 const ROW_BYTES_BESIDES_ITEM: usize = 3 + 6 * 2 + 19 + 2 * 21 + 2 * 3;
 /// A list of two numbers in a list: 3 + 2 × (1 + 21) + 1.
 const PAIR_BYTES: usize = 3 + 2 * (1 + 21) + 1;
@@ -233,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn intent_bytes_counts_the_longest_board_shard_key() {
+    fn an_intent_row_counts_the_longest_board_shard_key() {
         // `LeaderboardShards` is at most 4096.
         assert_eq!(Window::day_of(0).board_key(4095).len(), 19);
     }
