@@ -34,7 +34,7 @@ mod spawn;
 
 use std::time::Instant;
 
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use bootstrap::{lambda_dir, Bootstrap, BOOTSTRAP};
 use environment::lambda_environment;
@@ -80,18 +80,17 @@ async fn main() {
     print_conditions(spawns);
     print_size(&bootstrap);
     print_cold_starts(&targets, &samples, spawns);
-    println!(
-        "   For scale, the emulator's round trips (not DynamoDB's), warm client in this process:"
-    );
-    println!(
+    say!("   For scale, the emulator's round trips (not DynamoDB's), warm client in this process:");
+    say!(
         "   UpdateItem {:.1} ms (put-reaction's write; the aggregator's per count row), PutItem of {} B {:.1} ms",
         emulator.update_item_ms,
         emulator::INTENT_BYTES,
         emulator.intent_put_ms
     );
-    println!("   (the aggregator's chunk: an intent PutItem, then one count-row UpdateItem per row it adds to).");
-    println!(
+    say!("   (the aggregator's chunk: an intent PutItem, then one count-row UpdateItem per row it adds to).");
+    say!(
         "\n(bench took {:.1} s, release build not included)",
         started.elapsed().as_secs_f64()
     );
+    likes_tests::docs::write_said("cold-start", "make bench-cold-start");
 }

@@ -99,7 +99,13 @@ async fn main() {
     let table = ledger.table();
     println!("{table}");
     likes_tests::docs::write_section("ledger", &table);
-    println!("{}", ledger.headline());
+    let headline = ledger.headline();
+    likes_tests::docs::write_section_of(
+        likes_tests::docs::README,
+        "ledger",
+        &format!("```text\n{headline}\n```\n"),
+    );
+    println!("{headline}");
 }
 
 /// Runs reconciliation's cleaning pass through the cut `epochs_on` epochs after the current

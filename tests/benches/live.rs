@@ -19,7 +19,7 @@ use std::time::Duration;
 use likes_core::clock::now_ms;
 use likes_core::ReactionState;
 use likes_tests::live::Received;
-use likes_tests::{env_count, percentile, TestStack};
+use likes_tests::{env_count, percentile, say, TestStack};
 use tokio::task::JoinSet;
 
 const ITEM: &str = "game:bench-live";
@@ -57,7 +57,16 @@ async fn main() {
     while let Some(watcher) = joining.join_next().await {
         watchers.push(watcher.unwrap());
     }
-    println!(
+    say!(
+        "Live counts: {watcher_count} watchers of one item, {likes} likes of it and {quiet} of quiet items by {writers} writers; {} build, {} CPUs",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    say!(
         "{watcher_count} watchers connected and subscribed in {:.1} s",
         connecting.elapsed().as_secs_f64()
     );
@@ -159,25 +168,25 @@ async fn main() {
     let mean_rate = per_watcher_rate.iter().sum::<f64>() / per_watcher_rate.len().max(1) as f64;
     let max_rate = per_watcher_rate.iter().copied().fold(0.0, f64::max);
 
-    println!(
+    say!(
         "likes: {likes} of the watched item and {quiet} of quiet items in {write_seconds:.1} s ({:.0}/s, {writers} writers)",
         (likes + quiet) as f64 / write_seconds
     );
-    println!(
+    say!(
         "pushes end {:.1} s after the last like",
         (finished - writes_done) as f64 / 1000.0
     );
-    println!(
+    say!(
         "messages per watcher per second: mean {mean_rate:.2}, max {max_rate:.2}; closest two messages of one watcher {closest_gap_ms} ms apart"
     );
-    println!(
+    say!(
         "push latency from event time: p50 {} ms, p99 {} ms, max {} ms ({} samples)",
         percentile(&latencies, 50.0),
         percentile(&latencies, 99.0),
         percentile(&latencies, 100.0),
         latencies.len()
     );
-    println!(
+    say!(
         "broadcaster: {:.0} events; {:.2} count reads/s of the item; {:.2} pushes/s reaching {:.2} buckets/s; {:.0} PostToConnection/s; {:.0} claims refused; {} stale pushes, {} posts throttled, {} failed",
         sum("EventsReceived"),
         sum("CountReads") / push_seconds,
@@ -190,8 +199,9 @@ async fn main() {
         sum("PostsFailed"),
     );
     let (changed, watched) = (sum("ItemsChanged"), sum("ItemsWatched"));
-    println!(
+    say!(
         "items changed in the broadcaster's batches: {changed:.0}, {watched:.0} of them watched; the {:.0} others cost one watch row read each (a BatchGetItem key) and no claim, count read or watcher Query",
         changed - watched
     );
+    likes_tests::docs::write_said("live", "make bench-live");
 }

@@ -40,7 +40,7 @@ mod sent;
 use std::time::{Duration, Instant};
 
 use likes_core::ItemId;
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use container::Container;
 use seed::{partition_half_units, seed};
@@ -78,8 +78,8 @@ async fn main() {
     let as_of_half_units = partition_half_units(&raw, &table, "#asof#0").await as f64;
     let unit = |half: f64| half / 2.0;
 
-    println!("Likes count reads: figures, not a timed test");
-    println!(
+    say!("Likes count reads: figures, not a timed test");
+    say!(
         "  one container, one request at a time; {}; requests counted on the wire",
         if cfg!(debug_assertions) {
             "debug build"
@@ -87,14 +87,14 @@ async fn main() {
             "release build"
         }
     );
-    println!(
+    say!(
         "  viral item: {viral_queries} partitions x {ROWS_PER_PARTITION} rows = {viral_queries} Queries, {} RCU per uncached read; as_of replica {} RCU",
         unit(viral_half_units as f64),
         unit(as_of_half_units)
     );
-    println!();
-    println!("One viral item, DynamoDB requests and RCU per count read ({seconds} s per rate):");
-    println!(
+    say!();
+    say!("One viral item, DynamoDB requests and RCU per count read ({seconds} s per rate):");
+    say!(
         "  {:>10} | {:>11} | {:>26} | {:>14} | {:>27}",
         "offered /s",
         "achieved /s",
@@ -115,17 +115,15 @@ async fn main() {
         let naive_cost = naive.cost(naive_reads, viral_per_query, as_of_half_units);
         let per_second = (design_cost.queries + design_cost.gets + design_cost.others) as f64
             / (reads as f64 / achieved);
-        println!(
+        say!(
             "  {rate:>10} | {achieved:>11.0} | {:>26} | {per_second:>14.1} | {:>27}",
             design_cost.line(),
             naive_cost.line()
         );
     }
 
-    println!();
-    println!(
-        "A {PAGE}-item page (cold items, 2 count rows each), DynamoDB requests and RCU per page:"
-    );
+    say!();
+    say!("A {PAGE}-item page (cold items, 2 count rows each), DynamoDB requests and RCU per page:");
     let design = Container::new(&stack);
     let started = Instant::now();
     design.batch_get_like_counts(&page).await;
@@ -145,24 +143,25 @@ async fn main() {
     let totals = naive.batch_get_rows(&table, &page).await;
     let total_wall = started.elapsed();
     let total_sent = naive.sent.take();
-    println!(
+    say!(
         "  design, cache cold:                 {} ({} ms on the emulator)",
         cold.line(),
         cold_wall.as_millis()
     );
-    println!("  design, the same page at 100 /s:    {}", warm.line());
-    println!(
+    say!("  design, the same page at 100 /s:    {}", warm.line());
+    say!(
         "  naive, a Query per item:            {} ({} ms on the emulator)",
         naive_cost.line(),
         naive_wall.as_millis()
     );
-    println!(
+    say!(
         "  materialized total, BatchGetItem:   {} req / {} RCU ({} ms on the emulator; {totals} rows)",
         total_sent.len(),
         // BatchGetItem rounds every item up to 4 KB on its own.
         unit(PAGE as f64),
         total_wall.as_millis()
     );
+    likes_tests::docs::write_said("count-reads", "make bench-reads");
     likers::likers_pages(&stack).await;
 }
 

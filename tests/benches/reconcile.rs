@@ -179,6 +179,7 @@ async fn main() {
         run_memory,
     }
     .print(&stack, started.elapsed());
+    likes_tests::docs::write_said("reconcile", "make bench-reconcile");
     drop(stack);
     capture.stop();
 }

@@ -28,7 +28,7 @@ mod sent;
 
 use std::time::Instant;
 
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use observe::Bench;
 
@@ -67,22 +67,21 @@ async fn main() {
         Some(_) => "AWS_ENDPOINT_URL (under `make bench-write`: the offline emulator)",
         None => "an offline emulator this bench started",
     };
-    println!("Likes write path: figures, not a timed test");
-    println!("  {build} build, {cpus} CPUs; AWS endpoint: {endpoint}");
-    println!(
+    say!("Likes write path: figures, not a timed test");
+    say!("  {build} build, {cpus} CPUs; AWS endpoint: {endpoint}");
+    say!(
         "  stream pollers (aggregator): {} paused for the bench",
         pollers.len()
     );
-    println!("  item size = sum of attribute name bytes + value bytes (AWS's rules), from the emulator's");
-    println!(
-        "  images; WCU = ceil(larger of before/after image / 1 KB); by_liked_at (LSI, KEYS_ONLY)"
-    );
-    println!(
+    say!("  item size = sum of attribute name bytes + value bytes (AWS's rules), from the emulator's");
+    say!("  images; WCU = ceil(larger of before/after image / 1 KB); by_liked_at (LSI, KEYS_ONLY)");
+    say!(
         "  entry = its 3 key attributes + 100 B, each put or delete of it costs ceil(entry / 1 KB)"
     );
 
     bench.reaction_kinds().await;
     bench.row_growth(flips).await;
     cpu::cpu_per_request(&stack, requests, pollers.len()).await;
-    println!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
+    say!("\n(bench took {:.1} s)", started.elapsed().as_secs_f64());
+    likes_tests::docs::write_said("write", "make bench-write");
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use likes_tests::percentile;
+use likes_tests::{percentile, say};
 
 use crate::bootstrap::{Bootstrap, BOOTSTRAP};
 use crate::spawn::{Sample, Target};
@@ -28,18 +28,18 @@ pub fn print_conditions(spawns: u64) {
         Some(_) => "AWS_ENDPOINT_URL (under `make bench-cold-start`: the offline emulator)",
         None => "an offline emulator this bench started",
     };
-    println!("Likes cold start and bootstrap size: figures, not a timed test");
-    println!("{CONDITIONS}");
-    println!("  {cpus} CPUs; AWS endpoint: {endpoint}.");
-    println!(
+    say!("Likes cold start and bootstrap size: figures, not a timed test");
+    say!("{CONDITIONS}");
+    say!("  {cpus} CPUs; AWS endpoint: {endpoint}.");
+    say!(
         "  {spawns} spawns per function after one uncounted warm-up, round robin across functions."
     );
 }
 
 pub fn print_size(bootstrap: &Bootstrap) {
-    println!("\n1. Bootstrap size (target/lambda/{BOOTSTRAP}/bootstrap, as cargo lambda builds it; every function runs it)");
-    println!("   {:>8}  {:<8} stripped", "MB", "arch");
-    println!(
+    say!("\n1. Bootstrap size (target/lambda/{BOOTSTRAP}/bootstrap, as cargo lambda builds it; every function runs it)");
+    say!("   {:>8}  {:<8} stripped", "MB", "arch");
+    say!(
         "   {:>8.2}  {:<8} {}",
         bootstrap.bytes as f64 / 1e6,
         bootstrap.arch,
@@ -52,15 +52,19 @@ pub fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u6
         rank if rank >= spawns => "the slowest".to_owned(),
         rank => format!("the {rank}th fastest"),
     };
-    println!("\n2. Cold start, ms from spawn: p50 / p95 (nearest rank: of {spawns} spawns, {p95})");
-    println!("   init = spawn → first GET next; served = spawn → first response POSTed;");
-    println!(
-        "   invoke = served - init (the first invocation on a cold process); CPU = all threads,"
-    );
-    println!("   spawn → served; peak RSS = the largest VmHWM when the response arrived.");
-    println!(
+    say!("\n2. Cold start, ms from spawn: p50 / p95 (nearest rank: of {spawns} spawns, {p95})");
+    say!("   init = spawn → first GET next; served = spawn → first response POSTed;");
+    say!("   invoke = served - init (the first invocation on a cold process); CPU = all threads,");
+    say!("   spawn → served; peak RSS = the largest VmHWM when the response arrived.");
+    say!(
         "   {:<16} {:>6} {:>15} {:>15} {:>15} {:>9} {:>10}",
-        "function", "memory", "init", "served", "invoke", "CPU p50", "peak RSS"
+        "function",
+        "memory",
+        "init",
+        "served",
+        "invoke",
+        "CPU p50",
+        "peak RSS"
     );
     for (target, samples) in targets.iter().zip(samples) {
         let ms = |pick: fn(&Sample) -> Duration| -> Vec<f64> {
@@ -77,7 +81,7 @@ pub fn print_cold_starts(targets: &[Target], samples: &[Vec<Sample>], spawns: u6
             )
         };
         let peak = samples.iter().map(|s| s.peak_rss_kib).max().unwrap_or(0);
-        println!(
+        say!(
             "   {:<16} {:>4}MB {:>15} {:>15} {:>15} {:>7.1}ms {:>7.1}MiB",
             target.environment["_HANDLER"],
             target.environment["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"],

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use likes_reconcile::DriftReport;
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use crate::dataset::{Size, HOT_ITEMS};
 use crate::load::Loaded;
@@ -53,41 +53,41 @@ impl Figures {
         let rows = self.report.rows_read as f64;
         let p = &self.phases;
         let recount_rate = rows / p.recount.as_secs_f64();
-        println!("Likes reconciliation: figures, not a timed test");
-        println!(
+        say!("Likes reconciliation: figures, not a timed test");
+        say!(
             "  {build} build, {} CPUs; AWS endpoint: {}; bench wall time {}",
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             stack.stack.aws.endpoint_url,
             seconds(elapsed)
         );
-        println!(
+        say!(
             "  table: {} reaction rows over {} items ({HOT_ITEMS} hot ones hold a fifth of them), {} count rows",
             self.size.reactions, self.size.items, self.count_rows
         );
-        println!(
+        say!(
             "  load:  BatchWriteItem of 25 puts: reactions {} requests in {} ({:.0} requests/s, {:.0} rows/s),",
             self.reactions.requests,
             seconds(self.reactions.elapsed),
             self.reactions.requests_per_second(),
             self.reactions.rows_per_second()
         );
-        println!(
+        say!(
             "         likers entries {} requests in {}, count rows {} requests in {}",
             self.likers.requests,
             seconds(self.likers.elapsed),
             self.counts.requests,
             seconds(self.counts.elapsed)
         );
-        println!("  honest about: the count rows are written directly in the aggregator's layout (totals, first epoch,");
-        println!("    updated_at, a hot row's later epoch's subtotals; hot items over 8 overflow partitions), the likers entries in the likers");
-        println!("    consumer's (no occupancy rows: nothing here reads a page); the stream records of the bulk rows");
-        println!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
-        println!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
-        println!();
+        say!("  honest about: the count rows are written directly in the aggregator's layout (totals, first epoch,");
+        say!("    updated_at, a hot row's later epoch's subtotals; hot items over 8 overflow partitions), the likers entries in the likers");
+        say!("    consumer's (no occupancy rows: nothing here reads a page); the stream records of the bulk rows");
+        say!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
+        say!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
+        say!();
 
-        println!("1. One run, by phase (local emulator, one lock for every request)");
+        say!("1. One run, by phase (local emulator, one lock for every request)");
         let phase = |name: &str, d: Duration| {
-            println!(
+            say!(
                 "   {name:<34} {:>9}   {:>9} per 100K rows",
                 seconds(d),
                 seconds(Duration::from_secs_f64(self.per_rows(d.as_secs_f64())))
@@ -103,7 +103,7 @@ impl Figures {
         phase("report (S3 PUT, run done)", p.report);
         phase("total", p.total());
         phase("total after the export", p.after_export());
-        println!(
+        say!(
             "   rows read {} ({} probe rows); {:.0} rows/s read and recounted; {:.0} rows/s over the whole run",
             self.report.rows_read,
             self.report.probe_rows,
@@ -111,19 +111,19 @@ impl Figures {
             rows / p.total().as_secs_f64()
         );
         if let Some(bytes) = self.run_memory {
-            println!(
+            say!(
                 "   memory: the process's peak grew by {:.1} MB during the run, {:.0} B per reaction row (a lower bound)",
                 bytes as f64 / 1e6,
                 bytes as f64 / rows
             );
         }
-        println!("   The export wait is the reconciler's 10 s poll of DescribeExport (the emulator completes in 2 s;");
-        println!("   AWS takes minutes). Cleanup and corrections are one UpdateItem each at the emulator's pace.");
-        println!();
+        say!("   The export wait is the reconciler's 10 s poll of DescribeExport (the emulator completes in 2 s;");
+        say!("   AWS takes minutes). Cleanup and corrections are one UpdateItem each at the emulator's pace.");
+        say!();
 
         let r = &self.report;
-        println!("2. Drift report");
-        println!(
+        say!("2. Drift report");
+        say!(
             "   items checked {}, in sync {}, drifted {} (injected {}), corrected {}, deferred {}, clamped {};",
             r.items_checked,
             r.items_in_sync,
@@ -133,19 +133,21 @@ impl Figures {
             r.items_deferred,
             r.items_clamped
         );
-        println!(
+        say!(
             "   correction |sum| {}; corrections written {} (D#C rows); count rows cleaned {}",
-            r.correction_abs_sum, self.writes.corrections, self.writes.cleaned_rows
+            r.correction_abs_sum,
+            self.writes.corrections,
+            self.writes.cleaned_rows
         );
-        println!();
+        say!();
 
         let e = &self.export;
-        println!(
+        say!(
             "3. Request units, this run and per 100K reaction rows ({} rows read)",
             r.rows_read
         );
         let units = |name: &str, n: f64, how: &str| {
-            println!(
+            say!(
                 "   {name:<30} {n:>9.1}   {:>9.1} per 100K rows   {how}",
                 self.per_rows(n)
             );
@@ -171,19 +173,19 @@ impl Figures {
             self.writes.cleanup_units as f64,
             "REMOVE updates: ceil(larger image / 1 KB) each",
         );
-        println!("   Cleanup writes only rows with subtotals before the cut: a row keeps none for its first epoch, so");
-        println!("   here the hot items' rows (written in two epochs), not the cold ones (one epoch each).");
-        println!();
+        say!("   Cleanup writes only rows with subtotals before the cut: a row keeps none for its first epoch, so");
+        say!("   here the hot items' rows (written in two epochs), not the cold ones (one epoch each).");
+        say!();
 
         let export_bytes_per_row = e.data_bytes as f64 / rows;
-        println!("4. The export");
-        println!(
+        say!("4. The export");
+        say!(
             "   {} data files, {} bytes gzipped: {export_bytes_per_row:.1} B/row; table {:.1} B/row by DynamoDB's item sizes",
             e.data_files,
             e.data_bytes,
             self.table_bytes as f64 / self.size.reactions as f64
         );
-        println!();
+        say!();
 
         projection::print(&Measured {
             recount_rows_per_second: recount_rate,

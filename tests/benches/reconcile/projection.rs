@@ -2,6 +2,8 @@
 //! function (as the bench ran it) and the same recount as an Athena query over the export,
 //! from what this run measured and AWS's published prices.
 
+use likes_tests::say;
+
 /// Reaction rows projected to.
 pub const ROWS: f64 = 1e11;
 /// Published prices (us-east-1): Athena per TB scanned, S3 GET per 1,000 requests,
@@ -61,69 +63,69 @@ pub fn print(m: &Measured) {
     let items = ROWS / m.reaction_rows_per_item;
     let scanned = export_bytes.max(ATHENA_MIN_BYTES);
 
-    println!("5. Projection to 10^11 reaction rows (on paper)");
-    println!(
+    say!("5. Projection to 10^11 reaction rows (on paper)");
+    say!(
         "     measured here: {:.0} B/row exported (gzipped DYNAMODB_JSON), {:.0} B/row of table (item sizes),",
         m.export_bytes_per_row, m.table_bytes_per_row
     );
-    println!(
+    say!(
         "     {:.0} rows/s recounted in one process, {:.1} MB per data file, {:.0} reaction rows per item",
         m.recount_rows_per_second,
         m.file_bytes / 1e6,
         m.reaction_rows_per_item
     );
-    println!(
+    say!(
         "     published: Athena ${ATHENA_PER_TB}/TB scanned (10 MB minimum per query), S3 GET \
          ${S3_GET_PER_1000}/1,000, export ${EXPORT_PER_GB:.2}/GB of table size; Lambda runs 15 min at most"
     );
-    println!(
+    say!(
         "   export (both paths):  {table_gb:.0} GB of table -> {} per export; {:.0} GB of gzipped files in S3",
         dollars(table_gb * EXPORT_PER_GB),
         export_bytes / GB
     );
-    println!(
+    say!(
         "   in the function:      {:.0} GB read in {files_fewest:.0} (one per 10 GB partition, the fewest) to {files_local:.0}",
         export_bytes / GB
     );
-    println!(
+    say!(
         "                         (this run's file size) data files: {:.0} to {:.0} GETs, {} to {};",
         gets(files_fewest),
         gets(files_local),
         dollars(get_cost(files_fewest)),
         dollars(get_cost(files_local))
     );
-    println!(
+    say!(
         "                         {:.1} h of one process's time = {invocations:.0} invocations of 15 min, and a",
         lambda_seconds / 3600.0
     );
-    println!(
+    say!(
         "                         per-item tally of {items:.1e} items: one invocation can neither finish nor hold it."
     );
-    println!("                         Fanning out over data files does not help alone: files split the table by user");
-    println!("                         (its partition key), so every file holds every item, and the partial tallies");
-    println!("                         must be merged by item, a shuffle. That is what a query engine does.");
-    println!(
+    say!("                         Fanning out over data files does not help alone: files split the table by user");
+    say!("                         (its partition key), so every file holds every item, and the partial tallies");
+    say!("                         must be merged by item, a shuffle. That is what a query engine does.");
+    say!(
         "   Athena (GROUP BY):    {:.2} TB scanned -> {} per run, + the same {} to {} of GETs (one per file at least);",
         scanned / TB,
         dollars(scanned / TB * ATHENA_PER_TB),
         dollars(get_cost(files_fewest)),
         dollars(get_cost(files_local))
     );
-    println!("                         gzip is not splittable, so one reader per file: files stay the unit of parallelism.");
+    say!("                         gzip is not splittable, so one reader per file: files stay the unit of parallelism.");
     let by_time = m.recount_rows_per_second * LAMBDA_MAX_SECONDS;
-    println!(
+    say!(
         "   what one run in the function carries: every invocation reads the whole export, so at most"
     );
     match m.memory_bytes_per_row {
-        Some(per_row) => println!(
+        Some(per_row) => say!(
             "     {by_time:.1e} rows by time (15 min at this rate) and {:.1e} by memory ({:.0} MB at {per_row:.0} B/row)",
             m.function_memory_mb * 1024.0 * 1024.0 / per_row,
             m.function_memory_mb
         ),
-        None => println!("     {by_time:.1e} rows by time (15 min at this rate); memory not measured here"),
+        None => say!("     {by_time:.1e} rows by time (15 min at this rate); memory not measured here"),
     }
-    println!("   Assumptions: the same row shape and gzip ratio as here (mostly LIKE rows, one idempotency key each);");
-    println!("     file counts between the bounds above (DynamoDB writes at least one file per partition and");
-    println!("     publishes no size); the recount's rate is one process here on a shared 2-core machine, not");
-    println!("     Lambda's; Counts-side units scale with items, shown per 100K reaction rows at this bench's ratio.");
+    say!("   Assumptions: the same row shape and gzip ratio as here (mostly LIKE rows, one idempotency key each);");
+    say!("     file counts between the bounds above (DynamoDB writes at least one file per partition and");
+    say!("     publishes no size); the recount's rate is one process here on a shared 2-core machine, not");
+    say!("     Lambda's; Counts-side units scale with items, shown per 100K reaction rows at this bench's ratio.");
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use likes_api::{App, Config, Endpoint};
 use likes_store::ReactionsStore;
-use likes_tests::TestStack;
+use likes_tests::{say, TestStack};
 
 use crate::handler::{self, Reaction};
 use crate::TYPICAL_USER;
@@ -36,12 +36,12 @@ pub async fn cpu_per_request(stack: &TestStack, requests: usize, pollers: usize)
     handler::through_front(stack, &reactions("warm-front", WARM_UP)).await;
     let front = handler::through_front(stack, &reactions("front", requests)).await;
 
-    println!(
+    say!(
         "\n3. CPU per request, PUT {}: {requests} sequential requests per path after {WARM_UP} warm-up,",
         handler::ROUTE_PATH
     );
-    println!("   each a real flip with a fresh key over {ROWS} rows (so a trim every few flips of a row)");
-    println!(
+    say!("   each a real flip with a fresh key over {ROWS} rows (so a trim every few flips of a row)");
+    say!(
         "   {:<58} {:>12} {:>12} {:>12}",
         "path (CPU: this process only, the emulator excluded)",
         "CPU/request",
@@ -62,25 +62,23 @@ pub async fn cpu_per_request(stack: &TestStack, requests: usize, pollers: usize)
             &front,
         ),
     ] {
-        println!(
+        say!(
             "   {name:<58} {:>9} us {:>9.2} ms {:>9.2} ms",
             run.cpu_per_request().as_micros(),
             millis(run.wall_percentile(50.0)),
             millis(run.wall_percentile(99.0)),
         );
     }
-    println!(
-        "   wall = round trip to the local emulator (moto, one global lock), not an AWS latency;"
-    );
-    println!("   not counted: the Lambda runtime API's HTTP calls and JSON log output.");
+    say!("   wall = round trip to the local emulator (moto, one global lock), not an AWS latency;");
+    say!("   not counted: the Lambda runtime API's HTTP calls and JSON log output.");
     if pollers > 0 {
         let runs = [&adapter, &store, &front];
         let idle: Duration = runs.iter().map(|r| r.pollers_cpu).sum();
-        println!(
+        say!(
             "   The paused stream poller still reads the stream: its thread's CPU ({} us/request) is",
             idle.as_micros() / (runs.len() * requests).max(1) as u128
         );
-        println!("   left out, but its reads hold the emulator's lock, which shows in the p99.");
+        say!("   left out, but its reads hold the emulator's lock, which shows in the p99.");
     }
 }
 

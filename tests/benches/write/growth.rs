@@ -4,6 +4,7 @@
 use likes_core::write::{KEYS_KEPT, KEYS_TRIM_ABOVE};
 use likes_core::ReactionState::{Like, None as Neutral};
 use likes_core::{ItemId, UserId};
+use likes_tests::say;
 
 use crate::observe::{Bench, Observed, Units};
 use crate::sent::{self, Sent};
@@ -42,7 +43,7 @@ impl Bench {
             }
             columns.push(Growth::new(label, &user, &item, &observed));
         }
-        println!(
+        say!(
             "\n2. One row flipped {flips} times LIKE <-> NONE, a new Idempotency-Key each (keeps {KEYS_KEPT} keys, trims above {KEYS_TRIM_ABOVE})"
         );
         let row = |name: &str, cell: &dyn Fn(&Growth) -> String| {
@@ -50,7 +51,7 @@ impl Bench {
             for column in &columns {
                 print!(" {:<38}", cell(column));
             }
-            println!();
+            say!();
         };
         row("", &|g| g.label.clone());
         row("requests sent", &|g| g.requests.clone());

@@ -3,6 +3,7 @@
 
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_core::{ItemId, UserId};
+use likes_tests::say;
 
 use crate::observe::Bench;
 use crate::{capacity, sent, TYPICAL_ITEM, TYPICAL_USER};
@@ -25,21 +26,26 @@ impl Bench {
             ("re-like         NONE -> LIKE", &item, Like, "k8"),
             ("unlike, no row  (never reacted)", &untouched, Neutral, "k9"),
         ];
-        println!(
+        say!(
             "\n1. Write units and requests per reaction: ReactionsStore::set as PUT reaction calls it, keyed\n   (user_id {} B, item_id {} B)",
             TYPICAL_USER.len(),
             TYPICAL_ITEM.len()
         );
-        println!(
+        say!(
             "   {:<40} {:<16} {:>15} {:>7} {:>6} {:>6}",
-            "reaction", "requests sent", "row B before>after", "table ", "index", "total"
+            "reaction",
+            "requests sent",
+            "row B before>after",
+            "table ",
+            "index",
+            "total"
         );
         for (name, item, target, key) in steps {
             let observed = self.observe(&user, item, target, key).await;
             let units = observed.units();
             let mark = if observed.written { " " } else { "*" };
             let table = format!("{}{mark}", units.table);
-            println!(
+            say!(
                 "   {:<40} {:<16} {:>8} > {:<4}  {:>7} {:>6} {:>6}",
                 name,
                 sent::describe(&observed.sent),
@@ -50,8 +56,8 @@ impl Bench {
                 units.total(),
             );
         }
-        println!("   * the condition failed, nothing was written; DynamoDB still bills a failed conditional");
-        println!("     write at the existing item's size, minimum 1 WCU (0 only if failed checks were free).");
-        println!("   index: 1 = one by_liked_at entry put (liked_at appears) or deleted (liked_at removed).");
+        say!("   * the condition failed, nothing was written; DynamoDB still bills a failed conditional");
+        say!("     write at the existing item's size, minimum 1 WCU (0 only if failed checks were free).");
+        say!("   index: 1 = one by_liked_at entry put (liked_at appears) or deleted (liked_at removed).");
     }
 }
