@@ -16,9 +16,9 @@
 //! A page is the newest `limit` entries its reader may see, merged newest first over every
 //! bucket that ever held a like ([`PageFill`]): the item's occupancy row lists them (written
 //! before a bucket's first liked entry), so an item with a few likers costs a few Queries,
-//! and a viral one every bucket. When the reader may see every entry, one Query of each bucket is the
-//! whole read; entries hidden from the reader make the merge read further, only in the
-//! buckets it ran through.
+//! and a viral one every bucket. When the reader may see every entry, one Query of each
+//! bucket is the whole read; entries hidden from the reader make the merge read further,
+//! only in the buckets it ran through.
 
 use std::collections::VecDeque;
 

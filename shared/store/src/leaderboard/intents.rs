@@ -111,6 +111,10 @@ impl LeaderboardStore {
         last_seq: &str,
         applied_through: i64,
     ) -> Result<Intent, StoreError> {
+        debug_assert!(
+            super::intent_row_bytes(deltas) <= super::MAX_INTENT_BYTES,
+            "a run is cut to fit its intent's row"
+        );
         let rows: Vec<ScoreDeltaRow> = deltas
             .iter()
             .filter(|(_, delta)| !delta.is_empty())
