@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
 use likes_core::likers;
 use likes_core::pipeline::Counts;
-use likes_core::reconcile::{judge, subtotal_attributes, CountRowState, Verdict};
+use likes_core::reconcile::{judge, subtotal_attributes, CountRowState, Period, Verdict};
 use likes_core::ItemId;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_reconcile::{
@@ -76,6 +76,21 @@ struct Exports {
     likers: Export,
 }
 
+impl Exports {
+    /// The exports as a judgement at cut `cut` of `period` reads them.
+    fn judged_at(&self, cut: i64, period: Period) -> JudgedExports<'_> {
+        JudgedExports {
+            reactions: &self.reactions,
+            counts: &self.counts,
+            board: Some(&self.board),
+            likers: &self.likers,
+            cut_epoch: cut,
+            last_epoch: cut + 1,
+            settled_before_ms: cut * period.length_ms - period.uncertainty_ms,
+        }
+    }
+}
+
 /// Reactions in every state (one a state the service never writes), a probe row and a
 /// foreign row; counts, scores and likers settled, then put off by hand: game:1 counts three
 /// likes too many, ghost:1 has count rows and no reaction, exp.4_b-c's score holds five
@@ -117,7 +132,7 @@ async fn drifted_exports(stack: &TestStack) -> Exports {
         stack.edit_count_row(item, "D#0", likes).await;
     }
     stack.edit_all_time_score("exp.4_b-c", 5).await;
-    first_written_after_every_cut(stack).await;
+    first_written_after_the_first_cut(stack).await;
     lose_and_invent_likers(stack, ("exp.4_b-c", "erin"), ("place:2", "zed")).await;
     export_all(stack).await
 }
@@ -156,11 +171,12 @@ async fn export_all(stack: &TestStack) -> Exports {
     }
 }
 
-/// Rows first written in an epoch after any cut the test judges: a count row (which applied
-/// nothing before the cut: in sync, there being no reaction), and an all-time score row
+/// Rows first written in an epoch after the cut the test judges first: a count row (which
+/// applied nothing before the cut: in sync, there being no reaction), rows at the edges of
+/// a later first epoch, the cut the test judges second (see below), and an all-time score row
 /// that also took 2 likes from an epoch before its first (a lagging shard's), which it
 /// applied before the cut though no reaction holds them: a drift.
-async fn first_written_after_every_cut(stack: &TestStack) {
+async fn first_written_after_the_first_cut(stack: &TestStack) {
     let first = stack.reconcile_period().epoch(now_ms()) + 1000;
     // Rows whose first epoch opens at EDGE_CUT, or closes there, with changes near that cut
     // in the attributes a row keeps them in for its first epoch (`nf0`, `nf1`); and one
@@ -284,16 +300,7 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
     let period = stack.reconcile_period();
     let cut = period.epoch(now_ms()) + 1;
     let athena = athena_judge(&stack);
-    let cut_ms = cut * period.length_ms;
-    let inputs = JudgedExports {
-        reactions: &exports.reactions,
-        counts: &exports.counts,
-        board: Some(&exports.board),
-        likers: &exports.likers,
-        cut_epoch: cut,
-        last_epoch: cut + 1,
-        settled_before_ms: cut_ms - period.uncertainty_ms,
-    };
+    let inputs = exports.judged_at(cut, period);
     let result = judged(&athena, &unique_prefix(), &inputs).await.unwrap();
 
     let recount = ExportReader::new(stack.s3())
@@ -338,23 +345,16 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
         "{recount:?}"
     );
 
-    // The same exports judged at the cut that opens the edge rows' first epoch: Athena
-    // reads a row's changes near the cuts opening and closing its first epoch as the
-    // function does, deferring those two items and no other.
+    // The same tables exported again (a judgement's tables are named by their exports) and
+    // judged at the cut that opens the edge rows' first epoch: Athena reads a row's changes
+    // near the cuts opening and closing its first epoch as the function does, deferring
+    // those two items and no other.
     let edge = ItemId::parse("edge:opens").unwrap();
     let edge_cut = count_rows[&edge][0]
         .first_epoch
         .expect("the row keeps its first epoch");
     let again = export_all(&stack).await;
-    let at_edge = JudgedExports {
-        reactions: &again.reactions,
-        counts: &again.counts,
-        board: Some(&again.board),
-        likers: &again.likers,
-        cut_epoch: edge_cut,
-        last_epoch: edge_cut + 1,
-        settled_before_ms: edge_cut * period.length_ms - period.uncertainty_ms,
-    };
+    let at_edge = again.judged_at(edge_cut, period);
     let judged_at_edge = judged(&athena, &unique_prefix(), &at_edge).await.unwrap();
     let (expected, in_sync, deferred) = function_verdicts(&recount.per_item, &count_rows, edge_cut);
     assert_eq!(
