@@ -47,11 +47,11 @@ impl Bench {
             "\n2. One row flipped {flips} times LIKE <-> NONE, a new Idempotency-Key each (keeps {KEYS_KEPT} keys, trims above {KEYS_TRIM_ABOVE})"
         );
         let row = |name: &str, cell: &dyn Fn(&Growth) -> String| {
-            print!("   {name:<38}");
-            for column in &columns {
-                print!(" {:<38}", cell(column));
-            }
-            say!();
+            let cells: String = columns
+                .iter()
+                .map(|column| format!(" {:<38}", cell(column)))
+                .collect();
+            say!("{}", format!("   {name:<38}{cells}").trim_end());
         };
         row("", &|g| g.label.clone());
         row("requests sent", &|g| g.requests.clone());
