@@ -479,10 +479,16 @@ fn main() {
     say!("  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one");
     say!("    at a time: how many are in flight on one row is measured, none is slowed by it);");
     say!("    failures (no batch retried, no head left pending, no event claimed twice, no tick");
-    say!("    failed); a score row's first ADD is counted as two by_score writes (it is one);");
-    say!("    the index's propagation delay; the reads' RCU (the #progress and by_score Queries");
-    say!("    are counted, not metered); the refresher's Query latency beyond the uniform range,");
-    say!("    its cold starts and the scheduler's jitter; paging of a Query on tied scores");
+    say!("    failed); a refused first write's round trip (its units are billed); a container");
+    say!("    forgetting rows; the index's propagation delay; the reads' RCU (the #progress and");
+    say!(
+        "    by_score Queries are counted, not metered); the refresher's Query latency beyond the"
+    );
+    say!(
+        "    uniform range, its cold starts and the scheduler's jitter; paging of a Query on tied"
+    );
+    say!("    scores, and the reads of the rows the sparse index leaves out (a board whose top");
+    say!("    reaches down to one like)");
     say!("  - the emulator: nothing here talks to one; this is arithmetic on the real decisions");
     let svg = likes_local::repo_root().join("docs/scale.svg");
     plot::worst_key_wcu(&columns, &svg).expect("write the plot");
@@ -558,7 +564,7 @@ fn print_leaderboard(
     naive: NaiveBoards,
     seconds: usize,
 ) {
-    use likes_store::leaderboard::{IN_FLIGHT, MAX_INTENT_BYTES};
+    use likes_store::leaderboard::{IN_FLIGHT, MAX_INTENT_BYTES, RANKED_FROM};
     say!();
     say!(
         "Leaderboard (LeaderboardFunction): BatchSize {}, window {} s per log shard, S = {board_shards}",
@@ -572,8 +578,13 @@ fn print_leaderboard(
         "  one #intent head, then a conditional UpdateItem per score row ({IN_FLIGHT} in flight) on all#<s>,"
     );
     say!(
-        "  day#<date>#<s> by hash(item) mod S, and a TransactWriteItems of progress and head; the"
+        "  day#<date>#<s> by hash(item) mod S (a shard's first write of an all-time row with a delta"
     );
+    say!(
+        "  under {RANKED_FROM} is refused where it exists), by_score sparse (an item's first like leaves its"
+    );
+    say!("  rows out; a row enters at its next write),");
+    say!("  and a TransactWriteItems of progress and head; the");
     say!(
         "  invocation returns then. LeaderboardRefreshFunction, every {} s for {} s, ticking every {} ms:",
         refresher.every / SECOND,

@@ -147,7 +147,9 @@ impl TestStack {
             .unwrap_or_else(|| panic!("{item} has no all-time score row"))
     }
 
-    /// `delta` added to `item`'s all-time score row by hand, as a lost event would leave it.
+    /// `delta` added to `item`'s all-time score row by hand, as a lost event would leave it:
+    /// its score, and its key in the score index with it, as every write but a row's first
+    /// keeps them.
     pub async fn edit_all_time_score(&self, item: &str, delta: i64) {
         self.dynamodb()
             .update_item()
@@ -160,7 +162,7 @@ impl TestStack {
                 "item_id",
                 aws_sdk_dynamodb::types::AttributeValue::S(item.into()),
             )
-            .update_expression("ADD score :delta")
+            .update_expression("SET score = score + :delta, ranked = score + :delta")
             .expression_attribute_values(
                 ":delta",
                 aws_sdk_dynamodb::types::AttributeValue::N(delta.to_string()),

@@ -24,7 +24,7 @@ pub(crate) enum Subtotals {
     /// Every epoch but the row's first.
     After(i64),
     /// Every epoch after this one, which the write makes the row's first, on condition the
-    /// row is new or began there ([`Subtotals::begin_condition`]).
+    /// row is new, or began there ([`Subtotals::begin_condition`]) where the writer allows it.
     Begin(i64),
 }
 

@@ -18,8 +18,16 @@
 //!    finish (`buffer_unordered`, each call its own event here). A row's write is billed at
 //!    the row's size: its keys, and one `n#<shard>` per log shard that ever wrote it (the
 //!    viral item's rows, and a popular item's, carry one per log shard), so a hot row costs
-//!    more per write than a cold one; the `by_score` index entry on the same board shard is
-//!    deleted and put again (the score is its sort key; the index projects only `item_id`).
+//!    more per write than a cold one. A shard's first write of an all-time row asks it to
+//!    begin (its container does not know the row): with a delta under `RANKED_FROM`, where
+//!    the row exists, that write is refused and billed at the row's size, and the shard
+//!    writes again (one of a larger delta takes an existing row). The `by_score` index is
+//!    sparse: a row begun with a delta under `RANKED_FROM` stays out of it (an all-time
+//!    row, and the day row of an item whose all-time row the run begins so), a row out of
+//!    it enters at its next write (a put), and a row in it has its entry deleted and put
+//!    again on every new score (its sort key; the index projects only `item_id`).
+//!    Production writes an item's day rows after its all-time row; here all of a run's
+//!    rows are in flight at once.
 //!    How many writes are in flight on one row at once is measured (at each write's start,
 //!    itself included), not slowed;
 //! 4. one TransactWriteItems: the progress moved (its `days` set to the intent's day
@@ -61,16 +69,18 @@
 //! on any of a tick's S Queries), where in its progress Query the read lands, the
 //! scheduler's jitter and the refresher's cold starts; failures (no batch retried, no head
 //! left pending, no event claimed twice, no tick failed); the reads' capacity (GetItems and
-//! Queries are counted, no RCU metered); paging of a board shard's Query on tied scores; a
-//! score row's first write counted as a delete and a put of its index entry (it is one put).
+//! Queries are counted, no RCU metered); paging of a board shard's Query on tied scores, and
+//! the refresher's reads of the rows the index leaves out (only a board whose top reaches
+//! down to one like reads them); the round trip of a refused first write (its units are
+//! billed, its latency not added); a container forgetting rows (it keeps 100,000).
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
 use likes_core::reconcile::Period;
-use likes_store::leaderboard::{run_length, IN_FLIGHT};
+use likes_store::leaderboard::{run_length, IN_FLIGHT, RANKED_FROM};
 use likes_store::rows::ScoreDeltaRow;
 
 use crate::latency::{self, Latency};
@@ -192,12 +202,15 @@ fn row_hash(key: &str) -> u64 {
 }
 
 /// One run's score row: its delta, whether it is on `all`, and its key
-/// (`<board shard key>/<item_id>`) and the key's `row_hash`.
+/// (`<board shard key>/<item_id>`) and the key's `row_hash`; whether its write begins it
+/// out of the `by_score` index: an all-time row with a delta under `RANKED_FROM`, or a
+/// day row of an item whose all-time row this run begins so (the item's first like).
 struct RunRow {
     row: ScoreDeltaRow,
     all: bool,
     key: String,
     hash: u64,
+    begins_out: bool,
 }
 
 /// A score-row write in flight: when it finishes, and which of the run's rows.
@@ -316,6 +329,8 @@ pub struct Leaderboard {
     /// Per score row (by `row_hash`), the log shards that wrote it, and the writes in flight
     /// on it.
     writers: HashMap<u64, Writers>,
+    /// The score rows in the `by_score` index (by `row_hash`).
+    ranked: HashSet<u64>,
     in_flight_on: HashMap<u64, u64>,
     tally: LeaderboardTally,
 }
@@ -341,6 +356,7 @@ impl Leaderboard {
             finished: Vec::new(),
             refresher: Refresher::new(refresher, event_shards, phase),
             writers: HashMap::new(),
+            ranked: HashSet::new(),
             in_flight_on: HashMap::new(),
             tally: LeaderboardTally {
                 row_wcu: WorstKey::new(),
@@ -564,13 +580,30 @@ impl Leaderboard {
         }
         let deltas = score_deltas(scoring.map(|r| &*r.event), self.period);
         inv.days = days(deltas.keys().map(|(window, _)| window));
+        let board_key = |window: &Window, item: &str| {
+            let board = window.board_key(item_shard(item, self.board_shards));
+            let key = format!("{board}/{item}");
+            (board, key)
+        };
+        let first_likes: HashSet<String> = deltas
+            .iter()
+            .filter(|((window, item), delta)| {
+                *window == Window::All
+                    && delta.total < RANKED_FROM
+                    && !self
+                        .writers
+                        .contains_key(&row_hash(&board_key(window, item).1))
+            })
+            .map(|((_, item), _)| item.clone())
+            .collect();
         inv.rows = deltas
             .into_iter()
             .map(|((window, item), delta)| {
-                let board = window.board_key(item_shard(&item, self.board_shards));
-                let key = format!("{board}/{item}");
+                let (board, key) = board_key(&window, &item);
+                let all = window == Window::All;
                 RunRow {
-                    all: window == Window::All,
+                    begins_out: delta.total < RANKED_FROM && (all || first_likes.contains(&item)),
+                    all,
                     hash: row_hash(&key),
                     key,
                     row: ScoreDeltaRow {
@@ -629,6 +662,9 @@ impl Leaderboard {
     }
 
     /// One score row's ADD, at `now`: billed at the row's size with this shard's marker.
+    /// A shard that has not written an all-time row before asks it to begin (its container
+    /// does not know it): with a delta under `RANKED_FROM`, on condition it is new, so
+    /// where the row exists that write is refused, billed at the row's size.
     fn apply(&mut self, shard: usize, run_row: &RunRow, now: Micros) {
         let hash = run_row.hash;
         let on_row = self.in_flight_on.get_mut(&hash).expect("a write in flight");
@@ -636,23 +672,47 @@ impl Leaderboard {
         if *on_row == 0 {
             self.in_flight_on.remove(&hash);
         }
-        let writers = self
-            .writers
-            .entry(hash)
-            .and_modify(|w| {
-                w.insert(shard);
-            })
-            .or_insert(Writers::One(shard as u32));
         let row = &run_row.row;
+        let (existed, refused) = match self.writers.get_mut(&hash) {
+            None => {
+                self.writers.insert(hash, Writers::One(shard as u32));
+                (false, None)
+            }
+            Some(writers) => {
+                let before = table::write_units(self.sizes.bytes(row, writers.shards()));
+                let unknown = writers.insert(shard);
+                (
+                    true,
+                    (unknown && run_row.all && run_row.begins_out).then_some(before),
+                )
+            }
+        };
+        let writers = &self.writers[&hash];
         let units = table::write_units(self.sizes.bytes(row, writers.shards()));
         let tally = &mut self.tally;
         tally.score_writes.add(now, 1);
-        tally.row_wcu.charge(now, &run_row.key, units);
-        tally.board_wcu.charge(now, &row.board, units);
-        // The score is the index's sort key: a new score deletes the entry and puts it again.
-        tally
-            .index_wcu
-            .charge(now, &row.board, 2 * self.units.index);
+        for units in refused.into_iter().chain([units]) {
+            tally.row_wcu.charge(now, &run_row.key, units);
+            tally.board_wcu.charge(now, &row.board, units);
+        }
+        // The index is sparse: a new row enters it only with a delta of `RANKED_FROM` or
+        // more, a row out of it enters at its next write (one put), and a row in it moves
+        // on every new score (its sort key): the entry deleted and put again.
+        let index_writes = if !existed {
+            u64::from(!run_row.begins_out)
+        } else if self.ranked.insert(hash) {
+            1
+        } else {
+            2
+        };
+        if !existed && !run_row.begins_out {
+            self.ranked.insert(hash);
+        }
+        if index_writes > 0 {
+            tally
+                .index_wcu
+                .charge(now, &row.board, index_writes * self.units.index);
+        }
         if run_row.all {
             tally.scored_all += row.delta;
             if row.item_id == VIRAL_ITEM {

@@ -49,6 +49,7 @@ mod pipeline_histories;
 mod pipeline_hot_item;
 mod pipeline_http;
 mod pipeline_records;
+mod pipeline_score_index;
 mod pipeline_shards;
 mod reactions_races;
 mod reactions_store;

@@ -19,7 +19,8 @@ use crate::error::{cancelled, condition_held, progress_moved};
 use crate::first_epochs::{Start, Subtotals, Written};
 use crate::pages::query_all;
 use crate::rows::attr::{
-    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, SCORE, THROUGH_SEQ,
+    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, RANKED, SCORE,
+    THROUGH_SEQ,
 };
 use crate::rows::{self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow};
 use crate::StoreError;
@@ -27,7 +28,7 @@ use crate::StoreError;
 use super::{
     intent_board, marker_attribute, shard_marker, windows_of, Intent, LeaderboardStore, Owned,
     ShardProgress, ShardState, EVENT_CLAIM_PREFIX, INTENT_HEAD, IN_FLIGHT, PROGRESS_BOARD,
-    RETIRED_BOARD, RETIRED_MARKERS, RETIRED_ROW,
+    RANKED_FROM, RETIRED_BOARD, RETIRED_MARKERS, RETIRED_ROW,
 };
 
 impl LeaderboardStore {
@@ -175,11 +176,19 @@ impl LeaderboardStore {
         through_seq: Option<&str>,
     ) -> Result<(), StoreError> {
         let marker = marker_attribute(shard_marker(shard));
+        let mut items: BTreeMap<&str, ItemRows> = BTreeMap::new();
+        for row in &intent.rows {
+            let rows = items.entry(&row.item_id).or_default();
+            if row.board.starts_with(&all_time_prefix()) {
+                rows.all_time = Some(row);
+            } else {
+                rows.days.push(row);
+            }
+        }
         // Collected first, as in `claim`, so the future stays `Send`.
-        let adds: Vec<_> = intent
-            .rows
-            .iter()
-            .map(|row| self.add(row, &marker, intent.n))
+        let adds: Vec<_> = items
+            .into_values()
+            .map(|rows| self.add_item(rows, &marker, intent.n))
             .collect();
         stream::iter(adds)
             .buffer_unordered(IN_FLIGHT)
@@ -287,38 +296,77 @@ impl LeaderboardStore {
         update.build().map_err(StoreError::Request)
     }
 
-    /// One score row's ADD of intent `n` (to its score, and to its subtotals and near-cut
-    /// counts), unless the row took it already. A run spans at most
-    /// [`likes_core::leaderboard::MAX_RUN_EPOCHS`]
-    /// epochs, so the expression stays small.
-    pub(super) async fn add(
+    /// An item's score rows' ADDs of intent `n`: its all-time row, then its day rows. A day
+    /// row begins out of the score index only where the all-time row just did (the item's
+    /// first like: no day row of it was written before); any other is written into it.
+    async fn add_item(&self, rows: ItemRows<'_>, marker: &str, n: u64) -> Result<(), StoreError> {
+        let first_like = match rows.all_time {
+            Some(row) => self.add_all_time(row, marker, n).await?,
+            None => false,
+        };
+        for row in rows.days {
+            if first_like {
+                match self.write(row, Meets::New(None), marker, n).await? {
+                    Written::Took | Written::Refused { noted: true, .. } => continue,
+                    // Another log shard's first like of the item began it.
+                    Written::Refused { noted: false, .. } => {}
+                }
+            }
+            self.write(row, Meets::Existing(Subtotals::Every), marker, n)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// An all-time score row's ADD of intent `n` (to its score, and to its subtotals and
+    /// near-cut counts), unless the row took it already. A row this container does not know
+    /// is asked to begin with the write ([`Self::write`]); refused, it is written as it is.
+    /// Whether the row began with this write out of the score index. A run spans at most
+    /// [`likes_core::leaderboard::MAX_RUN_EPOCHS`] epochs, so the expression stays small.
+    async fn add_all_time(
         &self,
         row: &ScoreDeltaRow,
         marker: &str,
         n: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let earliest = row.by_epoch.iter().map(|(epoch, _)| *epoch).min();
         let key = (row.board.clone(), row.item_id.clone());
-        let begin = |first| self.write(row, Subtotals::Begin(first), marker, n);
+        let begin = |first| self.write(row, Meets::New(Some(first)), marker, n);
         match self.first_epochs.start(key, earliest, begin).await? {
-            Start::Took | Start::Known { noted: true, .. } => Ok(()),
+            Start::Took => Ok(row.delta < RANKED_FROM),
+            Start::Known { noted: true, .. } => Ok(false),
             Start::Known { first, .. } => {
                 let subtotals = first.map_or(Subtotals::Every, Subtotals::After);
-                self.write(row, subtotals, marker, n).await.map(drop)
+                self.write(row, Meets::Existing(subtotals), marker, n)
+                    .await
+                    .map(|_| false)
             }
         }
     }
 
-    /// One conditional UpdateItem of a score row: its score, the subtotals `subtotals` says
+    /// One conditional UpdateItem of a score row: its score, the subtotals the row keeps
     /// (and the likes from epochs before the row's first, summed), its near-cut counts.
+    ///
+    /// A write that begins a row ([`Meets::New`]) with a delta under [`RANKED_FROM`] leaves
+    /// it out of the score index, on condition the row is new; every other write keeps the
+    /// row's index key (`ranked`) equal to its score, so one of a larger delta may meet a
+    /// row that exists (begun at the same first epoch). So a row out of the index was
+    /// written once, with a delta under [`RANKED_FROM`], and scores under it, and only a
+    /// container's first write of such a delta to a row that exists is refused for it.
     async fn write(
         &self,
         row: &ScoreDeltaRow,
-        subtotals: Subtotals,
+        meets: Meets,
         marker: &str,
         n: u64,
     ) -> Result<Written, StoreError> {
-        let mut adds = vec!["#score :delta".to_owned()];
+        let subtotals = match meets {
+            Meets::New(Some(first)) => Subtotals::Begin(first),
+            Meets::New(None) => Subtotals::Every,
+            Meets::Existing(subtotals) => subtotals,
+        };
+        let mut adds = Vec::new();
+        let mut sets = vec!["#n = :n"];
         let mut update = self
             .client
             .update_item()
@@ -330,6 +378,36 @@ impl LeaderboardStore {
             .expression_attribute_values(":delta", number(row.delta))
             .expression_attribute_values(":n", number(n))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        // Whether this write puts the row in the index (or keeps it there) at its new score.
+        let ranks = match meets {
+            Meets::New(_) => row.delta >= RANKED_FROM,
+            Meets::Existing(_) => true,
+        };
+        if ranks {
+            sets.push("#score = if_not_exists(#score, :zero) + :delta");
+            sets.push("#ranked = if_not_exists(#score, :zero) + :delta");
+            update = update
+                .expression_attribute_names("#ranked", RANKED)
+                .expression_attribute_values(":zero", number(0));
+        } else {
+            adds.push("#score :delta".to_owned());
+        }
+        let noted = "(attribute_not_exists(#n) OR #n < :n)";
+        update = match meets {
+            // One like begins the row out of the index: only a new row may take it.
+            Meets::New(_) if !ranks => update.condition_expression("attribute_not_exists(#score)"),
+            Meets::New(Some(_)) => update.condition_expression(format!(
+                "{noted} AND {}",
+                Subtotals::begin_condition("#score")
+            )),
+            Meets::New(None) | Meets::Existing(_) => update.condition_expression(noted),
+        };
+        if let Meets::New(Some(first)) = meets {
+            sets.push("#first = :first");
+            update = update
+                .expression_attribute_names("#first", FIRST_EPOCH)
+                .expression_attribute_values(":first", number(first));
+        }
         let implicit = subtotals.implicit();
         let mut before_first = 0;
         for (at, (epoch, delta)) in row.by_epoch.iter().enumerate() {
@@ -359,29 +437,19 @@ impl LeaderboardStore {
                 )
                 .expression_attribute_values(format!(":c{at}"), number(*flips));
         }
-        let noted = "(attribute_not_exists(#n) OR #n < :n)";
-        let mut sets = vec!["#n = :n"];
-        update = match subtotals {
-            Subtotals::Begin(first) => {
-                sets.push("#first = :first");
-                update
-                    .condition_expression(format!(
-                        "{noted} AND {}",
-                        Subtotals::begin_condition("#score")
-                    ))
-                    .expression_attribute_names("#first", FIRST_EPOCH)
-                    .expression_attribute_values(":first", number(first))
-            }
-            _ => update.condition_expression(noted),
-        };
         if let Some(expires_at) = row.expires_at {
             sets.push("#expires_at = :expires_at");
             update = update
                 .expression_attribute_names("#expires_at", EXPIRES_AT)
                 .expression_attribute_values(":expires_at", number(expires_at));
         }
+        let add = if adds.is_empty() {
+            String::new()
+        } else {
+            format!(" ADD {}", adds.join(", "))
+        };
         let result = update
-            .update_expression(format!("ADD {} SET {}", adds.join(", "), sets.join(", ")))
+            .update_expression(format!("SET {}{add}", sets.join(", ")))
             .send()
             .await;
         Written::of(result, marker, n as i64)
@@ -500,4 +568,27 @@ impl LeaderboardStore {
             .map_err(|e| StoreError::aws("UpdateItem", e))
             .map(drop)
     }
+}
+
+/// An item's score rows in an intent.
+#[derive(Debug, Default)]
+struct ItemRows<'r> {
+    all_time: Option<&'r ScoreDeltaRow>,
+    days: Vec<&'r ScoreDeltaRow>,
+}
+
+/// The partition keys of the all-time board's rows begin with this.
+fn all_time_prefix() -> String {
+    format!("{}#", Window::All.key())
+}
+
+/// How a score row's write meets the row.
+#[derive(Debug, Clone, Copy)]
+enum Meets {
+    /// A row that may be new: the write begins it (an all-time row at this first epoch),
+    /// on condition it is new, or, where the delta ranks it anyway, that it began there.
+    New(Option<i64>),
+    /// A row that exists, keeping these subtotals: the write adds to it, on condition it
+    /// holds a lower intent of the shard.
+    Existing(Subtotals),
 }

@@ -36,8 +36,13 @@ use crate::rows::attr::INTENT_N;
 use crate::rows::{self, ScoreDeltaRow};
 use crate::StoreError;
 
-/// The index of score rows by board shard, sorted by score.
+/// The index of score rows by board shard, sorted by score (`ranked`): a sparse index,
+/// which a row written once with a delta under [`RANKED_FROM`] stays out of.
 pub const SCORE_INDEX: &str = "by_score";
+/// The least delta that puts a new score row in the score index. An item liked once (the
+/// long tail, most of the board's rows) costs no index write; a refresh whose top reaches
+/// down to scores under it reads the rows left out too.
+pub const RANKED_FROM: i64 = 2;
 /// What one intent's row may take of DynamoDB's 400 KB item, as [`run_length`] counts.
 pub const MAX_INTENT_BYTES: usize = 300_000;
 // The rest of the head (its keys, `n`, `last_seq`, `days`) fits in what is left.

@@ -9,7 +9,7 @@ use likes_core::Delta;
 use crate::error::condition_held;
 use crate::first_epochs::Written;
 use crate::reconciliation::{remove_attributes, row_state};
-use crate::rows::attr::{BOARD, ITEM_ID, LAST_CUT, SCORE};
+use crate::rows::attr::{BOARD, ITEM_ID, LAST_CUT, RANKED, SCORE};
 use crate::rows::{self, number, ReconciledScoreRow};
 use crate::StoreError;
 
@@ -119,6 +119,8 @@ impl LeaderboardStore {
         cut_epoch: i64,
     ) -> Result<bool, StoreError> {
         let epoch = cut_epoch - 1;
+        // The corrected row is in the score index, whatever its score.
+        let score = "if_not_exists(#score, :zero) + :delta";
         let correct = |before_first: bool| {
             let (before, first) = if before_first {
                 (", #before :delta", "#first > :epoch")
@@ -132,18 +134,20 @@ impl LeaderboardStore {
                 .key(BOARD, self.all_time_board(item_id))
                 .key(ITEM_ID, AttributeValue::S(item_id.into()))
                 .update_expression(format!(
-                    "SET #last = :cut ADD #score :delta, #epoch :delta{before}"
+                    "SET #last = :cut, #score = {score}, #ranked = {score} ADD #epoch :delta{before}"
                 ))
                 .condition_expression(format!(
                     "(attribute_not_exists(#last) OR #last < :cut) AND {first}"
                 ))
                 .expression_attribute_names("#last", LAST_CUT)
                 .expression_attribute_names("#score", SCORE)
+                .expression_attribute_names("#ranked", RANKED)
                 .expression_attribute_names("#first", FIRST_EPOCH)
                 .expression_attribute_names("#epoch", subtotal_attributes(epoch).0)
                 .expression_attribute_values(":cut", number(cut_epoch))
                 .expression_attribute_values(":epoch", number(epoch))
                 .expression_attribute_values(":delta", number(delta))
+                .expression_attribute_values(":zero", number(0))
                 .return_values_on_condition_check_failure(
                     ReturnValuesOnConditionCheckFailure::AllOld,
                 );

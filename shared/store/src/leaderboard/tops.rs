@@ -6,11 +6,11 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{rank, Entry, Window, TOP_SIZE};
 
 use crate::error::condition_held;
-use crate::rows::attr::{AS_OF, BOARD, ENTRIES, EXPIRES_AT, ITEM_ID, REFRESHED_AT, SCORE};
-use crate::rows::{self, number, ScoreRow, TopEntryRow, TopRow};
+use crate::rows::attr::{AS_OF, BOARD, ENTRIES, EXPIRES_AT, ITEM_ID, RANKED, REFRESHED_AT, SCORE};
+use crate::rows::{self, number, RankedRow, ScoreRow, TopEntryRow, TopRow};
 use crate::StoreError;
 
-use super::{Board, LeaderboardStore, IN_FLIGHT, SCORE_INDEX, TOP_BOARD};
+use super::{Board, LeaderboardStore, IN_FLIGHT, RANKED_FROM, SCORE_INDEX, TOP_BOARD};
 
 impl LeaderboardStore {
     /// Refreshes each of `windows` at once (`refresh_board`).
@@ -43,7 +43,22 @@ impl LeaderboardStore {
                 .buffer_unordered(IN_FLIGHT)
                 .try_collect()
                 .await?;
-        let entries = rank(tops.into_iter().flatten().collect(), TOP_SIZE);
+        let mut candidates: Vec<Entry> = tops.into_iter().flatten().collect();
+        let above = candidates
+            .iter()
+            .filter(|e| e.like_count >= RANKED_FROM)
+            .count();
+        if above < TOP_SIZE {
+            // The top reaches down to one like, where the index leaves rows out.
+            let wanted = TOP_SIZE - above;
+            let unranked: Vec<Vec<Entry>> =
+                stream::iter((0..self.shards).map(|s| self.unranked(window, s, wanted)))
+                    .buffer_unordered(IN_FLIGHT)
+                    .try_collect()
+                    .await?;
+            candidates.extend(unranked.into_iter().flatten());
+        }
+        let entries = rank(candidates, TOP_SIZE);
         let top = TopRow {
             board: TOP_BOARD.into(),
             item_id: window.key(),
@@ -127,13 +142,63 @@ impl LeaderboardStore {
                 .query()
                 .table_name(&self.table)
                 .index_name(SCORE_INDEX)
-                .key_condition_expression("#board = :board AND #score > :zero")
+                .key_condition_expression("#board = :board AND #ranked > :zero")
                 .expression_attribute_names("#board", BOARD)
-                .expression_attribute_names("#score", SCORE)
+                .expression_attribute_names("#ranked", RANKED)
                 .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
                 .expression_attribute_values(":zero", number(0))
                 .scan_index_forward(false)
                 .limit(TOP_SIZE as i32 + 1)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| StoreError::aws("Query", e))?;
+            for item in output.items.unwrap_or_default() {
+                let row: RankedRow = rows::from_item(item)?;
+                entries.push(Entry {
+                    item_id: row.item_id,
+                    like_count: row.ranked,
+                });
+            }
+            let tie_open = entries.len() <= TOP_SIZE
+                || entries.last().map(|e| e.like_count) == Some(entries[TOP_SIZE - 1].like_count);
+            match output.last_evaluated_key {
+                Some(key) if tie_open => start = Some(key),
+                _ => break,
+            }
+        }
+        Ok(entries)
+    }
+
+    /// One board shard's first `wanted` liked rows the score index leaves out, by item id
+    /// (each written once, with a delta under [`RANKED_FROM`], so each scores 1): the top
+    /// ranks them after every higher score and among themselves by item id, so a row past a
+    /// shard's first `wanted` has that many of them ahead of it, besides the rows above one
+    /// like, and cannot rank. The shard's partition is read in item id order, filtered, a
+    /// page of `wanted` rows at a time, until it has them.
+    async fn unranked(
+        &self,
+        window: &Window,
+        shard: u32,
+        wanted: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let mut entries = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#board = :board")
+                .filter_expression("attribute_not_exists(#ranked) AND #score > :zero")
+                .projection_expression("#item_id, #score")
+                .expression_attribute_names("#board", BOARD)
+                .expression_attribute_names("#ranked", RANKED)
+                .expression_attribute_names("#score", SCORE)
+                .expression_attribute_names("#item_id", ITEM_ID)
+                .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
+                .expression_attribute_values(":zero", number(0))
+                .limit(wanted as i32)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -145,13 +210,12 @@ impl LeaderboardStore {
                     like_count: row.score,
                 });
             }
-            let tie_open = entries.len() <= TOP_SIZE
-                || entries.last().map(|e| e.like_count) == Some(entries[TOP_SIZE - 1].like_count);
             match output.last_evaluated_key {
-                Some(key) if tie_open => start = Some(key),
+                Some(key) if !key.is_empty() && entries.len() < wanted => start = Some(key),
                 _ => break,
             }
         }
+        entries.truncate(wanted);
         Ok(entries)
     }
 

@@ -84,6 +84,9 @@ pub const ACTIVE_ID: &str = "active_id";
 // materialized boards and their refresh leases.
 pub const BOARD: &str = "board";
 pub const SCORE: &str = "score";
+/// A score row's key in the score index: its score, on every row but one written once with
+/// a delta under `RANKED_FROM`.
+pub const RANKED: &str = "ranked";
 pub const APPLIED_THROUGH: &str = "applied_through";
 pub const THROUGH_SEQ: &str = "through_seq";
 pub const INTENTS: &str = "intents";

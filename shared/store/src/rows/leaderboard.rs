@@ -14,6 +14,13 @@ pub struct ScoreRow {
     pub score: i64,
 }
 
+/// A score row's entry in the score index: its score as the index keys it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RankedRow {
+    pub item_id: String,
+    pub ranked: i64,
+}
+
 /// The claim of one event on the Leaderboard table, `#event#<flip key>` / item id: `by` is
 /// the log record (`<shard>:<sequence number>`) whose invocation scores it.
 #[derive(Debug, Clone, Serialize)]
