@@ -479,11 +479,9 @@ fn main() {
     say!("  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one");
     say!("    at a time: how many are in flight on one row is measured, none is slowed by it);");
     say!("    failures (no batch retried, no head left pending, no event claimed twice, no tick");
-    say!("    failed); a refused first write's round trip (its units are billed); a container");
-    say!("    forgetting rows; the index's propagation delay; the reads' RCU (the #progress and");
-    say!(
-        "    by_score Queries are counted, not metered); the refresher's Query latency beyond the"
-    );
+    say!("    failed); two shards beginning one row at once; a container forgetting rows;");
+    say!("    the index's propagation delay; the reads' RCU (the #progress and by_score Queries");
+    say!("    are counted, the first epochs' reads only timed); the refresher's Query latency beyond the");
     say!(
         "    uniform range, its cold starts and the scheduler's jitter; paging of a Query on tied"
     );
@@ -578,12 +576,12 @@ fn print_leaderboard(
         "  one #intent head, then a conditional UpdateItem per score row ({IN_FLIGHT} in flight) on all#<s>,"
     );
     say!(
-        "  day#<date>#<s> by hash(item) mod S (a shard's first write of an all-time row with a delta"
+        "  day#<date>#<s> by hash(item) mod S (all-time rows the shard does not know read first, a"
     );
     say!(
-        "  under {RANKED_FROM} is refused where it exists), by_score sparse (an item's first like leaves its"
+        "  BatchGetItem), by_score sparse (an item's first like leaves its rows out; a row enters at"
     );
-    say!("  rows out; a row enters at its next write),");
+    say!("  its next write, or a delta >= {RANKED_FROM}),");
     say!("  and a TransactWriteItems of progress and head; the");
     say!(
         "  invocation returns then. LeaderboardRefreshFunction, every {} s for {} s, ticking every {} ms:",

@@ -146,11 +146,23 @@ impl FirstEpochs {
         }
     }
 
+    /// Of `keys`, the rows this container does not know.
+    pub(crate) fn unknown<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k RowKey>,
+    ) -> Vec<&'k RowKey> {
+        let known = self.0.lock().expect("first epochs");
+        keys.into_iter()
+            .filter(|key| !known.contains_key(*key))
+            .collect()
+    }
+
     fn known(&self, key: &RowKey) -> Option<Option<i64>> {
         self.0.lock().expect("first epochs").get(key).copied()
     }
 
-    fn learn(&self, key: RowKey, first: Option<i64>) {
+    /// Remembers a row that exists, and its first epoch (`None`: it keeps none).
+    pub(crate) fn learn(&self, key: RowKey, first: Option<i64>) {
         let mut known = self.0.lock().expect("first epochs");
         if known.len() >= KEPT {
             known.clear();

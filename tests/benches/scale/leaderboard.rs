@@ -18,11 +18,11 @@
 //!    finish (`buffer_unordered`, each call its own event here). A row's write is billed at
 //!    the row's size: its keys, and one `n#<shard>` per log shard that ever wrote it (the
 //!    viral item's rows, and a popular item's, carry one per log shard), so a hot row costs
-//!    more per write than a cold one. A shard's first write of an all-time row asks it to
-//!    begin (its container does not know the row): with a delta under `RANKED_FROM`, where
-//!    the row exists, that write is refused and billed at the row's size, and the shard
-//!    writes again (one of a larger delta takes an existing row). The `by_score` index is
-//!    sparse: a row begun with a delta under `RANKED_FROM` stays out of it (an all-time
+//!    more per write than a cold one. The all-time rows a shard has not written before (its
+//!    container does not know them) are read first, one BatchGetItem's round trip after
+//!    the head's (a read: not metered), so a write asks only a new row to begin and none is
+//!    refused (two shards beginning one row at once, which would refuse one, is left out).
+//!    The `by_score` index is sparse: a row begun with a delta under `RANKED_FROM` stays out of it (an all-time
 //!    row, and the day row of an item whose all-time row the run begins so), a row out of
 //!    it enters at its next write (a put), and a row in it has its entry deleted and put
 //!    again on every new score (its sort key; the index projects only `item_id`).
@@ -178,6 +178,16 @@ impl Writers {
                 bits[shard / 64] |= 1 << (shard % 64);
                 !had
             }
+        }
+    }
+
+    /// Whether `shard` wrote the row.
+    fn has(&self, shard: usize) -> bool {
+        match self {
+            Self::One(one) => *one as usize == shard,
+            Self::Many(bits) => bits
+                .get(shard / 64)
+                .is_some_and(|word| word & (1 << (shard % 64)) != 0),
         }
     }
 
@@ -623,6 +633,20 @@ impl Leaderboard {
         }
         let rows: Vec<ScoreDeltaRow> = inv.rows.iter().map(|r| r.row.clone()).collect();
         inv.head_units = table::intent_head_units(shard, &rows, &inv.days);
+        // The all-time rows this shard has not written are read (a BatchGetItem) after the
+        // head is put, before the score rows are written.
+        let unknown = inv.rows.iter().any(|r| {
+            r.all
+                && self
+                    .writers
+                    .get(&r.hash)
+                    .is_none_or(|writers| !writers.has(shard))
+        });
+        let end = if unknown {
+            end + self.latency.draw(latency::UPDATE_ITEM)
+        } else {
+            end
+        };
         self.wait(shard, inv, Step::WritingHead, end)
     }
 
@@ -662,9 +686,6 @@ impl Leaderboard {
     }
 
     /// One score row's ADD, at `now`: billed at the row's size with this shard's marker.
-    /// A shard that has not written an all-time row before asks it to begin (its container
-    /// does not know it): with a delta under `RANKED_FROM`, on condition it is new, so
-    /// where the row exists that write is refused, billed at the row's size.
     fn apply(&mut self, shard: usize, run_row: &RunRow, now: Micros) {
         let hash = run_row.hash;
         let on_row = self.in_flight_on.get_mut(&hash).expect("a write in flight");
@@ -673,28 +694,22 @@ impl Leaderboard {
             self.in_flight_on.remove(&hash);
         }
         let row = &run_row.row;
-        let (existed, refused) = match self.writers.get_mut(&hash) {
+        let existed = match self.writers.get_mut(&hash) {
             None => {
                 self.writers.insert(hash, Writers::One(shard as u32));
-                (false, None)
+                false
             }
             Some(writers) => {
-                let before = table::write_units(self.sizes.bytes(row, writers.shards()));
-                let unknown = writers.insert(shard);
-                (
-                    true,
-                    (unknown && run_row.all && run_row.begins_out).then_some(before),
-                )
+                writers.insert(shard);
+                true
             }
         };
         let writers = &self.writers[&hash];
         let units = table::write_units(self.sizes.bytes(row, writers.shards()));
         let tally = &mut self.tally;
         tally.score_writes.add(now, 1);
-        for units in refused.into_iter().chain([units]) {
-            tally.row_wcu.charge(now, &run_row.key, units);
-            tally.board_wcu.charge(now, &row.board, units);
-        }
+        tally.row_wcu.charge(now, &run_row.key, units);
+        tally.board_wcu.charge(now, &row.board, units);
         // The index is sparse: a new row enters it only with a delta of `RANKED_FROM` or
         // more, a row out of it enters at its next write (one put), and a row in it moves
         // on every new score (its sort key): the entry deleted and put again.

@@ -148,8 +148,8 @@ async fn a_once_liked_items_rows_stay_out_of_the_index_and_any_later_write_ranks
         ],
     )
     .await;
-    // `a` writes again to a row it began; `b` to rows it has never seen, which exist: with
-    // one like (refused as a new row's, then written), or two (taken at once).
+    // `a` writes again to a row it began; `b` to rows it has never seen, which exist, with
+    // one like or two.
     apply(&a, "shard-a2", now, &[("game:again", 1)]).await;
     apply(
         &b,

@@ -15,14 +15,17 @@ use likes_core::reconcile::{
     near_cut_attribute_of, subtotal_attributes, BEFORE_FIRST_LIKES, FIRST_EPOCH,
 };
 
+use crate::batch;
 use crate::error::{cancelled, condition_held, progress_moved};
-use crate::first_epochs::{Start, Subtotals, Written};
+use crate::first_epochs::{RowKey, Start, Subtotals, Written};
 use crate::pages::query_all;
 use crate::rows::attr::{
     APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, RANKED, SCORE,
     THROUGH_SEQ,
 };
-use crate::rows::{self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow};
+use crate::rows::{
+    self, number, BoardProgressRow, EventClaimRow, FirstEpochRow, IntentHeadRow, ScoreDeltaRow,
+};
 use crate::StoreError;
 
 use super::{
@@ -185,6 +188,8 @@ impl LeaderboardStore {
                 rows.days.push(row);
             }
         }
+        self.read_first_epochs(items.values().filter_map(|rows| rows.all_time))
+            .await?;
         // Collected first, as in `claim`, so the future stays `Send`.
         let adds: Vec<_> = items
             .into_values()
@@ -294,6 +299,48 @@ impl LeaderboardStore {
                 .expression_attribute_values(":was", AttributeValue::S(seq.into())),
         };
         update.build().map_err(StoreError::Request)
+    }
+
+    /// Reads the all-time score rows among `rows` this container does not know (one
+    /// BatchGetItem per 100, eventually consistent: a row once written stays, and its first
+    /// epoch never changes) and remembers those that exist. So a write asks a row to begin
+    /// only where it was absent a moment before, and is refused only where another log
+    /// shard began it since: read units instead of a refused write per row.
+    async fn read_first_epochs(
+        &self,
+        rows: impl Iterator<Item = &ScoreDeltaRow>,
+    ) -> Result<(), StoreError> {
+        let keys: Vec<RowKey> = rows
+            .map(|row| (row.board.clone(), row.item_id.clone()))
+            .collect();
+        let unknown: Vec<rows::Item> = self
+            .first_epochs
+            .unknown(&keys)
+            .into_iter()
+            .map(|(board, item_id)| {
+                [
+                    (BOARD.to_owned(), AttributeValue::S(board.clone())),
+                    (ITEM_ID.to_owned(), AttributeValue::S(item_id.clone())),
+                ]
+                .into()
+            })
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let found = batch::get_all(&self.client, &self.table, unknown, |keys| {
+            keys.projection_expression("#board, #item_id, #first")
+                .expression_attribute_names("#board", BOARD)
+                .expression_attribute_names("#item_id", ITEM_ID)
+                .expression_attribute_names("#first", FIRST_EPOCH)
+        })
+        .await?;
+        for row in found {
+            let read: FirstEpochRow = rows::from_item(row)?;
+            self.first_epochs
+                .learn((read.board, read.item_id), read.first_epoch);
+        }
+        Ok(())
     }
 
     /// An item's score rows' ADDs of intent `n`: its all-time row, then its day rows. A day

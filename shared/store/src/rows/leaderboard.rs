@@ -14,6 +14,15 @@ pub struct ScoreRow {
     pub score: i64,
 }
 
+/// A score row's keys and first epoch (`fe`), as a writer reads a row it does not know.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FirstEpochRow {
+    pub board: String,
+    pub item_id: String,
+    #[serde(rename = "fe", default)]
+    pub first_epoch: Option<i64>,
+}
+
 /// A score row's entry in the score index: its score as the index keys it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RankedRow {
