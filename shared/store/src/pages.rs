@@ -8,7 +8,17 @@ use crate::StoreError;
 
 /// Every item `query` matches, page after page.
 pub(crate) async fn query_all(query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
-    let mut items = Vec::new();
+    query_while(query, Ok, |_| true).await
+}
+
+/// `row` of each item `query` matches, page after page while `more` says the rows so far
+/// call for the next.
+pub(crate) async fn query_while<T>(
+    query: QueryFluentBuilder,
+    row: impl Fn(Item) -> Result<T, StoreError>,
+    more: impl Fn(&[T]) -> bool,
+) -> Result<Vec<T>, StoreError> {
+    let mut rows = Vec::new();
     let mut start = None;
     loop {
         let output = query
@@ -17,10 +27,12 @@ pub(crate) async fn query_all(query: QueryFluentBuilder) -> Result<Vec<Item>, St
             .send()
             .await
             .map_err(|err| StoreError::aws("Query", err))?;
-        items.extend(output.items.unwrap_or_default());
+        for item in output.items.unwrap_or_default() {
+            rows.push(row(item)?);
+        }
         match output.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(items),
+            Some(key) if !key.is_empty() && more(&rows) => start = Some(key),
+            _ => return Ok(rows),
         }
     }
 }

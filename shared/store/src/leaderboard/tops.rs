@@ -6,6 +6,7 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{rank, Entry, Window, TOP_SIZE};
 
 use crate::error::condition_held;
+use crate::pages::query_while;
 use crate::rows::attr::{AS_OF, BOARD, ENTRIES, EXPIRES_AT, ITEM_ID, RANKED, REFRESHED_AT, SCORE};
 use crate::rows::{self, number, RankedRow, ScoreRow, TopEntryRow, TopRow};
 use crate::StoreError;
@@ -134,40 +135,30 @@ impl LeaderboardStore {
         window: &Window,
         shard: u32,
     ) -> Result<Vec<Entry>, StoreError> {
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(SCORE_INDEX)
-                .key_condition_expression("#board = :board AND #ranked > :zero")
-                .expression_attribute_names("#board", BOARD)
-                .expression_attribute_names("#ranked", RANKED)
-                .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
-                .expression_attribute_values(":zero", number(0))
-                .scan_index_forward(false)
-                .limit(TOP_SIZE as i32 + 1)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| StoreError::aws("Query", e))?;
-            for item in output.items.unwrap_or_default() {
-                let row: RankedRow = rows::from_item(item)?;
-                entries.push(Entry {
-                    item_id: row.item_id,
-                    like_count: row.ranked,
-                });
-            }
-            let tie_open = entries.len() <= TOP_SIZE
-                || entries.last().map(|e| e.like_count) == Some(entries[TOP_SIZE - 1].like_count);
-            match output.last_evaluated_key {
-                Some(key) if tie_open => start = Some(key),
-                _ => break,
-            }
-        }
-        Ok(entries)
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(SCORE_INDEX)
+            .key_condition_expression("#board = :board AND #ranked > :zero")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_names("#ranked", RANKED)
+            .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
+            .expression_attribute_values(":zero", number(0))
+            .scan_index_forward(false)
+            .limit(TOP_SIZE as i32 + 1);
+        let tie_open = |entries: &[Entry]| {
+            entries.len() <= TOP_SIZE
+                || entries.last().map(|e| e.like_count) == Some(entries[TOP_SIZE - 1].like_count)
+        };
+        let entry = |item| {
+            let row: RankedRow = rows::from_item(item)?;
+            Ok(Entry {
+                item_id: row.item_id,
+                like_count: row.ranked,
+            })
+        };
+        query_while(query, entry, tie_open).await
     }
 
     /// One board shard's first `wanted` liked rows the score index leaves out, by item id
@@ -182,39 +173,28 @@ impl LeaderboardStore {
         shard: u32,
         wanted: usize,
     ) -> Result<Vec<Entry>, StoreError> {
-        let mut entries = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#board = :board")
-                .filter_expression("attribute_not_exists(#ranked) AND #score > :zero")
-                .projection_expression("#item_id, #score")
-                .expression_attribute_names("#board", BOARD)
-                .expression_attribute_names("#ranked", RANKED)
-                .expression_attribute_names("#score", SCORE)
-                .expression_attribute_names("#item_id", ITEM_ID)
-                .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
-                .expression_attribute_values(":zero", number(0))
-                .limit(wanted as i32)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| StoreError::aws("Query", e))?;
-            for item in output.items.unwrap_or_default() {
-                let row: ScoreRow = rows::from_item(item)?;
-                entries.push(Entry {
-                    item_id: row.item_id,
-                    like_count: row.score,
-                });
-            }
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() && entries.len() < wanted => start = Some(key),
-                _ => break,
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#board = :board")
+            .filter_expression("attribute_not_exists(#ranked) AND #score > :zero")
+            .projection_expression("#item_id, #score")
+            .expression_attribute_names("#board", BOARD)
+            .expression_attribute_names("#ranked", RANKED)
+            .expression_attribute_names("#score", SCORE)
+            .expression_attribute_names("#item_id", ITEM_ID)
+            .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
+            .expression_attribute_values(":zero", number(0))
+            .limit(wanted as i32);
+        let entry = |item| {
+            let row: ScoreRow = rows::from_item(item)?;
+            Ok(Entry {
+                item_id: row.item_id,
+                like_count: row.score,
+            })
+        };
+        let mut entries = query_while(query, entry, |entries| entries.len() < wanted).await?;
         entries.truncate(wanted);
         Ok(entries)
     }
