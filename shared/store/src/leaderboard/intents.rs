@@ -179,10 +179,11 @@ impl LeaderboardStore {
         through_seq: Option<&str>,
     ) -> Result<(), StoreError> {
         let marker = marker_attribute(shard_marker(shard));
+        let all_time = all_time_prefix();
         let mut items: BTreeMap<&str, ItemRows> = BTreeMap::new();
         for row in &intent.rows {
             let rows = items.entry(&row.item_id).or_default();
-            if row.board.starts_with(&all_time_prefix()) {
+            if row.board.starts_with(&all_time) {
                 rows.all_time = Some(row);
             } else {
                 rows.days.push(row);
