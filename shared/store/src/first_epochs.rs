@@ -13,6 +13,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use likes_core::reconcile::FIRST_EPOCH;
 
+use crate::rows::Item;
 use crate::StoreError;
 
 /// Which epochs a write adds a subtotal for.
@@ -69,13 +70,7 @@ impl Written {
             Ok(_) => Ok(Written::Took),
             Err(err) => match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    let held = |name: &str| {
-                        failed
-                            .item()
-                            .and_then(|old| old.get(name))
-                            .and_then(|v| v.as_n().ok())
-                            .and_then(|v| v.parse::<i64>().ok())
-                    };
+                    let held = |name: &str| failed.item().and_then(|old| number_of(old, name));
                     Ok(Written::Refused {
                         first: held(FIRST_EPOCH),
                         noted: held(note).is_some_and(|noted| noted >= n),
@@ -85,6 +80,13 @@ impl Written {
             },
         }
     }
+}
+
+/// The number a row holds in attribute `name`, if it holds one.
+pub(crate) fn number_of(row: &Item, name: &str) -> Option<i64> {
+    row.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Where a write stands once its row's first epoch is known.

@@ -17,14 +17,14 @@ use likes_core::reconcile::{
 
 use crate::batch;
 use crate::error::{cancelled, condition_held, progress_moved};
-use crate::first_epochs::{RowKey, Start, Subtotals, Written};
+use crate::first_epochs::{number_of, RowKey, Start, Subtotals, Written};
 use crate::pages::query_all;
 use crate::rows::attr::{
     APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, RANKED, SCORE,
     THROUGH_SEQ,
 };
 use crate::rows::{
-    self, number, BoardProgressRow, EventClaimRow, FirstEpochRow, IntentHeadRow, ScoreDeltaRow,
+    self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow, ScoreRowKey,
 };
 use crate::StoreError;
 
@@ -337,9 +337,9 @@ impl LeaderboardStore {
         })
         .await?;
         for row in found {
-            let read: FirstEpochRow = rows::from_item(row)?;
-            self.first_epochs
-                .learn((read.board, read.item_id), read.first_epoch);
+            let first = number_of(&row, FIRST_EPOCH);
+            let key: ScoreRowKey = rows::from_item(row)?;
+            self.first_epochs.learn((key.board, key.item_id), first);
         }
         Ok(())
     }

@@ -14,13 +14,11 @@ pub struct ScoreRow {
     pub score: i64,
 }
 
-/// A score row's keys and first epoch (`fe`), as a writer reads a row it does not know.
+/// A score row's keys, as a writer reads a row it does not know.
 #[derive(Debug, Clone, Deserialize)]
-pub struct FirstEpochRow {
+pub struct ScoreRowKey {
     pub board: String,
     pub item_id: String,
-    #[serde(rename = "fe", default)]
-    pub first_epoch: Option<i64>,
 }
 
 /// A score row's entry in the score index: its score as the index keys it.
