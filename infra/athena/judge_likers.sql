@@ -8,8 +8,9 @@
 --                     the export is not sure of, and is left alone
 --
 -- A like of the export's (a reaction row in LIKE, its order read as the reader reads it:
--- created_at, 0 when missing, then op_id; updated_at is when it was liked) that no entry
--- lists, or lists at an older flip, is listed; so is a liked entry the export does not
+-- created_at, 0 when missing, then op_id; liked_at, or updated_at without it, is when it
+-- was liked) that no entry lists, or lists at an older flip, is listed; so is a liked entry
+-- (one with liked_at; a user may have several while events are lost) the export does not
 -- hold, liked before ${settled_before}. The lines, `repair` last and in (item, user) order:
 --
 --   kind        item_id, user_id   listed_*, exported_*            n
@@ -25,7 +26,7 @@ WITH liked AS (
     CASE WHEN item.created_at IS NULL THEN 0
       ELSE TRY_CAST(item.created_at.n AS BIGINT) END AS created,
     TRY_CAST(item.op_id.n AS BIGINT) AS op_id,
-    TRY_CAST(item.updated_at.n AS BIGINT) AS liked_at
+    TRY_CAST(COALESCE(item.liked_at.n, item.updated_at.n) AS BIGINT) AS liked_at
   FROM ${reactions}
   WHERE item.state.s = 'LIKE'
     AND length(item.item_id.s) BETWEEN 1 AND 128
@@ -47,7 +48,7 @@ listed AS (
     COALESCE(TRY_CAST(item.op_id.n AS BIGINT), 0) AS op_id,
     TRY_CAST(item.liked_at.n AS BIGINT) AS liked_at
   FROM ${likers}
-  WHERE item.position.s IS NOT NULL
+  WHERE item.liked_at.n IS NOT NULL
 )
 SELECT kind, item_id, user_id, listed_created, listed_op_id, listed_at,
   exported_created, exported_op_id, exported_at, n

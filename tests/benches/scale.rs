@@ -8,7 +8,7 @@
 //! an UpdateItem per count row and the progress UpdateItem: no transaction), the Counts
 //! table's per-partition-key write units, and the Kinesis event stream's per-shard records;
 //! then the event log's two read models, each behind its own mapping of the log's shards:
-//! the likers' entries and their index, and the leaderboard's claims, intents and score
+//! the likers' entries, and the leaderboard's claims, intents and score
 //! rows, with its scheduled refresher beside them. Every decision is the real one from
 //! `likes_core` (batch hotness, the records a shard's progress covers, chunk size, count-row
 //! routing by the stream shard's slot, intent numbers, event partition keys, liker buckets,
@@ -471,11 +471,8 @@ fn main() {
         "    (nothing fails); the likers' {} writes in flight as waves, each done at its slowest",
         likes_consumers::likers::CONCURRENT_WRITES
     );
-    say!("  - likers: every entry write is counted as an index write too, also an unlike of an");
-    say!(
-        "    entry that was never liked (a tombstone, no index entry): an upper bound, background"
-    );
-    say!("    only; no duplicate or out-of-order deliveries, so no condition fails");
+    say!("  - likers: every entry write is billed as a liked entry's (a tombstone holds less);");
+    say!("    no duplicate or out-of-order deliveries, so no condition fails; no page is read");
     say!("  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one");
     say!("    at a time: how many are in flight on one row is measured, none is slowed by it);");
     say!("    failures (no batch retried, no head left pending, no event claimed twice, no tick");
@@ -498,7 +495,7 @@ fn main() {
     println!("worst: {wcu} WCU/s on one count partition key, {records} records/s on one Kinesis shard, limit 1000");
 }
 
-/// The likers' entries and their index, against one partition key per item.
+/// The likers' entries, against one partition key per item.
 fn print_likers(
     config: &MappingConfig,
     run: mapping::MappingRun,
@@ -513,29 +510,18 @@ fn print_likers(
         likes_consumers::likers::CONCURRENT_WRITES
     );
     say!(
-        "  design: item_id#<hash(user) mod {}>; naive: item_id; index by_position on the same key",
+        "  design: item_id#<hash(user) mod {}>, keyed by position (no index); naive: item_id",
         likes_core::likers::LIKER_BUCKETS
     );
-    let [table, index, naive_table, naive_index] = [
-        likers.table_wcu,
-        likers.index_wcu,
-        likers.naive_table_wcu,
-        likers.naive_index_wcu,
-    ]
-    .map(|meter| meter.finish(run.end));
+    let [table, naive_table] =
+        [likers.table_wcu, likers.naive_table_wcu].map(|meter| meter.finish(run.end));
     let design = format!("design ({} buckets)", likes_core::likers::LIKER_BUCKETS);
     report::print_worst_keys(
         &[&design, "naive (item_id)"],
-        &[
-            KeyMeter {
-                label: "worst entry partition key, WCU/s: max",
-                by_design: vec![Some(&table), Some(&naive_table)],
-            },
-            KeyMeter {
-                label: "worst by_position key, WCU/s: max",
-                by_design: vec![Some(&index), Some(&naive_index)],
-            },
-        ],
+        &[KeyMeter {
+            label: "worst entry partition key, WCU/s: max",
+            by_design: vec![Some(&table), Some(&naive_table)],
+        }],
         seconds,
     );
     say!(

@@ -95,6 +95,13 @@ pub fn decode(record: &EventRecord) -> Result<ChangeRecord, DecodeError> {
             event_time_ms,
             // A REMOVE's row is in its old image only.
             row_created_ms: new.created_at.or(old.created_at).unwrap_or(0),
+            liked_at_ms: if transition.to == ReactionState::Like {
+                new.liked_at
+            } else if transition.from == ReactionState::Like {
+                old.liked_at
+            } else {
+                None
+            },
             moderated: new.retraction.map(|moderation_id| Moderated {
                 // Rows written before removals marked their cause were all retractions.
                 cause: new
@@ -145,11 +152,16 @@ mod tests {
         .unwrap()
     }
 
+    /// A row as the handler writes it: a LIKE row carries `liked_at`, its flip's time.
     fn row(state: &str, op_id: u64, updated_at: i64) -> serde_json::Value {
-        json!({
+        let mut row = json!({
             "user_id": {"S": "u1"}, "item_id": {"S": "game:1"}, "state": {"S": state},
             "op_id": {"N": op_id.to_string()}, "updated_at": {"N": updated_at.to_string()},
-        })
+        });
+        if state == "LIKE" {
+            row["liked_at"] = json!({"N": updated_at.to_string()});
+        }
+        row
     }
 
     #[test]
@@ -161,6 +173,7 @@ mod tests {
             Transition::new(ReactionState::None, ReactionState::Like)
         );
         assert_eq!((change.op_id, change.event_time_ms), (1, 77));
+        assert_eq!(change.liked_at_ms, Some(77), "the like begun");
         assert_eq!(change.event_id(), "u1#game:1#1");
         assert_eq!(decoded.sequence_number, "100");
     }
@@ -175,6 +188,7 @@ mod tests {
             .unwrap()
             .change
             .unwrap();
+        assert_eq!(change.liked_at_ms, Some(77), "the like ended");
         let moderated = change.moderated.unwrap();
         assert_eq!(moderated.cause, Cause::Retracted);
         assert_eq!(
@@ -225,6 +239,11 @@ mod tests {
         );
         assert_eq!(change.op_id, 4);
         assert_eq!(change.event_time_ms, 1_700_000_000_000);
+        assert_eq!(
+            change.liked_at_ms,
+            Some(1),
+            "the like erased, from the old image"
+        );
     }
 
     #[test]

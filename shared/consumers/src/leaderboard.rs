@@ -257,6 +257,7 @@ mod tests {
             event_time_ms: 1_796_119_200_000,
             source_sequence_number: user.to_string(),
             row_created_ms: 1_796_119_100_000,
+            liked_at_ms: None,
             cause: None,
             reason: None,
             moderation_id: None,

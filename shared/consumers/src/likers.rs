@@ -1,12 +1,13 @@
-//! The likers' consumer of the Kinesis event log: each event that starts or ends a like
-//! becomes one conditional write of its (item, user) entry, ordered by `op_id`, so however
-//! often and in whatever order the log delivers an event, the entry ends as the newest flip
-//! says. No claims are needed: the entry itself remembers what it applied.
+//! The likers' consumer of the Kinesis event log: each event that starts or ends a like (or
+//! a dislike) becomes a conditional write of that like's (or dislike's) entry, ordered by
+//! the flip's order, so however often and in whatever order the log delivers an event, each
+//! entry ends as the newest flip says. No claims are needed: the entry itself remembers
+//! what it applied.
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use lambda_runtime::LambdaEvent;
-use likes_core::likers::{liker_update, LikerUpdate};
+use likes_core::likers::{liker_updates, unplaced, LikerUpdate};
 use likes_core::pipeline::LogRecord;
 use likes_store::metrics::Report;
 use likes_store::{LikersStore, StoreError};
@@ -47,6 +48,8 @@ struct Applied {
     written: usize,
     /// Entries that already held the flip or a later one.
     superseded: usize,
+    /// Events that end a like without saying when it was liked: left to reconciliation.
+    unplaced: usize,
 }
 
 impl Likers {
@@ -76,6 +79,7 @@ impl Likers {
             .value("RecordsReceived", "Count", records.len() as f64)
             .value("EntriesWritten", "Count", applied.written as f64)
             .value("EntriesSuperseded", "Count", applied.superseded as f64)
+            .value("EventsUnplaced", "Count", applied.unplaced as f64)
             .value("BatchFailures", "Count", failed.is_some() as u64 as f64)
             .emit();
         Ok(response)
@@ -86,10 +90,15 @@ impl Likers {
         let now_ms = likes_core::clock::now_ms();
         let mut updates: Vec<(usize, LikerUpdate)> = Vec::new();
         let mut unreadable = None;
+        let mut unplaced_events = 0;
         for (at, record) in records.iter().enumerate() {
             match LogRecord::parse(&record.kinesis.data) {
                 Ok(LogRecord::Event(event)) => {
-                    updates.extend(liker_update(&event, now_ms).map(|u| (at, u)))
+                    if unplaced(&event) {
+                        tracing::warn!(event_id = %event.event_id, "an unlike without the like's time: its entry is left to reconciliation");
+                        unplaced_events += 1;
+                    }
+                    updates.extend(liker_updates(&event, now_ms).into_iter().map(|u| (at, u)))
                 }
                 Ok(LogRecord::Heartbeat { .. } | LogRecord::Moderation(_)) => {}
                 Err(err) => {
@@ -99,7 +108,8 @@ impl Likers {
                 }
             }
         }
-        let (applied, failed) = self.write(updates).await;
+        let (mut applied, failed) = self.write(updates).await;
+        applied.unplaced = unplaced_events;
         let first_failure = match (failed, unreadable) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

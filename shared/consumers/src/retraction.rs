@@ -19,6 +19,7 @@ use futures_util::{stream, StreamExt, TryStreamExt};
 use lambda_runtime::LambdaEvent;
 use likes_aws::AwsError;
 use likes_core::jobs::{paced, query_after, slice_end, slice_rows, SliceEnd};
+use likes_core::likers;
 use likes_core::moderation::{ModerationAction, ModerationEvent, RetractionJob, Target};
 use likes_core::{JobId, JobStatus, UserId};
 use likes_store::metrics::Report;
@@ -212,8 +213,10 @@ impl Retractor {
             .iter()
             .map(|key| match target {
                 Target::User { user_id, .. } => self.reactions.retract(user_id, key, write, now_ms),
+                // An item's planned keys are its likers entries, which name their users.
                 Target::Item { item_id } => {
-                    self.reactions.retract(key, item_id.as_str(), write, now_ms)
+                    self.reactions
+                        .retract(likers::entry_user(key), item_id.as_str(), write, now_ms)
                 }
             })
             .collect();

@@ -265,6 +265,7 @@ mod tests {
             event_time_ms,
             source_sequence_number: "1".into(),
             row_created_ms: 0,
+            liked_at_ms: None,
             cause: None,
             reason: None,
             moderation_id: None,

@@ -2,16 +2,20 @@
 //!
 //! An item's likers live in [`LIKER_BUCKETS`] buckets (`item_id#<hash(user) mod B>`), so a
 //! viral item's liker writes spread over that many partition keys instead of melting one.
-//! Each (item, user) is one entry holding the order (the row's creation, then `op_id`) of the
-//! last flip applied to it: a flip applies only over an older one, so duplicates, retries and
-//! out-of-order deliveries of the event log leave the entry as the newest flip says, also
-//! across an erasure (a row written again is a newer life of it). An unlike keeps the entry as a
-//! tombstone without a position (out of the index) until the log can no longer deliver an
-//! older flip.
+//! In its bucket a like is an entry keyed by its [`position`] (when it was liked, then the
+//! user), so a bucket read newest first is its likers newest first, with no index to keep.
+//! Each entry holds the order (the row's creation, then `op_id`) of the last flip applied to
+//! it: the flip that began the like, or the one that ended it, which leaves it a tombstone
+//! (no `liked_at`, a TTL) until the log can no longer deliver an older flip. A flip applies
+//! only over an older one, so duplicates, retries and out-of-order deliveries of the event
+//! log leave each like as its newest flip says, also across an erasure (a row written again
+//! is a newer life of it). A like and its end are found by the same key: the event that ends
+//! a like carries when it was liked.
 //!
-//! A dislike keeps the entry too, without a position and without expiring, so the users who
-//! react to an item at all can be found through its buckets (a moderator's removal of the
-//! item turns each of their reactions to NONE) without an index on the item.
+//! A dislike is the user's one entry after every position ([`dislike_entry`]), kept without
+//! expiring while it holds, so the users who react to an item at all can be found through
+//! its buckets (a moderator's removal of the item turns each of their reactions to NONE)
+//! without an index on the item.
 //!
 //! A page is the newest `limit` entries its reader may see, merged newest first over every
 //! bucket that ever held a like ([`PageFill`]): the item's occupancy row lists them (written
@@ -20,7 +24,7 @@
 //! bucket is the whole read; entries hidden from the reader make the merge read further,
 //! only in the buckets it ran through.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::{ItemId, LikersCursor, ReactionState};
@@ -58,24 +62,45 @@ pub fn occupancy_key(item: &ItemId) -> String {
     format!("{item}#occupied")
 }
 
-/// An entry's place in its bucket's index, ordered as a string: liked_at (epoch ms, fixed
-/// width) then the user id, so descending order is newest first and ties are broken.
+/// A like's entry key in its bucket, ordered as a string: liked_at (epoch ms, fixed width)
+/// then the user id, so descending order is newest first and ties are broken.
 pub fn position(liked_at_ms: i64, user_id: &str) -> String {
     format!("{liked_at_ms:015}#{user_id}")
 }
 
-/// What a flip does to an item's likers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LikerChange {
-    /// The user likes the item since this time (epoch ms).
-    Liked { liked_at_ms: i64 },
-    /// The user no longer likes it; the tombstone is kept until this time (epoch ms).
-    Unliked { keep_until_ms: i64 },
-    /// The user dislikes it: no position (no liker), kept for as long as it holds.
-    Disliked,
+/// The key every like's position sorts under, and every dislike entry from: a read of a
+/// bucket's likes starts below it.
+pub const LIKES_END: &str = "~";
+
+/// The key of `user_id`'s dislike entry in its bucket: `~#<user>`, after every position.
+pub fn dislike_entry(user_id: &str) -> String {
+    format!("{LIKES_END}#{user_id}")
 }
 
-/// One flip's write to the likers model: the entry of (item, user), at the flip's order.
+/// The user an entry key names: what follows its first `#` (a position's time and the
+/// dislikes' `~` hold none).
+pub fn entry_user(entry: &str) -> &str {
+    entry.split_once('#').map_or(entry, |(_, user)| user)
+}
+
+/// What a flip does to an entry of an item's likers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LikerChange {
+    /// The user liked the item at this time (epoch ms): the like's entry is listed.
+    Liked { liked_at_ms: i64 },
+    /// The like given at `liked_at_ms` ended; its entry is a tombstone until `keep_until_ms`.
+    Unliked {
+        liked_at_ms: i64,
+        keep_until_ms: i64,
+    },
+    /// The user dislikes it: the dislike entry (no liker), kept for as long as it holds.
+    Disliked,
+    /// The dislike ended; its entry is a tombstone until `keep_until_ms`.
+    Undisliked { keep_until_ms: i64 },
+}
+
+/// One write to the likers model: an entry of (item, user), at the order of the flip that
+/// makes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LikerUpdate {
     pub item_id: ItemId,
@@ -88,31 +113,53 @@ pub struct LikerUpdate {
     pub change: LikerChange,
 }
 
-/// The update a flip's event makes to its entry: the entry holds the newest flip's state,
-/// liked (with its position), disliked, or a tombstone. `None` for an event that flips
-/// nothing.
-pub fn liker_update(event: &ReactionEvent, now_ms: i64) -> Option<LikerUpdate> {
-    if event.like_delta == 0 && event.dislike_delta == 0 {
-        return None;
-    }
-    let item = ItemId::parse(&event.item_id).ok()?;
-    let change = match event.new_state {
-        ReactionState::Like => LikerChange::Liked {
-            liked_at_ms: event.event_time_ms,
-        },
-        ReactionState::Dislike => LikerChange::Disliked,
-        ReactionState::None => LikerChange::Unliked {
-            keep_until_ms: now_ms + REPLAY_HORIZON_MS,
-        },
+/// The writes a flip's event makes, at its order: it ends the reaction it leaves (the like
+/// at its position, or the dislike) and begins the one it sets. None for an event that
+/// flips nothing or names no item; a like ended by an event that does not say when it was
+/// liked cannot be found, so that write is left out ([`unplaced`] tells).
+pub fn liker_updates(event: &ReactionEvent, now_ms: i64) -> Vec<LikerUpdate> {
+    let Ok(item) = ItemId::parse(&event.item_id) else {
+        return Vec::new();
     };
-    Some(LikerUpdate {
-        bucket: bucket_of(&event.user_id),
-        item_id: item,
-        user_id: event.user_id.clone(),
-        row_created_ms: event.row_created_ms,
-        op_id: event.op_id,
-        change,
-    })
+    if event.like_delta == 0 && event.dislike_delta == 0 {
+        return Vec::new();
+    }
+    let keep_until_ms = now_ms + REPLAY_HORIZON_MS;
+    let ended = match event.old_state {
+        ReactionState::Like => event.liked_at_ms.map(|liked_at_ms| LikerChange::Unliked {
+            liked_at_ms,
+            keep_until_ms,
+        }),
+        ReactionState::Dislike => Some(LikerChange::Undisliked { keep_until_ms }),
+        ReactionState::None => None,
+    };
+    let begun = match event.new_state {
+        // The row's `liked_at` is its flip's time, which an event from before events carried
+        // it still has.
+        ReactionState::Like => Some(LikerChange::Liked {
+            liked_at_ms: event.liked_at_ms.unwrap_or(event.event_time_ms),
+        }),
+        ReactionState::Dislike => Some(LikerChange::Disliked),
+        ReactionState::None => None,
+    };
+    ended
+        .into_iter()
+        .chain(begun)
+        .map(|change| LikerUpdate {
+            bucket: bucket_of(&event.user_id),
+            item_id: item.clone(),
+            user_id: event.user_id.clone(),
+            row_created_ms: event.row_created_ms,
+            op_id: event.op_id,
+            change,
+        })
+        .collect()
+}
+
+/// Whether `event` ends a like it does not place (no `liked_at_ms`): its entry stays listed
+/// until reconciliation undoes it.
+pub fn unplaced(event: &ReactionEvent) -> bool {
+    event.old_state == ReactionState::Like && event.like_delta != 0 && event.liked_at_ms.is_none()
 }
 
 /// One (item, user) like at a flip's order: a liked entry as the Likers table holds it, or a
@@ -125,16 +172,19 @@ pub struct LikeAt {
 }
 
 impl LikeAt {
-    fn order(&self) -> (i64, u64) {
+    /// The order of the flip that began the like.
+    pub fn order(&self) -> (i64, u64) {
         (self.row_created_ms, self.op_id)
     }
 }
 
-/// The write that repairs `user_id`'s entry for `item` from an export at a cut, if any:
-/// `listed` is the entry when it is liked, `exported` the row when the export has it in LIKE.
+/// The writes that repair `user_id`'s likes of `item` from an export at a cut: `listed` is
+/// one of the user's liked entries (a user may have several while events are lost),
+/// `exported` the row when the export has it in LIKE.
 ///
 /// - Exported but not listed, or listed at an older flip: the exported like is applied at
-///   its own order, so a newer entry (a flip after the cut, a tombstone) refuses it.
+///   its own order, so a newer entry (a flip after the cut, a tombstone) refuses it; the
+///   older listed like was undone before the cut, and is undone as below.
 /// - Listed but not exported: the like was undone before the cut (an unlike or an erasure
 ///   whose event was lost), unless it was given too near the cut for the export to be sure
 ///   of it (`liked_at` at or after `settled_before_ms`). It is undone at the order of the
@@ -147,7 +197,7 @@ pub fn repair(
     exported: Option<LikeAt>,
     settled_before_ms: i64,
     now_ms: i64,
-) -> Option<LikerUpdate> {
+) -> Vec<LikerUpdate> {
     let update = |at: (i64, u64), change| LikerUpdate {
         item_id: item.clone(),
         bucket: bucket_of(user_id),
@@ -156,22 +206,28 @@ pub fn repair(
         op_id: at.1,
         change,
     };
+    let undo = |listed: LikeAt| {
+        update(
+            (listed.row_created_ms, listed.op_id + 1),
+            LikerChange::Unliked {
+                liked_at_ms: listed.liked_at_ms,
+                keep_until_ms: now_ms + REPLAY_HORIZON_MS,
+            },
+        )
+    };
     match (listed, exported) {
-        (listed, Some(exported)) if listed.is_none_or(|l| l.order() < exported.order()) => {
-            Some(update(
+        (listed, Some(exported)) if listed.is_none_or(|l| l.order() < exported.order()) => listed
+            .map(undo)
+            .into_iter()
+            .chain([update(
                 exported.order(),
                 LikerChange::Liked {
                     liked_at_ms: exported.liked_at_ms,
                 },
-            ))
-        }
-        (Some(listed), None) if listed.liked_at_ms < settled_before_ms => Some(update(
-            (listed.row_created_ms, listed.op_id + 1),
-            LikerChange::Unliked {
-                keep_until_ms: now_ms + REPLAY_HORIZON_MS,
-            },
-        )),
-        _ => None,
+            )])
+            .collect(),
+        (Some(listed), None) if listed.liked_at_ms < settled_before_ms => vec![undo(listed)],
+        _ => Vec::new(),
     }
 }
 
@@ -179,6 +235,16 @@ impl LikerUpdate {
     /// The entry's bucket key.
     pub fn bucket_key(&self) -> String {
         bucket_key(&self.item_id, self.bucket)
+    }
+
+    /// The entry's key in its bucket: the like's position, or the user's dislike entry.
+    pub fn entry(&self) -> String {
+        match self.change {
+            LikerChange::Liked { liked_at_ms } | LikerChange::Unliked { liked_at_ms, .. } => {
+                position(liked_at_ms, &self.user_id)
+            }
+            LikerChange::Disliked | LikerChange::Undisliked { .. } => dislike_entry(&self.user_id),
+        }
     }
 }
 
@@ -305,8 +371,9 @@ pub enum Step<'a> {
 /// the ones shown; it stops at the first shown entry past the page, or at the end of the
 /// list. So every page but the last is full, the last is the only one without a cursor, and
 /// the cursor is the last entry examined before the one past the page: the next page starts
-/// right after this one's hidden tail, and pages list every shown entry exactly once. A
-/// round examines what the page still needs and the one past it, so a page nothing is
+/// right after this one's hidden tail, and pages list every shown entry exactly once. A user
+/// at two likes (while the event that ended the older one is late or lost) is listed once a
+/// page, at the newest: the older counts as hidden. A round examines what the page still needs and the one past it, so a page nothing is
 /// hidden from is one round, and a bucket read is `limit + 1` entries, as an unfiltered
 /// merge reads; each round after that examines twice as many as the page still needs as the
 /// one before, up to [`MAX_ROUND_LIKERS`], so a long run of hidden entries costs a few
@@ -315,6 +382,9 @@ pub struct PageFill {
     merge: NewestFirst,
     limit: usize,
     likers: Vec<Liker>,
+    /// The users listed: a user at two likes (while an unlike's event is late or lost) is
+    /// listed once, at the newest.
+    listed: HashSet<String>,
     /// The last entry examined: where the next page starts.
     examined: Option<Liker>,
     round: u32,
@@ -333,6 +403,7 @@ impl PageFill {
             merge: NewestFirst::new(runs, after.map(|c| position(c.liked_at_ms, &c.user_id))),
             limit,
             likers: Vec::with_capacity(limit),
+            listed: HashSet::new(),
             examined: None,
             round: 0,
             wanted: limit + 1,
@@ -372,7 +443,7 @@ impl PageFill {
     /// Whether the reader may see each liker [`Step::Judge`] asked about, in their order.
     pub fn judged(&mut self, shown: Vec<bool>) {
         for (liker, shown) in std::mem::take(&mut self.candidates).into_iter().zip(shown) {
-            if shown {
+            if shown && !self.listed.contains(&liker.user_id) {
                 if self.likers.len() == self.limit {
                     self.decided = Some(self.examined.take().map(|last| LikersCursor {
                         liked_at_ms: last.liked_at_ms,
@@ -380,6 +451,7 @@ impl PageFill {
                     }));
                     return;
                 }
+                self.listed.insert(liker.user_id.clone());
                 self.likers.push(liker.clone());
             }
             self.examined = Some(liker);
@@ -414,35 +486,60 @@ mod tests {
             liked_at_ms,
         };
         let repair = |listed, exported| repair(&item, "u", listed, exported, 1_000, 5_000);
-        // A lost like: added at its flip.
-        let added = repair(None, Some(at(10, 3, 500))).unwrap();
-        assert_eq!(
-            (added.row_created_ms, added.op_id, added.change.clone()),
-            (10, 3, LikerChange::Liked { liked_at_ms: 500 })
+        let written = |updates: Vec<LikerUpdate>| -> Vec<(i64, u64, String, LikerChange)> {
+            updates
+                .into_iter()
+                .map(|u| (u.row_created_ms, u.op_id, u.entry(), u.change))
+                .collect()
+        };
+        let keep_until_ms = 5_000 + REPLAY_HORIZON_MS;
+        // A lost like: added at its flip and its position.
+        let added = (
+            10,
+            3,
+            position(500, "u"),
+            LikerChange::Liked { liked_at_ms: 500 },
         );
-        // A like listed at an older flip moves to the exported one.
         assert_eq!(
-            repair(Some(at(10, 1, 100)), Some(at(10, 3, 500))),
-            Some(added)
+            written(repair(None, Some(at(10, 3, 500)))),
+            vec![added.clone()]
+        );
+        // A like listed at an older flip was undone before the cut: it is undone at the
+        // flip after it, and the exported one added.
+        assert_eq!(
+            written(repair(Some(at(10, 1, 100)), Some(at(10, 3, 500)))),
+            vec![
+                (
+                    10,
+                    2,
+                    position(100, "u"),
+                    LikerChange::Unliked {
+                        liked_at_ms: 100,
+                        keep_until_ms
+                    }
+                ),
+                added
+            ]
         );
         // In sync, or live work after the cut: nothing.
-        assert_eq!(repair(Some(at(10, 3, 500)), Some(at(10, 3, 500))), None);
-        assert_eq!(repair(Some(at(20, 1, 1_500)), Some(at(10, 3, 500))), None);
-        // A lost unlike or erasure: undone at the next flip's order.
-        let undone = repair(Some(at(10, 3, 500)), None).unwrap();
+        assert_eq!(repair(Some(at(10, 3, 500)), Some(at(10, 3, 500))), vec![]);
+        assert_eq!(repair(Some(at(20, 1, 1_500)), Some(at(10, 3, 500))), vec![]);
+        // A lost unlike or erasure: undone at the next flip's order, at its position.
         assert_eq!(
-            (undone.row_created_ms, undone.op_id, undone.change),
-            (
+            written(repair(Some(at(10, 3, 500)), None)),
+            vec![(
                 10,
                 4,
+                position(500, "u"),
                 LikerChange::Unliked {
-                    keep_until_ms: 5_000 + REPLAY_HORIZON_MS
+                    liked_at_ms: 500,
+                    keep_until_ms
                 }
-            )
+            )]
         );
         // Liked too near the cut for the export to know: left alone.
-        assert_eq!(repair(Some(at(10, 3, 1_000)), None), None);
-        assert_eq!(repair(None, None), None);
+        assert_eq!(repair(Some(at(10, 3, 1_000)), None), vec![]);
+        assert_eq!(repair(None, None), vec![]);
     }
     use crate::ReactionState::{Dislike, Like, None as Neutral};
     use proptest::prelude::*;
@@ -462,6 +559,7 @@ mod tests {
             event_time_ms: 1_700_000_000_000 + op_id as i64,
             source_sequence_number: op_id.to_string(),
             row_created_ms: 1_700_000_000_000,
+            liked_at_ms: None,
             cause: None,
             reason: None,
             moderation_id: None,
@@ -469,35 +567,60 @@ mod tests {
     }
 
     #[test]
-    fn every_flip_updates_its_entry_and_only_likes_are_listed() {
+    fn a_flip_ends_the_reaction_it_leaves_and_begins_the_one_it_sets() {
         let now = 1_800_000_000_000;
-        let liked = liker_update(&event(Neutral, Like, 1), now).unwrap();
+        let keep_until_ms = now + REPLAY_HORIZON_MS;
+        let liked_at_ms = 1_700_000_000_000 - 5;
+        let writes = |old, new, op_id| -> Vec<(String, LikerChange)> {
+            let mut event = event(old, new, op_id);
+            if old == Like || new == Like {
+                event.liked_at_ms = Some(liked_at_ms);
+            }
+            liker_updates(&event, now)
+                .into_iter()
+                .map(|u| {
+                    assert_eq!((u.op_id, u.bucket), (op_id, bucket_of("u1")));
+                    (u.entry(), u.change)
+                })
+                .collect()
+        };
+        let like = (
+            position(liked_at_ms, "u1"),
+            LikerChange::Liked { liked_at_ms },
+        );
+        let unlike = (
+            position(liked_at_ms, "u1"),
+            LikerChange::Unliked {
+                liked_at_ms,
+                keep_until_ms,
+            },
+        );
+        let dislike = (dislike_entry("u1"), LikerChange::Disliked);
+        let undislike = (
+            dislike_entry("u1"),
+            LikerChange::Undisliked { keep_until_ms },
+        );
+        assert_eq!(writes(Neutral, Like, 1), vec![like.clone()]);
+        assert_eq!(writes(Like, Neutral, 2), vec![unlike.clone()]);
+        assert_eq!(writes(Neutral, Dislike, 3), vec![dislike.clone()]);
+        assert_eq!(writes(Dislike, Neutral, 4), vec![undislike.clone()]);
+        assert_eq!(writes(Like, Dislike, 5), vec![unlike, dislike]);
+        assert_eq!(writes(Dislike, Like, 6), vec![undislike, like]);
+        assert_eq!(writes(Like, Like, 7), vec![]);
+        // The dislike entry sorts after every like, and both name their user.
+        assert!(position(i64::from(u32::MAX) * 1_000_000, "zz") < dislike_entry("a"));
+        assert_eq!(entry_user(&position(5, "a#b")), "a#b");
+        assert_eq!(entry_user(&dislike_entry("a#b")), "a#b");
+        // A like ended by an event that does not say when it was liked cannot be found.
+        let lost = event(Like, Neutral, 8);
+        assert!(unplaced(&lost) && liker_updates(&lost, now).is_empty());
+        // A like begun by one from before events carried it is at its flip's time.
         assert_eq!(
-            liked.change,
+            liker_updates(&event(Neutral, Like, 9), now)[0].change,
             LikerChange::Liked {
-                liked_at_ms: 1_700_000_000_001
+                liked_at_ms: 1_700_000_000_009
             }
         );
-        assert_eq!(
-            bucket_key(&liked.item_id, liked.bucket),
-            bucket(&ItemId::parse("game:1").unwrap(), "u1")
-        );
-        assert_eq!(liked.op_id, 1);
-        for old in [Like, Dislike] {
-            assert_eq!(
-                liker_update(&event(old, Neutral, 2), now).unwrap().change,
-                LikerChange::Unliked {
-                    keep_until_ms: now + REPLAY_HORIZON_MS
-                }
-            );
-        }
-        for old in [Like, Neutral] {
-            assert_eq!(
-                liker_update(&event(old, Dislike, 3), now).unwrap().change,
-                LikerChange::Disliked
-            );
-        }
-        assert_eq!(liker_update(&event(Like, Like, 3), now), None);
     }
 
     #[test]
@@ -609,6 +732,35 @@ mod tests {
         assert_eq!((cost.reads, cost.rounds, cost.examined), (64, 1, 101));
         let (empty, cost) = page(&vec![Vec::new(); 3], &none, 20, None);
         assert_eq!((empty.likers.len(), empty.next, cost.rounds), (0, None, 0));
+    }
+
+    #[test]
+    fn a_user_at_two_likes_is_listed_once_at_the_newest_and_the_page_stays_full() {
+        // user0001's unlike of an older like is late: both likes are in the buckets.
+        let buckets = vec![
+            sorted(vec![liker(1, 50), liker(2, 40), liker(4, 20)]),
+            sorted(vec![liker(3, 30), liker(1, 10), liker(5, 5)]),
+        ];
+        let none = std::collections::HashSet::new();
+        let (first, _) = page(&buckets, &none, 3, None);
+        assert_eq!(first.likers, [liker(1, 50), liker(2, 40), liker(3, 30)]);
+        let (second, _) = page(&buckets, &none, 3, first.next.as_ref());
+        assert_eq!(
+            (second.likers.as_slice(), second.next),
+            (&[liker(4, 20), liker(1, 10), liker(5, 5)][..], None),
+            "a later page lists the older like: it does not know the earlier pages"
+        );
+        let (whole, _) = page(&buckets, &none, 10, None);
+        assert_eq!(
+            whole.likers,
+            [
+                liker(1, 50),
+                liker(2, 40),
+                liker(3, 30),
+                liker(4, 20),
+                liker(5, 5)
+            ]
+        );
     }
 
     #[test]

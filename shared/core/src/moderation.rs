@@ -69,8 +69,8 @@ pub struct RetractionJob {
     pub step: u64,
     /// Reactions this job turned to NONE, in committed slices.
     pub reactions_retracted: u64,
-    /// The keys the next slice retracts (the user's item ids, or the item's user ids);
-    /// empty: sweep from the start.
+    /// The keys the next slice retracts (the user's item ids, or the item's likers entries,
+    /// which name their users); empty: sweep from the start.
     pub planned: Vec<String>,
 }
 

@@ -1,10 +1,11 @@
-//! The Likers table: who liked an item, derived from the event log. One entry per (item,
-//! user) in the item's bucket (PK `bucket` = `item_id#<n>`, SK `user_id`) holding the order
-//! of the last flip applied to it (`row_created`, `op_id`); while the user likes the item it also holds its
-//! `position` (liked_at then user id) and `liked_at`, which put it in the `by_position`
-//! index the pages read. An unliked entry is a tombstone (no position, a TTL). Beside them,
-//! per item, the occupancy row (`item_id#occupied` / `#`) lists the buckets that ever held a
-//! liked entry, so a page reads only those.
+//! The Likers table: who liked an item, derived from the event log. In the item's bucket
+//! (PK `bucket` = `item_id#<n>`) an entry per like, keyed by its position (SK `entry`:
+//! liked_at then user id), so a page reads a bucket newest first with no index; and per user
+//! who dislikes the item a dislike entry (`~#<user>`, after every like). Each holds its
+//! `user_id` and the order of the last flip applied to it (`row_created`, `op_id`); a liked
+//! entry holds `liked_at`, a disliked one `disliked`, and an ended one is a tombstone (a
+//! TTL). Beside them, per item, the occupancy row (`item_id#occupied` / `#`) lists the
+//! buckets that ever held a liked entry, so a page reads only those.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -12,20 +13,18 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::likers::{
-    bucket_key, bucket_of, occupancy_key, position, LikeAt, Liker, LikerChange, LikerUpdate,
-    PageFill, RunPart, RunRead, Step, LIKER_BUCKETS,
+    bucket_key, bucket_of, entry_user, occupancy_key, LikeAt, Liker, LikerChange, LikerUpdate,
+    PageFill, RunPart, RunRead, Step, LIKER_BUCKETS, LIKES_END,
 };
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
 use crate::rows::attr::{
-    BUCKET, DISLIKED, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, POSITION, ROW_CREATED, USER_ID,
+    BUCKET, DISLIKED, ENTRY, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, ROW_CREATED, USER_ID,
 };
 use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow, OccupancyRow};
 use crate::{StoreError, Viewer};
 
-/// The index of liked entries per bucket, by position.
-pub const POSITION_INDEX: &str = "by_position";
 /// The occupancy row's sort key.
 const OCCUPANCY_SORT_KEY: &str = "#";
 /// Buckets a container remembers as marked occupied; past it, it forgets them all and marks
@@ -81,7 +80,7 @@ impl LikersStore {
                 .update_item()
                 .table_name(&self.table)
                 .key(BUCKET, AttributeValue::S(occupancy_key(item)))
-                .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
+                .key(ENTRY, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
                 .update_expression("ADD #occupied :buckets")
                 .expression_attribute_names("#occupied", OCCUPIED)
                 .expression_attribute_values(
@@ -107,7 +106,7 @@ impl LikersStore {
             .get_item()
             .table_name(&self.table)
             .key(BUCKET, AttributeValue::S(occupancy_key(item)))
-            .key(USER_ID, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
+            .key(ENTRY, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
             .send()
             .await
             .map_err(|err| StoreError::aws("GetItem", err))?;
@@ -117,67 +116,55 @@ impl LikersStore {
         }
     }
 
-    /// Applies one flip to its entry, only over an older one (an earlier life of the row, or
-    /// a lower `op_id` in the same life): `Ok(false)` when the entry already holds this flip
-    /// or a later one (a duplicate, or a delivery out of order),
-    /// which changes nothing. One conditional UpdateItem, so flips of one entry may be
-    /// applied concurrently and in any order. An entry written before entries kept
-    /// `row_created` is of a row's first life (0), so it is updatable too.
+    /// Applies one write to its entry, only over an older flip's (an earlier life of the
+    /// row, or a lower `op_id` in the same life): `Ok(false)` when the entry already holds
+    /// this flip or a later one (a duplicate, or a delivery out of order), which changes
+    /// nothing. One conditional UpdateItem, so the writes of one entry may be applied
+    /// concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
         // A no-op when the caller marked the batch first, as the consumer does.
         self.mark_occupied([update]).await?;
-        let older_layout = if update.row_created_ms > 0 {
-            "attribute_not_exists(#row_created)"
-        } else {
-            "(attribute_not_exists(#row_created) AND #op_id < :op_id)"
-        };
         let request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(BUCKET, AttributeValue::S(update.bucket_key()))
-            .key(USER_ID, AttributeValue::S(update.user_id.clone()))
-            .condition_expression(format!(
+            .key(ENTRY, AttributeValue::S(update.entry()))
+            .condition_expression(
                 "attribute_not_exists(#op_id) OR #row_created < :row_created \
-                 OR (#row_created = :row_created AND #op_id < :op_id) OR {older_layout}"
-            ))
+                 OR (#row_created = :row_created AND #op_id < :op_id)",
+            )
             .expression_attribute_names("#op_id", OP_ID)
             .expression_attribute_names("#row_created", ROW_CREATED)
-            .expression_attribute_values(":row_created", number(update.row_created_ms))
-            .expression_attribute_names("#position", POSITION)
-            .expression_attribute_names("#liked_at", LIKED_AT)
+            .expression_attribute_names("#user_id", USER_ID)
             .expression_attribute_names("#expires_at", EXPIRES_AT)
-            .expression_attribute_names("#disliked", DISLIKED)
-            .expression_attribute_values(":op_id", number(update.op_id));
+            .expression_attribute_values(":row_created", number(update.row_created_ms))
+            .expression_attribute_values(":op_id", number(update.op_id))
+            .expression_attribute_values(":user_id", AttributeValue::S(update.user_id.clone()));
+        let set = "SET #op_id = :op_id, #row_created = :row_created, #user_id = :user_id";
         let request = match update.change {
             LikerChange::Liked { liked_at_ms } => request
-                .update_expression(
-                    "SET #op_id = :op_id, #row_created = :row_created, #position = :position, \
-                     #liked_at = :liked_at REMOVE #expires_at, #disliked",
-                )
-                .expression_attribute_values(
-                    ":position",
-                    AttributeValue::S(position(liked_at_ms, &update.user_id)),
-                )
+                .update_expression(format!("{set}, #liked_at = :liked_at REMOVE #expires_at"))
+                .expression_attribute_names("#liked_at", LIKED_AT)
                 .expression_attribute_values(":liked_at", number(liked_at_ms)),
-            LikerChange::Unliked { keep_until_ms } => request
-                .update_expression(
-                    "SET #op_id = :op_id, #row_created = :row_created, #expires_at = :expires_at \
-                     REMOVE #position, #liked_at, #disliked",
-                )
+            LikerChange::Unliked { keep_until_ms, .. } => request
+                .update_expression(format!("{set}, #expires_at = :expires_at REMOVE #liked_at"))
+                .expression_attribute_names("#liked_at", LIKED_AT)
                 .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
-            // Kept while it holds: no expiry, and no position (the likers' index skips it).
+            // Kept while it holds: no expiry.
             LikerChange::Disliked => request
-                .update_expression(
-                    "SET #op_id = :op_id, #row_created = :row_created, #disliked = :true \
-                     REMOVE #position, #liked_at, #expires_at",
-                )
+                .update_expression(format!("{set}, #disliked = :true REMOVE #expires_at"))
+                .expression_attribute_names("#disliked", DISLIKED)
                 .expression_attribute_values(":true", AttributeValue::Bool(true)),
+            LikerChange::Undisliked { keep_until_ms } => request
+                .update_expression(format!("{set}, #expires_at = :expires_at REMOVE #disliked"))
+                .expression_attribute_names("#disliked", DISLIKED)
+                .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
         };
         condition_held("UpdateItem", request.send().await)
     }
 
-    /// One page of a Scan of every liked entry (those with a position), from `start`: each as
+    /// One page of a Scan of every liked entry (those with `liked_at`), from `start`: each as
     /// (item, user, its like), and where the next page starts (`None` after the last).
     pub async fn liked_page(
         &self,
@@ -187,8 +174,8 @@ impl LikersStore {
             .client
             .scan()
             .table_name(&self.table)
-            .filter_expression("attribute_exists(#position)")
-            .expression_attribute_names("#position", POSITION)
+            .filter_expression("attribute_exists(#liked_at)")
+            .expression_attribute_names("#liked_at", LIKED_AT)
             .set_exclusive_start_key(start)
             .send()
             .await
@@ -217,11 +204,12 @@ impl LikersStore {
         Ok((entries, output.last_evaluated_key))
     }
 
-    /// Up to `limit` users who like or dislike `item` (their entries have a position or are
-    /// disliked), in (bucket, user) order after the user `after` (from the first bucket with
-    /// `None`): each bucket's partition Queried in turn, strongly consistent, reading on past
-    /// pages the filter emptied. How an item's removal finds its reactors without an index
-    /// on the item: every bucket holds a 64th of them.
+    /// Up to `limit` entries of users who like or dislike `item` (liked or disliked
+    /// entries), in (bucket, entry) order after the entry `after` (from the first bucket with
+    /// `None`); [`entry_user`] names each one's user. Each bucket's partition is Queried in
+    /// turn, strongly consistent, reading on past pages the filter emptied. How an item's
+    /// removal finds its reactors without an index on the item: every bucket holds a 128th of
+    /// them.
     pub async fn reactors(
         &self,
         item: &ItemId,
@@ -229,13 +217,13 @@ impl LikersStore {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         let mut found = Vec::new();
-        let first = after.map_or(0, bucket_of);
+        let first = after.map_or(0, |entry| bucket_of(entry_user(entry)));
         for n in first..LIKER_BUCKETS {
             let bucket = bucket_key(item, n);
-            let mut start = after.filter(|_| n == first).map(|user| {
+            let mut start = after.filter(|_| n == first).map(|entry| {
                 HashMap::from([
                     (BUCKET.to_owned(), AttributeValue::S(bucket.clone())),
-                    (USER_ID.to_owned(), AttributeValue::S(user.to_owned())),
+                    (ENTRY.to_owned(), AttributeValue::S(entry.to_owned())),
                 ])
             });
             loop {
@@ -244,12 +232,13 @@ impl LikersStore {
                     .query()
                     .table_name(&self.table)
                     .key_condition_expression("#bucket = :bucket")
-                    .filter_expression("attribute_exists(#position) OR attribute_exists(#disliked)")
+                    .filter_expression("attribute_exists(#liked_at) OR attribute_exists(#disliked)")
                     .expression_attribute_names("#bucket", BUCKET)
-                    .expression_attribute_names("#position", POSITION)
+                    .expression_attribute_names("#entry", ENTRY)
+                    .expression_attribute_names("#liked_at", LIKED_AT)
                     .expression_attribute_names("#disliked", DISLIKED)
                     .expression_attribute_values(":bucket", AttributeValue::S(bucket.clone()))
-                    .projection_expression("#bucket, user_id")
+                    .projection_expression("#entry")
                     .consistent_read(true)
                     .limit((limit - found.len()) as i32)
                     .set_exclusive_start_key(start)
@@ -257,7 +246,7 @@ impl LikersStore {
                     .await
                     .map_err(|err| StoreError::aws("Query (reactors)", err))?;
                 for row in output.items.unwrap_or_default() {
-                    found.push(rows::from_item::<LikerKey>(row)?.user_id);
+                    found.push(rows::from_item::<LikerKey>(row)?.entry);
                 }
                 if found.len() >= limit {
                     return Ok(found);
@@ -272,9 +261,9 @@ impl LikersStore {
     }
 
     /// The newest `limit` likers of `item` after `after` that `viewer` may see
-    /// ([`PageFill`]): the occupancy row, then one Query of each occupied bucket's index
-    /// (concurrently) for its newest `limit + 1` entries, merged; when the viewer may not
-    /// see some, further Queries of the buckets the merge ran through.
+    /// ([`PageFill`]): the occupancy row, then one Query of each occupied bucket
+    /// (concurrently) for its newest `limit + 1` likes, merged; when the viewer may not see
+    /// some, further Queries of the buckets the merge ran through.
     pub async fn page(
         &self,
         item: &ItemId,
@@ -304,8 +293,8 @@ impl LikersStore {
         }
     }
 
-    /// Each read's bucket Queried on the `by_position` index, all at once: its newest
-    /// `limit` entries after the position, and whether the Query stopped short of the end.
+    /// Each read's bucket Queried, all at once: its newest `limit` likes below the position
+    /// (below every like with `None`), and whether the bucket holds more past them.
     async fn read_runs(
         &self,
         buckets: &[String],
@@ -313,47 +302,55 @@ impl LikersStore {
     ) -> Result<Vec<RunPart>, StoreError> {
         let mut queries = tokio::task::JoinSet::new();
         for (n, read) in reads.iter().enumerate() {
-            let query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(POSITION_INDEX)
-                .expression_attribute_names("#bucket", BUCKET)
-                .expression_attribute_values(
-                    ":bucket",
-                    AttributeValue::S(buckets[read.run].clone()),
-                )
-                .scan_index_forward(false)
-                .limit(read.limit as i32);
-            let query = match read.after.clone() {
-                None => query.key_condition_expression("#bucket = :bucket"),
-                Some(after) => query
-                    .key_condition_expression("#bucket = :bucket AND #position < :after")
-                    .expression_attribute_names("#position", POSITION)
-                    .expression_attribute_values(":after", AttributeValue::S(after)),
-            };
-            queries.spawn(async move { (n, query.send().await) });
+            let store = self.clone();
+            let (bucket, read) = (buckets[read.run].clone(), read.clone());
+            queries.spawn(async move { (n, store.newest_likes(bucket, read).await) });
         }
         let mut parts = vec![(Vec::new(), false); queries.len()];
         while let Some(read) = queries.join_next().await {
-            let (n, output) = read.map_err(StoreError::Task)?;
-            let output = output.map_err(|err| StoreError::aws("Query", err))?;
-            let likers = output
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .map(|item| {
-                    let row: LikerRow = rows::from_item(item)?;
-                    Ok(Liker {
-                        user_id: row.user_id,
-                        liked_at_ms: row.liked_at,
-                    })
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            // DynamoDB names a last key whenever it stopped at the Limit (or 1 MB).
-            let more = output.last_evaluated_key.is_some_and(|key| !key.is_empty());
-            parts[n] = (likers, more);
+            let (n, part) = read.map_err(StoreError::Task)?;
+            parts[n] = part?;
         }
         Ok(parts)
+    }
+
+    /// One bucket's newest `read.limit` likes below `read.after`, Queried newest first; the
+    /// ended likes (tombstones) among them are read and left out, and the Query goes on past
+    /// them until it has the likes or reaches the bucket's first entry.
+    async fn newest_likes(&self, bucket: String, read: RunRead) -> Result<RunPart, StoreError> {
+        let below = read.after.unwrap_or_else(|| LIKES_END.to_owned());
+        let mut likers = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#bucket = :bucket AND #entry < :below")
+                .filter_expression("attribute_exists(#liked_at)")
+                .expression_attribute_names("#bucket", BUCKET)
+                .expression_attribute_names("#entry", ENTRY)
+                .expression_attribute_names("#liked_at", LIKED_AT)
+                .expression_attribute_values(":bucket", AttributeValue::S(bucket.clone()))
+                .expression_attribute_values(":below", AttributeValue::S(below.clone()))
+                .scan_index_forward(false)
+                .limit((read.limit - likers.len()) as i32)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("Query", err))?;
+            for item in output.items.unwrap_or_default() {
+                let row: LikerRow = rows::from_item(item)?;
+                likers.push(Liker {
+                    user_id: row.user_id,
+                    liked_at_ms: row.liked_at,
+                });
+            }
+            // DynamoDB names a last key whenever it stopped at the Limit (or 1 MB).
+            start = output.last_evaluated_key.filter(|key| !key.is_empty());
+            if start.is_none() || likers.len() >= read.limit {
+                return Ok((likers, start.is_some()));
+            }
+        }
     }
 }

@@ -12,10 +12,9 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::Body;
 use likes_api::{App, Config, Endpoint};
 use likes_core::clock::now_ms;
-use likes_core::likers::{bucket_of, buckets, LikerChange, LikerUpdate};
+use likes_core::likers::{bucket_of, buckets, LikerChange, LikerUpdate, LIKES_END};
 use likes_core::{ItemId, LikesVisibility, UserId};
 use likes_local::http_api::GatewayRequest;
-use likes_store::likers::POSITION_INDEX;
 use likes_store::{LikersStore, PrivacyStore};
 use likes_tests::{say, TestStack};
 use serde_json::json;
@@ -83,17 +82,18 @@ pub async fn likers_pages(stack: &TestStack) {
             let output = raw
                 .query()
                 .table_name(&table)
-                .index_name(POSITION_INDEX)
-                .key_condition_expression("#bucket = :bucket")
+                .key_condition_expression("#bucket = :bucket AND #entry < :likes_end")
                 .expression_attribute_names("#bucket", "bucket")
+                .expression_attribute_names("#entry", "entry")
                 .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+                .expression_attribute_values(":likes_end", AttributeValue::S(LIKES_END.into()))
                 .scan_index_forward(false)
                 .limit(limit as i32 + 1)
                 .send()
                 .await
                 .expect("Query of a bucket");
             newest.extend(output.items().iter().map(|row| {
-                let position = row["position"].as_s().expect("a position").clone();
+                let position = row["entry"].as_s().expect("a position").clone();
                 (position, capacity::item_size(row))
             }));
         }

@@ -1,16 +1,15 @@
 //! The likers' consumer of the event log, behind its own mapping of the log's shards: per
-//! batch, `liker_update` of each event, and for each update one conditional UpdateItem of
+//! batch, `liker_updates` of each event, and for each update one conditional UpdateItem of
 //! its entry, `CONCURRENT_WRITES` in flight (modelled as waves, each done when its slowest
-//! returns). Each write of an entry that is liked or unliked is also one write of the
-//! `by_position` index, whose partition key is the bucket too.
+//! returns). Entries are keyed by their position in their bucket: no index.
 //!
-//! The naive design beside it makes the same writes keyed by `item_id` alone, in the table
-//! and the index: one partition key for the viral item.
+//! The naive design beside it makes the same writes keyed by `item_id` alone: one partition
+//! key for the viral item.
 
 use std::collections::BTreeMap;
 
 use likes_consumers::likers::CONCURRENT_WRITES;
-use likes_core::likers::{liker_update, LikerChange, LikerUpdate};
+use likes_core::likers::{liker_updates, LikerChange, LikerUpdate};
 
 use crate::latency::{self, Latency};
 use crate::mapping::{Consumer, Micros, Next, MS};
@@ -23,10 +22,8 @@ use crate::traffic::{EPOCH_MS, VIRAL_ITEM};
 pub struct LikersTally {
     /// By bucket.
     pub table_wcu: WorstKey<String>,
-    pub index_wcu: WorstKey<String>,
     /// By item id.
     pub naive_table_wcu: WorstKey<String>,
-    pub naive_index_wcu: WorstKey<String>,
     pub writes: u64,
     /// Per bucket of the viral item: entries liked, less entries unliked.
     pub viral_liked: BTreeMap<String, i64>,
@@ -42,24 +39,19 @@ struct Invocation {
 pub struct Likers {
     latency: Latency,
     entry_units: u64,
-    index_units: u64,
     invocations: Vec<Option<Invocation>>,
     tally: LikersTally,
 }
 
 impl Likers {
     pub fn new(event_shards: u32, seed: u64) -> Self {
-        let (entry_units, index_units) = table::liker_units();
         Self {
             latency: Latency::new(seed),
-            entry_units,
-            index_units,
+            entry_units: table::liker_units(),
             invocations: (0..event_shards).map(|_| None).collect(),
             tally: LikersTally {
                 table_wcu: WorstKey::new(),
-                index_wcu: WorstKey::new(),
                 naive_table_wcu: WorstKey::new(),
-                naive_index_wcu: WorstKey::new(),
                 writes: 0,
                 viral_liked: BTreeMap::new(),
             },
@@ -97,7 +89,11 @@ impl Consumer<LoggedEvent> for Likers {
         let now_ms = EPOCH_MS + (now / MS) as i64;
         let updates = batch
             .iter()
-            .filter_map(|r| Some((liker_update(&r.event, now_ms)?, r.event.item_id.clone())))
+            .flat_map(|r| {
+                liker_updates(&r.event, now_ms)
+                    .into_iter()
+                    .map(|update| (update, r.event.item_id.clone()))
+            })
             .collect();
         let inv = Invocation {
             updates,
@@ -115,19 +111,15 @@ impl Consumer<LoggedEvent> for Likers {
             let tally = &mut self.tally;
             let bucket = update.bucket_key();
             tally.table_wcu.charge(now, &bucket, self.entry_units);
-            tally.index_wcu.charge(now, &bucket, self.index_units);
             tally
                 .naive_table_wcu
                 .charge(now, item.as_str(), self.entry_units);
-            tally
-                .naive_index_wcu
-                .charge(now, item.as_str(), self.index_units);
             tally.writes += 1;
             if item == VIRAL_ITEM {
                 let liked = match update.change {
                     LikerChange::Liked { .. } => 1,
                     LikerChange::Unliked { .. } => -1,
-                    LikerChange::Disliked => 0,
+                    LikerChange::Disliked | LikerChange::Undisliked { .. } => 0,
                 };
                 *tally.viral_liked.entry(bucket).or_insert(0) += liked;
             }

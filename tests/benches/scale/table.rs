@@ -113,34 +113,29 @@ fn widest_number() -> AttributeValue {
 }
 
 /// The largest likers entry there can be, liked (a tombstone holds less): a 128-character
-/// item id's last bucket, a 128-character user id, its position and the widest numbers.
+/// item id's last bucket, its position (key) with a 128-character user id, the user id and
+/// the widest numbers.
 fn largest_liker_entry() -> Item {
     let user = "u".repeat(USER_ID_MAX_LEN);
     Item::from([
         (
             "bucket".to_owned(),
-            AttributeValue::S("x".repeat(ITEM_ID_MAX_LEN) + "#63"),
+            AttributeValue::S("x".repeat(ITEM_ID_MAX_LEN) + "#127"),
         ),
-        ("user_id".to_owned(), AttributeValue::S(user.clone())),
-        ("op_id".to_owned(), widest_number()),
         (
-            "position".to_owned(),
+            "entry".to_owned(),
             AttributeValue::S(position(i64::MAX / 1000, &user)),
         ),
+        ("user_id".to_owned(), AttributeValue::S(user)),
+        ("op_id".to_owned(), widest_number()),
+        ("row_created".to_owned(), widest_number()),
         ("liked_at".to_owned(), widest_number()),
-        ("expires_at".to_owned(), widest_number()),
     ])
 }
 
-/// Write units of one likers entry's UpdateItem, and of the `by_position` index entry it
-/// puts or deletes (the index holds the entry's keys, its position and `liked_at`: at most
-/// the whole entry).
-pub fn liker_units() -> (u64, u64) {
-    let size = capacity::item_size(&largest_liker_entry());
-    (
-        capacity::write_units(size),
-        capacity::index_entry_units(size),
-    )
+/// Write units of one likers entry's UpdateItem.
+pub fn liker_units() -> u64 {
+    capacity::write_units(capacity::item_size(&largest_liker_entry()))
 }
 
 /// A Kinesis sequence number as wide as the log's are (56 digits).

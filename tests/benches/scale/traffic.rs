@@ -124,6 +124,8 @@ impl Traffic {
                 op_id: 1,
                 event_time_ms: time_ms,
                 row_created_ms: time_ms,
+                // A like begun or ended now: where its entry is, for the likers.
+                liked_at_ms: Some(time_ms),
                 moderated: None,
             }),
         }

@@ -48,6 +48,7 @@ mod pipeline_freshness;
 mod pipeline_histories;
 mod pipeline_hot_item;
 mod pipeline_http;
+mod pipeline_likers_entries;
 mod pipeline_records;
 mod pipeline_score_index;
 mod pipeline_shards;

@@ -24,15 +24,27 @@ pub(crate) async fn lose_and_invent_likers(
 ) {
     let (item, user) = lost;
     let item = ItemId::parse(item).unwrap();
+    let bucket = AttributeValue::S(likers::bucket_key(&item, likers::bucket_of(user)));
+    let liked = stack
+        .dynamodb()
+        .query()
+        .table_name(stack.name("LikersTable"))
+        .key_condition_expression("bucket = :bucket")
+        .filter_expression("user_id = :user AND attribute_exists(liked_at)")
+        .expression_attribute_values(":bucket", bucket.clone())
+        .expression_attribute_values(":user", AttributeValue::S(user.into()))
+        .send()
+        .await
+        .unwrap();
+    let [entry] = liked.items() else {
+        panic!("{user} likes {item} once: {liked:?}");
+    };
     stack
         .dynamodb()
         .delete_item()
         .table_name(stack.name("LikersTable"))
-        .key(
-            "bucket",
-            AttributeValue::S(likers::bucket_key(&item, likers::bucket_of(user))),
-        )
-        .key("user_id", AttributeValue::S(user.into()))
+        .key("bucket", bucket)
+        .key("entry", entry["entry"].clone())
         .send()
         .await
         .unwrap();
@@ -43,10 +55,12 @@ pub(crate) async fn lose_and_invent_likers(
         op_id: 1,
         liked_at_ms: day_ago,
     };
-    let update = likers::repair(&ItemId::parse(item).unwrap(), user, None, Some(like), 0, 0)
-        .expect("an unlisted like is written");
+    let [update] = &likers::repair(&ItemId::parse(item).unwrap(), user, None, Some(like), 0, 0)[..]
+    else {
+        panic!("an unlisted like is one write");
+    };
     let written = likes_store::LikersStore::new(stack.dynamodb(), stack.name("LikersTable"))
-        .apply(&update)
+        .apply(update)
         .await
         .unwrap();
     assert!(written);

@@ -91,6 +91,9 @@ pub struct Change {
     /// erasure removes rows, and a row written again counts `op_id` from 1: this tells the
     /// row's lives apart.
     pub row_created_ms: i64,
+    /// The row's `liked_at` where the flip begins or ends a like (from the new image for a
+    /// flip to LIKE, the old one for a flip from it): the like's place in the item's likers.
+    pub liked_at_ms: Option<i64>,
     /// Set when a moderator's job made the flip, not the user.
     pub moderated: Option<Moderated>,
 }
@@ -151,6 +154,10 @@ pub struct ReactionEvent {
     /// events carried it.
     #[serde(default)]
     pub row_created_ms: i64,
+    /// The `liked_at` of the like the flip begins or ends ([`Change::liked_at_ms`]); absent
+    /// on a flip between NONE and DISLIKE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liked_at_ms: Option<i64>,
     /// `retracted` when a moderator's job made the flip (absent when the user did), with the
     /// moderator's `reason` and the job's `moderation_id`; the job's own record on the log
     /// ([`LogRecord::Moderation`]) says who asked and when.
@@ -177,6 +184,7 @@ impl ReactionEvent {
             event_time_ms: change.event_time_ms,
             source_sequence_number: sequence_number.to_owned(),
             row_created_ms: change.row_created_ms,
+            liked_at_ms: change.liked_at_ms,
             cause: change.moderated.as_ref().map(|m| m.cause),
             reason: change.moderated.as_ref().map(|m| m.reason.clone()),
             moderation_id: change.moderated.as_ref().map(|m| m.moderation_id.clone()),
@@ -278,6 +286,7 @@ mod tests {
                 op_id: 1,
                 event_time_ms: 0,
                 row_created_ms: 0,
+                liked_at_ms: None,
                 moderated: None,
             }),
         }
@@ -394,6 +403,7 @@ mod tests {
             op_id: 7,
             event_time_ms: 42,
             row_created_ms: 40,
+            liked_at_ms: Some(30),
             moderated: None,
         };
         let event = ReactionEvent::new(&change, "900");
@@ -403,6 +413,7 @@ mod tests {
         assert_eq!(json["old_state"], "LIKE");
         assert_eq!(json["source_sequence_number"], "900");
         assert_eq!(json["row_created_ms"], 40);
+        assert_eq!(json["liked_at_ms"], 30, "the like the flip ends");
         assert!(
             json.get("cause").is_none(),
             "the user's own flip has no cause"
@@ -432,6 +443,7 @@ mod tests {
                     op_id,
                     event_time_ms: 42,
                     row_created_ms,
+                    liked_at_ms: Some(30),
                     moderated: None,
                 },
                 "1",
@@ -464,6 +476,7 @@ mod tests {
             event_time_ms: 42,
             source_sequence_number: "7".into(),
             row_created_ms: 40,
+            liked_at_ms: Some(42),
             cause: None,
             reason: None,
             moderation_id: None,

@@ -206,6 +206,7 @@ mod tests {
                 op_id: 1,
                 event_time_ms: 0,
                 row_created_ms: 0,
+                liked_at_ms: None,
                 moderated: None,
             }),
         }

@@ -7,21 +7,21 @@ use crate::ReconcileError;
 
 pub(super) const EXPORT_TABLE_SQL: &str = include_str!("../../../../infra/athena/export_table.sql");
 /// The attributes of each export's rows the queries read.
-pub(super) const REACTION_ATTRIBUTES: [(&str, &str); 6] = [
+pub(super) const REACTION_ATTRIBUTES: [(&str, &str); 7] = [
     ("user_id", "S"),
     ("item_id", "S"),
     ("state", "S"),
     ("created_at", "N"),
     ("op_id", "N"),
     ("updated_at", "N"),
+    ("liked_at", "N"),
 ];
-pub(super) const LIKER_ATTRIBUTES: [(&str, &str); 6] = [
+pub(super) const LIKER_ATTRIBUTES: [(&str, &str); 5] = [
     ("bucket", "S"),
     ("user_id", "S"),
     ("row_created", "N"),
     ("op_id", "N"),
     ("liked_at", "N"),
-    ("position", "S"),
 ];
 pub(super) const COUNT_ATTRIBUTES: [(&str, &str); 4] = [
     ("item_id", "S"),

@@ -33,6 +33,7 @@ struct Row {
     op_id: Option<serde_json::Value>,
     created_at: Option<serde_json::Value>,
     updated_at: Option<serde_json::Value>,
+    liked_at: Option<serde_json::Value>,
 }
 
 impl Row {
@@ -45,7 +46,12 @@ impl Row {
                 Some(created) => created.as_i64()?,
             },
             op_id: self.op_id.as_ref()?.as_u64()?,
-            liked_at_ms: self.updated_at.as_ref()?.as_i64()?,
+            // A LIKE row's `liked_at` is its flip's time, `updated_at` on rows without it.
+            liked_at_ms: self
+                .liked_at
+                .as_ref()
+                .or(self.updated_at.as_ref())?
+                .as_i64()?,
         })
     }
 }

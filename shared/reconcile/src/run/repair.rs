@@ -190,7 +190,13 @@ impl Reconciler {
         loop {
             let (entries, next) = self.likers.liked_page(start).await?;
             for (item, user, listed) in entries {
-                let exported = likes.remove(&(item.clone(), user.clone()));
+                // An exported like listed at its flip (or a later one) needs no entry added;
+                // one the user's other entries hold only older flips of is still to add.
+                let key = (item.clone(), user.clone());
+                let exported = likes.get(&key).copied();
+                if exported.is_some_and(|exported| listed.order() >= exported.order()) {
+                    likes.remove(&key);
+                }
                 updates.extend(repair(
                     &item,
                     &user,
@@ -214,7 +220,7 @@ impl Reconciler {
             updates.extend(
                 likes
                     .into_iter()
-                    .filter_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
+                    .flat_map(|((item, user), at)| repair(&item, &user, None, Some(at), 0, now)),
             );
         }
         for update in &updates {
@@ -254,9 +260,7 @@ impl Reconciler {
                         report.likers_incomplete = true;
                         break;
                     }
-                    if let Some(update) =
-                        repair(&item, &user_id, listed, exported, settled_before, now)
-                    {
+                    for update in repair(&item, &user_id, listed, exported, settled_before, now) {
                         self.apply_liker(&update, report).await?;
                     }
                 }
@@ -277,7 +281,7 @@ impl Reconciler {
                 LikerChange::Liked { .. } => report.likers_added += 1,
                 LikerChange::Unliked { .. } => report.likers_removed += 1,
                 // A repair lists or unlists likes; it never writes a dislike.
-                LikerChange::Disliked => {}
+                LikerChange::Disliked | LikerChange::Undisliked { .. } => {}
             }
         }
         Ok(())

@@ -99,17 +99,16 @@ pub const REFRESHED_AT: &str = "refreshed_at";
 pub const ENTRIES: &str = "entries";
 /// On a progress row, the day windows its last intent scored on.
 pub const DAYS: &str = "days";
-// Likers (PK bucket `item_id#<n>`, SK user_id): `row_created`, `op_id`, and while liked `position`
-// (the by_position index's sort key) and `liked_at`; tombstones `expires_at`.
+// Likers (PK bucket `item_id#<n>`, SK entry: a like's position or a user's dislike entry):
+// `user_id`, `row_created`, `op_id`, and while liked `liked_at`; tombstones `expires_at`.
 pub const BUCKET: &str = "bucket";
-pub const POSITION: &str = "position";
 /// With `op_id`, the order of the flip an entry holds: its Reactions row's `created_at`.
 pub const ROW_CREATED: &str = "row_created";
 /// The occupancy row's set of bucket numbers.
 pub const OCCUPIED: &str = "occupied";
-/// A likers entry of a user who dislikes the item (no position: not a liker).
+/// A likers dislike entry while its user dislikes the item.
 pub const DISLIKED: &str = "disliked";
-// Privacy (PK user_id, SK entry): the settings row `#settings` (`likes_visibility`, and
+// Privacy (PK user_id, SK entry; the Likers table's sort key too): the settings row `#settings` (`likes_visibility`, and
 // `blocks`: how many users its user blocks) and block rows `b#<user id>` (`blocked_at`).
 pub const ENTRY: &str = "entry";
 pub const LIKES_VISIBILITY: &str = "likes_visibility";

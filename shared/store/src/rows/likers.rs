@@ -1,20 +1,19 @@
-//! The Likers table's rows: liked entries as the index and a repair read them, and an
-//! item's occupancy.
+//! The Likers table's rows: liked entries as a page and a repair read them, and an item's
+//! occupancy.
 
 use serde::Deserialize;
 
-/// A liked entry as the Likers table's `by_position` index returns it.
+/// A liked entry as a page reads it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LikerRow {
     pub user_id: String,
     pub liked_at: i64,
 }
 
-/// An entry's key: its bucket and user.
+/// An entry's key in its bucket: a like's position, or a user's dislike entry.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LikerKey {
-    pub bucket: String,
-    pub user_id: String,
+    pub entry: String,
 }
 
 /// A liked entry of the Likers table as a repair reads it: its keys and its flip's order.
@@ -22,10 +21,7 @@ pub struct LikerKey {
 pub struct LikedEntryRow {
     pub bucket: String,
     pub user_id: String,
-    /// 0 on entries written before entries kept it.
-    #[serde(default)]
     pub row_created: i64,
-    #[serde(default)]
     pub op_id: u64,
     pub liked_at: i64,
 }

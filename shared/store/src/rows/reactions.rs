@@ -34,6 +34,8 @@ pub struct ReactionImage {
     pub op_id: Option<u64>,
     pub updated_at: Option<i64>,
     pub created_at: Option<i64>,
+    /// Set while the row is LIKE: when it was liked.
+    pub liked_at: Option<i64>,
     /// The moderation job that wrote the row last, with its reason; a write of the user's
     /// own removes both.
     pub retraction: Option<String>,

@@ -181,14 +181,14 @@ fn a_watch_row_names_its_buckets_watched_now_in_order() {
 }
 
 #[test]
-fn liker_rows_read_the_index_projection() {
+fn liker_rows_read_a_liked_entry_and_the_occupancy() {
     let row: LikerRow = from_item(Item::from([
         (attr::BUCKET.into(), AttributeValue::S("game:1#7".into())),
-        (attr::USER_ID.into(), AttributeValue::S("u1".into())),
         (
-            attr::POSITION.into(),
+            attr::ENTRY.into(),
             AttributeValue::S("001700000000000#u1".into()),
         ),
+        (attr::USER_ID.into(), AttributeValue::S("u1".into())),
         (
             attr::LIKED_AT.into(),
             AttributeValue::N("1700000000000".into()),
@@ -204,7 +204,7 @@ fn liker_rows_read_the_index_projection() {
             attr::BUCKET.into(),
             AttributeValue::S("game:1#occupied".into()),
         ),
-        (attr::USER_ID.into(), AttributeValue::S("#".into())),
+        (attr::ENTRY.into(), AttributeValue::S("#".into())),
         (
             attr::OCCUPIED.into(),
             AttributeValue::Ns(vec!["3".into(), "60".into()]),

@@ -1,0 +1,180 @@
+//! Who liked an item, written as the likers' consumer writes it (its own decisions,
+//! `liker_updates`, and its store's conditional writes): one user's flips delivered in
+//! every order, then all again, leave the likes as the newest flip says. Each ended like is
+//! a tombstone at its own position, the like the row holds is listed once at its position,
+//! and the dislike entry holds or not as the newest flip says, so an item's removal finds
+//! the user exactly when they react to it.
+
+use std::collections::BTreeMap;
+
+use likes_core::likers::{dislike_entry, entry_user, liker_updates, position, LikeAt, LIKES_END};
+use likes_core::pipeline::ReactionEvent;
+use likes_core::ItemId;
+use likes_core::ReactionState::{self, Dislike, Like, None as Neutral};
+use likes_store::LikersStore;
+use likes_tests::TestStack;
+
+/// When the row was created.
+const CREATED: i64 = 1_790_000_000_000;
+const USER: &str = "flipper";
+
+/// The row's flip `op_id` from `old` to `new`, made at `CREATED + op_id`; a flip that begins
+/// or ends a like carries that like's time.
+fn flip(
+    item: &str,
+    op_id: u64,
+    old: ReactionState,
+    new: ReactionState,
+    liked_at: i64,
+) -> ReactionEvent {
+    let count = |state, of| i64::from(state == of);
+    ReactionEvent {
+        event_id: format!("{USER}#{item}#{op_id}"),
+        user_id: USER.into(),
+        item_id: item.into(),
+        op_id,
+        old_state: old,
+        new_state: new,
+        like_delta: count(new, Like) - count(old, Like),
+        dislike_delta: count(new, Dislike) - count(old, Dislike),
+        event_time_ms: CREATED + op_id as i64,
+        source_sequence_number: op_id.to_string(),
+        row_created_ms: CREATED,
+        liked_at_ms: (old == Like || new == Like).then_some(liked_at),
+        cause: None,
+        reason: None,
+        moderation_id: None,
+    }
+}
+
+/// Like, unlike, like again, switch to a dislike, and back to a like: each like at the
+/// time of the flip that began it.
+fn history(item: &str) -> Vec<ReactionEvent> {
+    vec![
+        flip(item, 1, Neutral, Like, CREATED + 1),
+        flip(item, 2, Like, Neutral, CREATED + 1),
+        flip(item, 3, Neutral, Like, CREATED + 3),
+        flip(item, 4, Like, Dislike, CREATED + 3),
+        flip(item, 5, Dislike, Like, CREATED + 5),
+    ]
+}
+
+/// Every order of `0..n`.
+fn orders(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut all = Vec::new();
+    for shorter in orders(n - 1) {
+        for at in 0..=shorter.len() {
+            let mut order = shorter.clone();
+            order.insert(at, n - 1);
+            all.push(order);
+        }
+    }
+    all
+}
+
+#[tokio::test]
+async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_newest_flip() {
+    let stack = TestStack::start().await;
+    let store = LikersStore::new(stack.dynamodb(), stack.name("LikersTable"));
+    // Histories that end disliked (the first four flips) and liked (all five), each
+    // delivered in every order and then again, newest first.
+    let mut items = Vec::new();
+    let mut writes = tokio::task::JoinSet::new();
+    for flips in [4, 5] {
+        for (n, order) in orders(flips).into_iter().enumerate() {
+            let item = format!("flips:{flips}-{n}");
+            let events = history(&item);
+            let deliveries: Vec<ReactionEvent> = order
+                .iter()
+                .chain(order.iter().rev())
+                .map(|&at| events[at].clone())
+                .collect();
+            items.push((item, flips));
+            let store = store.clone();
+            writes.spawn(async move {
+                for event in &deliveries {
+                    for update in liker_updates(event, CREATED) {
+                        store.apply(&update).await.expect("a likers write");
+                    }
+                }
+            });
+            while writes.len() >= 16 {
+                writes.join_next().await.expect("a task").expect("writes");
+            }
+        }
+    }
+    while let Some(done) = writes.join_next().await {
+        done.expect("writes");
+    }
+    assert_eq!(items.len(), 24 + 120);
+
+    // The liked entries: one per history that ends liked, the newest like at its flip.
+    let mut liked: BTreeMap<String, Vec<LikeAt>> = BTreeMap::new();
+    let mut start = None;
+    loop {
+        let (entries, next) = store.liked_page(start).await.expect("a Scan page");
+        for (item, user, like) in entries {
+            assert_eq!(user, USER);
+            liked
+                .entry(item.as_str().to_owned())
+                .or_default()
+                .push(like);
+        }
+        match next {
+            Some(next) => start = Some(next),
+            None => break,
+        }
+    }
+    let newest = LikeAt {
+        row_created_ms: CREATED,
+        op_id: 5,
+        liked_at_ms: CREATED + 5,
+    };
+    for (item, flips) in &items {
+        let expected = if *flips == 5 { vec![newest] } else { vec![] };
+        assert_eq!(
+            liked.get(item).cloned().unwrap_or_default(),
+            expected,
+            "{item}'s liked entries"
+        );
+    }
+    // An item's removal finds the user by the like or the dislike it holds (a sample: each
+    // sweep Queries all 128 buckets).
+    for (item, flips) in items.iter().step_by(12) {
+        let id = ItemId::parse(item).expect("a valid item id");
+        let reactors = store.reactors(&id, None, 10).await.expect("reactors");
+        let expected = if *flips == 5 {
+            position(CREATED + 5, USER)
+        } else {
+            dislike_entry(USER)
+        };
+        assert_eq!(reactors, [expected], "{item}'s reactors");
+        assert!(reactors.iter().all(|entry| entry_user(entry) == USER));
+        assert_eq!(reactors[0].as_str() < LIKES_END, *flips == 5);
+    }
+
+    // The route lists the user once where the history ends liked, at the newest like.
+    for (item, flips) in items.iter().step_by(7) {
+        let page = stack.likers_page(item, "").await;
+        let listed: Vec<(String, String)> = page["items"]
+            .as_array()
+            .expect("a page")
+            .iter()
+            .map(|liker| {
+                (
+                    liker["user_id"].as_str().expect("a user").to_owned(),
+                    liker["liked_at"].as_str().expect("a time").to_owned(),
+                )
+            })
+            .collect();
+        let expected = if *flips == 5 {
+            vec![(USER.to_owned(), likes_core::clock::rfc3339(CREATED + 5))]
+        } else {
+            vec![]
+        };
+        assert_eq!(listed, expected, "{item}: {page}");
+    }
+}
