@@ -3,11 +3,13 @@
 //! every order, then all again, leave the likes as the newest flip says. Each ended like is
 //! a tombstone at its own position, the like the row holds is listed once at its position,
 //! and the dislike entry holds or not as the newest flip says, so an item's removal finds
-//! the user exactly when they react to it.
+//! the user exactly when they react to it. A page reads past the tombstones in its way.
 
 use std::collections::BTreeMap;
 
-use likes_core::likers::{dislike_entry, entry_user, liker_updates, position, LikeAt, LIKES_END};
+use likes_core::likers::{
+    bucket_of, dislike_entry, entry_user, liker_updates, position, LikeAt, LIKES_END,
+};
 use likes_core::pipeline::ReactionEvent;
 use likes_core::ItemId;
 use likes_core::ReactionState::{self, Dislike, Like, None as Neutral};
@@ -177,4 +179,46 @@ async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_new
         };
         assert_eq!(listed, expected, "{item}: {page}");
     }
+}
+
+#[tokio::test]
+async fn a_page_reads_past_the_tombstones_above_an_older_like_in_its_bucket() {
+    let stack = TestStack::start().await;
+    let store = LikersStore::new(stack.dynamodb(), stack.name("LikersTable"));
+    let item = "flips:buried";
+    // Five users of one bucket: the first likes, the four after like and unlike, so the
+    // bucket's four newest entries are tombstones.
+    let bucket = bucket_of("fan0");
+    let users: Vec<String> = (0..)
+        .map(|n| format!("fan{n}"))
+        .filter(|user| bucket_of(user) == bucket)
+        .take(5)
+        .collect();
+    for (n, user) in users.iter().enumerate() {
+        let liked_at = CREATED + 10 * n as i64;
+        let mut like = flip(item, 1, Neutral, Like, liked_at);
+        let mut unlike = flip(item, 2, Like, Neutral, liked_at);
+        for event in [&mut like, &mut unlike] {
+            event.user_id = user.clone();
+        }
+        let events = if n == 0 {
+            vec![like]
+        } else {
+            vec![like, unlike]
+        };
+        for event in &events {
+            for update in liker_updates(event, CREATED) {
+                assert!(store.apply(&update).await.expect("a likers write"));
+            }
+        }
+    }
+    // A page of one Queries its bucket for two entries at a time: two Queries of
+    // tombstones before the like.
+    let page = stack.likers_page(item, "limit=1").await;
+    assert_eq!(
+        likes_tests::liker_ids(&page),
+        [users[0].clone()],
+        "the like under the tombstones: {page}"
+    );
+    assert_eq!(page["next_cursor"], serde_json::Value::Null);
 }
