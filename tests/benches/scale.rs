@@ -568,7 +568,7 @@ fn print_leaderboard(
         "  BatchGetItem), by_score sparse (an item's first like leaves its rows out; a row enters at"
     );
     say!("  its next write, or a delta >= {RANKED_FROM}),");
-    say!("  and a TransactWriteItems of progress and head; the");
+    say!("  and an UpdateItem of the progress (the head stays until the next intent's put); the");
     say!(
         "  invocation returns then. LeaderboardRefreshFunction, every {} s for {} s, ticking every {} ms:",
         refresher.every / SECOND,

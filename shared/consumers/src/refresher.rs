@@ -190,11 +190,15 @@ impl BoardRefresher {
         }
         let mut retired = 0;
         for shard in expired_log_shards(&shards, &logged, started_ms) {
+            let intents = progress
+                .iter()
+                .find(|p| p.shard == shard.shard_id)
+                .map_or(0, |p| p.intents);
             // Refused: an intent of it is pending, or its progress moved; the next tick
             // decides again.
             if self
                 .store
-                .retire(&shard.shard_id, shard.through_seq.as_deref())
+                .retire(&shard.shard_id, shard.through_seq.as_deref(), intents)
                 .await?
             {
                 retired += 1;

@@ -7,8 +7,6 @@ use rand::{RngExt, SeedableRng};
 
 use crate::mapping::{Micros, MS};
 
-/// TransactWriteItems of up to 100 actions (two-phase: prepare, then commit).
-pub const TRANSACTION: (Micros, Micros) = (10 * MS, 25 * MS);
 /// One UpdateItem (or PutItem) of an item of up to a few tens of KB.
 pub const UPDATE_ITEM: (Micros, Micros) = (4 * MS, 10 * MS);
 /// One GetItem, or a Query of a few items, strongly consistent or not: an UpdateItem's

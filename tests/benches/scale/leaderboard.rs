@@ -30,10 +30,11 @@
 //!    rows are in flight at once.
 //!    How many writes are in flight on one row at once is measured (at each write's start,
 //!    itself included), not slowed;
-//! 4. one TransactWriteItems: the progress moved (its `days` set to the intent's day
-//!    windows) and the head deleted (twice their units).
+//! 4. one conditional UpdateItem: the progress moved to the intent (its `days` set to the
+//!    intent's day windows). The head stays, done, until the shard's next intent's put
+//!    replaces it (billed at the larger of the two heads).
 //!
-//! The invocation returns after its last run's finishing transaction: nothing in it waits
+//! The invocation returns after its last run's progress write: nothing in it waits
 //! for, or performs, a refresh.
 //!
 //! The refresher (`LeaderboardRefreshFunction`) is an actor of its own: one invocation at a
@@ -240,7 +241,7 @@ enum Step {
     WritingHead,
     /// The run's score-row writes are in flight (`Invocation::in_flight`).
     Scoring,
-    /// The progress is being moved and the head dropped.
+    /// The progress is being moved to the intent.
     Finishing,
 }
 
@@ -333,6 +334,9 @@ pub struct Leaderboard {
     invocations: Vec<Option<(Invocation, Step)>>,
     /// Per log shard, its progress row once it has one.
     progress: Vec<Option<Progress>>,
+    /// Per log shard, the units of the head its last intent left (0: none yet): the next
+    /// intent's put over it is billed at the larger of the two.
+    heads: Vec<u64>,
     /// Intents whose boards no tick refreshed yet.
     finished: Vec<Finished>,
     refresher: Refresher,
@@ -363,6 +367,7 @@ impl Leaderboard {
             sizes: ScoreRowSize::new(event_shards),
             invocations: (0..event_shards).map(|_| None).collect(),
             progress: vec![None; event_shards as usize],
+            heads: vec![0; event_shards as usize],
             finished: Vec::new(),
             refresher: Refresher::new(refresher, event_shards, phase),
             writers: HashMap::new(),
@@ -651,7 +656,7 @@ impl Leaderboard {
     }
 
     /// Score-row writes that finished at `now` apply; the next ones begin, `IN_FLIGHT` at
-    /// once; the finishing transaction once every row is written.
+    /// once; the progress write once every row is written.
     fn score(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
         let mut k = 0;
         while k < inv.in_flight.len() {
@@ -679,7 +684,7 @@ impl Leaderboard {
         match inv.in_flight.iter().map(|w| w.end).min() {
             Some(end) => self.wait(shard, inv, Step::Scoring, end),
             None => {
-                let end = now + self.latency.draw(latency::TRANSACTION);
+                let end = now + self.latency.draw(latency::UPDATE_ITEM);
                 self.wait(shard, inv, Step::Finishing, end)
             }
         }
@@ -736,7 +741,7 @@ impl Leaderboard {
         }
     }
 
-    /// The run's progress moved at `now` (`intent`: its head dropped and its days set, and
+    /// The run's progress moved at `now` (`intent`: to the intent, its days set, and
     /// its events wait for a tick); the next run.
     fn committed(
         &mut self,
@@ -809,20 +814,18 @@ impl Consumer<LoggedEvent> for Leaderboard {
                 self.committed(shard, inv, false, now)
             }
             Step::WritingHead => {
+                let units = inv.head_units.max(self.heads[shard]);
+                self.heads[shard] = inv.head_units;
                 self.tally
                     .intent_wcu
-                    .charge(now, &table::intent_key(shard), inv.head_units);
+                    .charge(now, &table::intent_key(shard), units);
                 self.score(shard, inv, now)
             }
             Step::Scoring => self.score(shard, inv, now),
             Step::Finishing => {
-                let tally = &mut self.tally;
-                tally
+                self.tally
                     .progress_wcu
-                    .charge(now, PROGRESS_KEY, 2 * self.small_units);
-                tally
-                    .intent_wcu
-                    .charge(now, &table::intent_key(shard), 2 * inv.head_units);
+                    .charge(now, PROGRESS_KEY, self.small_units);
                 self.committed(shard, inv, true, now)
             }
         }

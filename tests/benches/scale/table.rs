@@ -271,7 +271,7 @@ pub fn intent_key(shard: usize) -> String {
 }
 
 /// Write units of the intent head holding a run's `rows` (their ids as the traffic makes
-/// them) and `days`, a PutItem; its delete in the finishing transaction costs twice this.
+/// them) and `days`, a PutItem (over the shard's last head, billed at the larger).
 pub fn intent_head_units(shard: usize, rows: &[ScoreDeltaRow], days: &[i64]) -> u64 {
     let head = IntentHeadRow {
         board: intent_key(shard),

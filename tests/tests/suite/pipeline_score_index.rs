@@ -2,7 +2,8 @@
 //! own writer: an item liked once (the long tail) keeps its rows out of the index, so its
 //! like costs no index write; any later write ranks a row at its score, from a consumer
 //! that knows the row or one that does not; and a refreshed board still lists the items
-//! the index leaves out wherever its top reaches down to them.
+//! the index leaves out wherever its top reaches down to them. A shard's intent head stays
+//! once done, pending no more, until the shard's next intent replaces it.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,24 @@ async fn apply_on(
     likes: &[(&str, i64)],
     all_time: bool,
 ) {
+    let deltas = deltas_of(at_ms, likes, all_time);
+    let intent = board
+        .begin(shard, 1, &deltas, "1", at_ms)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    board
+        .complete(shard, &intent, None)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+}
+
+/// An intent's deltas for `likes` (item, delta) at `at_ms`: on the day's board, and
+/// all-time where `all_time`.
+fn deltas_of(
+    at_ms: i64,
+    likes: &[(&str, i64)],
+    all_time: bool,
+) -> BTreeMap<(Window, String), ScoreDelta> {
     // Reconciliation's default epochs (five minutes).
     let epoch = Period {
         length_ms: 300_000,
@@ -55,14 +74,7 @@ async fn apply_on(
             },
         );
     }
-    let intent = board
-        .begin(shard, 1, &deltas, "1", at_ms)
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
-    board
-        .complete(shard, &intent, None)
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
+    deltas
 }
 
 /// What the score index holds for `items` on `window`: item, and its key there.
@@ -270,4 +282,75 @@ async fn a_top_with_few_places_left_for_once_liked_items_fills_them_by_item_id()
             .collect();
         assert_eq!(listed, expected, "{window:?}");
     }
+}
+
+/// A shard's intent head stays once its intent is done, pending no more (the progress holds
+/// its number), until the shard's next intent replaces it; a head still pending refuses
+/// another begin and keeps the shard from being retired, and a retirement takes a done head
+/// with the progress.
+#[tokio::test]
+async fn a_done_intent_head_is_pending_no_more_until_the_next_intent_replaces_it() {
+    let stack = TestStack::start().await;
+    let board = stack.leaderboard_store();
+    let shard = "shardId-000000000042";
+    let at_ms = likes_core::clock::now_ms();
+    let state = board.shard_state(shard).await.unwrap();
+    assert!(state.pending.is_none() && state.intents == 0);
+
+    let first = board
+        .begin(
+            shard,
+            1,
+            &deltas_of(at_ms, &[("game:head", 1)], true),
+            "10",
+            at_ms,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        board.shard_state(shard).await.unwrap().pending.map(|i| i.n),
+        Some(1)
+    );
+    board.complete(shard, &first, None).await.unwrap();
+    // Records after it that score nothing move the progress past the intent.
+    board
+        .advance(shard, Some("10"), "20", at_ms, 1)
+        .await
+        .unwrap();
+    let state = board.shard_state(shard).await.unwrap();
+    assert_eq!(
+        (
+            state.pending.map(|i| i.n),
+            state.intents,
+            state.through_seq.as_deref()
+        ),
+        (None, 1, Some("20")),
+        "the done head is pending no more"
+    );
+
+    let deltas = deltas_of(at_ms, &[("game:head", 2)], true);
+    let second = board.begin(shard, 2, &deltas, "30", at_ms).await.unwrap();
+    assert!(
+        board.begin(shard, 2, &deltas, "30", at_ms).await.is_err(),
+        "a pending head refuses another begin"
+    );
+    assert!(
+        !board.retire(shard, Some("20"), 1).await.unwrap(),
+        "a pending intent keeps its shard"
+    );
+    board.complete(shard, &second, Some("20")).await.unwrap();
+    assert_eq!(score(&stack, &Window::All, "game:head").await, 3);
+
+    assert!(board.retire(shard, Some("30"), 2).await.unwrap());
+    let head = stack
+        .dynamodb()
+        .get_item()
+        .table_name(stack.name("LeaderboardTable"))
+        .key(BOARD, AttributeValue::S(format!("#intent#{shard}")))
+        .key(ITEM_ID, AttributeValue::S("head".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.item, None, "the done head went with the shard");
 }

@@ -2,7 +2,7 @@
 //! subtotal older than the horizon while no run completes, and a gone shard leaves no
 //! progress, watermark or intent number behind.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -129,8 +129,9 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
         );
     }
 
-    // A log shard a reshard closed long ago: its progress, and its intent number on the
-    // item's score row, as its consumer left them.
+    // A log shard a reshard closed long ago: its progress, its last intent's head (done:
+    // the progress holds its number), and its intent number on the item's score row, as its
+    // consumer left them.
     let gone = "shardId-000000009999";
     let leaderboard = stack.name("LeaderboardTable");
     let three_days_ago = now_ms() - 3 * 86_400_000;
@@ -146,6 +147,24 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
             AttributeValue::N(three_days_ago.to_string()),
         )
         .item("intents", AttributeValue::N("7".into()))
+        .send()
+        .await
+        .unwrap();
+    let head = || {
+        HashMap::from([
+            (
+                "board".to_owned(),
+                AttributeValue::S(format!("#intent#{gone}")),
+            ),
+            ("item_id".to_owned(), AttributeValue::S("head".into())),
+        ])
+    };
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(&leaderboard)
+        .set_item(Some(head()))
+        .item("n", AttributeValue::N("7".into()))
         .send()
         .await
         .unwrap();
@@ -188,6 +207,16 @@ async fn a_gone_shard_leaves_no_progress_watermark_or_intent_number_behind() {
         store.retired().await.unwrap(),
         BTreeSet::from(["9999".to_owned()])
     );
+    let left = stack
+        .dynamodb()
+        .get_item()
+        .table_name(&leaderboard)
+        .set_key(Some(head()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.item, None, "the done head went with the progress");
 
     // A scheduled invocation's cleaning pass drops its number, and then forgets it.
     let _run = stack

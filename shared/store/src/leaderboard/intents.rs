@@ -5,8 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
+    AttributeValue, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::leaderboard::{days, item_shard, ScoreDelta, Window};
@@ -49,19 +48,19 @@ impl LeaderboardStore {
             }
             None => (None, 0),
         };
-        let pending = match head {
-            Some(item) => {
-                let head: IntentHeadRow = rows::from_item(item)?;
-                Some(Intent {
-                    n: head.n,
-                    last_seq: head.last_seq,
-                    applied_through: head.applied_through,
-                    rows: head.rows,
-                    windows: windows_of(&head.days),
-                })
-            }
-            None => None,
-        };
+        // A head stays after its intent completes, until the next intent's put replaces it:
+        // pending only while the progress has not reached its number.
+        let pending = head
+            .map(rows::from_item::<IntentHeadRow>)
+            .transpose()?
+            .filter(|head| head.n > applied)
+            .map(|head| Intent {
+                n: head.n,
+                last_seq: head.last_seq,
+                applied_through: head.applied_through,
+                rows: head.rows,
+                windows: windows_of(&head.days),
+            });
         Ok(ShardState {
             through_seq,
             intents: applied,
@@ -105,7 +104,9 @@ impl LeaderboardStore {
     }
 
     /// Freezes `deltas` (a run's net like deltas per board and item, its records up to
-    /// `last_seq`) as the shard's intent number `n`, one row, on condition none is pending.
+    /// `last_seq`) as the shard's intent number `n`, one row, on condition none is pending:
+    /// the head is new, or holds an earlier intent (one the progress has reached, since a
+    /// shard finishes its pending intent before it begins the next).
     /// A run is cut by [`run_length`](super::run_length) to fit [`MAX_INTENT_BYTES`](super::MAX_INTENT_BYTES).
     pub async fn begin(
         &self,
@@ -146,8 +147,10 @@ impl LeaderboardStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(rows::to_item(&head)?))
-            .condition_expression("attribute_not_exists(#board)")
+            .condition_expression("attribute_not_exists(#board) OR #n < :n")
             .expression_attribute_names("#board", BOARD)
+            .expression_attribute_names("#n", INTENT_N)
+            .expression_attribute_values(":n", number(n))
             .send()
             .await;
         if !condition_held("PutItem", result)? {
@@ -165,8 +168,10 @@ impl LeaderboardStore {
     }
 
     /// Applies each score row of `intent` that has not taken it yet, then moves the shard's
-    /// progress to its last record and drops the head, in one transaction. `through_seq` is
-    /// the progress as read before (`None`: the shard's first).
+    /// progress to its last record and to the intent's number, which ends it: the head
+    /// stays, no longer pending, until the next intent's put replaces it (a write of the
+    /// progress alone, where deleting the head with it took a transaction, twice the units
+    /// of both). `through_seq` is the progress as read before (`None`: the shard's first).
     ///
     /// A score row remembers, per log shard, the last intent it took (`n#<shard>`): a
     /// shard's intents apply in order, so the row takes intent `n` once, on condition it
@@ -208,26 +213,7 @@ impl LeaderboardStore {
             intent.applied_through,
             (intent.n, Some(days)),
         )?;
-        let head = Delete::builder()
-            .table_name(&self.table)
-            .key(BOARD, AttributeValue::S(intent_board(shard)))
-            .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
-            .condition_expression("#n = :n")
-            .expression_attribute_names("#n", INTENT_N)
-            .expression_attribute_values(":n", number(intent.n))
-            .build()
-            .map_err(StoreError::Request)?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(progress).build())
-            .transact_items(TransactWriteItem::builder().delete(head).build())
-            .send()
-            .await;
-        match cancelled("TransactWriteItems", result)? {
-            None => Ok(()),
-            Some((_, err)) => Err(StoreError::aws("TransactWriteItems", err)),
-        }
+        self.move_progress(shard, progress).await
     }
 
     /// Moves the shard's progress over records that score nothing.
@@ -246,6 +232,11 @@ impl LeaderboardStore {
             applied_through,
             (intents, None),
         )?;
+        self.move_progress(shard, update).await
+    }
+
+    /// Sends a [`Self::progress_update`] as one UpdateItem.
+    async fn move_progress(&self, shard: &str, update: Update) -> Result<(), StoreError> {
         let result = self
             .client
             .update_item()
@@ -530,10 +521,15 @@ impl LeaderboardStore {
     }
 
     /// Retires a log shard that has expired from the log: its marker joins the retired set
-    /// and its progress row goes, in one transaction, on condition the progress is still
-    /// `through_seq` and no intent of it is pending (one that is keeps it). `false` when a
-    /// condition failed.
-    pub async fn retire(&self, shard: &str, through_seq: Option<&str>) -> Result<bool, StoreError> {
+    /// and its progress row and intent head go, in one transaction, on condition the
+    /// progress is still `through_seq` and no intent of it is pending (a head beyond the
+    /// `intents` the progress holds keeps it). `false` when a condition failed.
+    pub async fn retire(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        intents: u64,
+    ) -> Result<bool, StoreError> {
         let build = StoreError::Request;
         let retired = Update::builder()
             .table_name(&self.table)
@@ -560,12 +556,14 @@ impl LeaderboardStore {
         }
         .build()
         .map_err(build)?;
-        let no_intent = ConditionCheck::builder()
+        let head = Delete::builder()
             .table_name(&self.table)
             .key(BOARD, AttributeValue::S(intent_board(shard)))
             .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
-            .condition_expression("attribute_not_exists(#board)")
+            .condition_expression("attribute_not_exists(#board) OR #n <= :intents")
             .expression_attribute_names("#board", BOARD)
+            .expression_attribute_names("#n", INTENT_N)
+            .expression_attribute_values(":intents", number(intents))
             .build()
             .map_err(build)?;
         let result = self
@@ -573,11 +571,7 @@ impl LeaderboardStore {
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(retired).build())
             .transact_items(TransactWriteItem::builder().delete(progress).build())
-            .transact_items(
-                TransactWriteItem::builder()
-                    .condition_check(no_intent)
-                    .build(),
-            )
+            .transact_items(TransactWriteItem::builder().delete(head).build())
             .send()
             .await;
         Ok(cancelled("TransactWriteItems", result)?.is_none())

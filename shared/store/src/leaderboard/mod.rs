@@ -7,10 +7,10 @@
 //!   event on the log twice scores once;
 //! - per Kinesis shard, its **progress** (`#progress` / shard: the last record applied, its
 //!   arrival, which `as_of` is read from, and the intents applied), dropped once the shard
-//!   has expired from the log, and its pending
-//!   **intent** (`#intent#<shard>` / `head`: the deltas of a run of records, frozen before
-//!   any is applied, so a retry cut longer or shorter than the crashed invocation finishes
-//!   exactly what it began);
+//!   has expired from the log, and its last **intent** (`#intent#<shard>` / `head`: the
+//!   deltas of a run of records, frozen before any is applied, so a retry cut longer or
+//!   shorter than the crashed invocation finishes exactly what it began; pending while its
+//!   number is above the progress's, then left until the next intent is put over it);
 //! - the **retired** log shards (`#retired` / `log_shards`: `markers`, the names of expired
 //!   shards whose intent numbers may still be on all-time score rows), which reconciliation's
 //!   cleaning pass drops from the rows it goes over and then from the set;
