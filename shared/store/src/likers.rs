@@ -19,6 +19,7 @@ use likes_core::likers::{
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
+use crate::pages::{query_until, query_while};
 use crate::rows::attr::{
     BUCKET, DISLIKED, ENTRY, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, ROW_CREATED, USER_ID,
 };
@@ -220,41 +221,33 @@ impl LikersStore {
         let first = after.map_or(0, |entry| bucket_of(entry_user(entry)));
         for n in first..LIKER_BUCKETS {
             let bucket = bucket_key(item, n);
-            let mut start = after.filter(|_| n == first).map(|entry| {
+            let start = after.filter(|_| n == first).map(|entry| {
                 HashMap::from([
                     (BUCKET.to_owned(), AttributeValue::S(bucket.clone())),
                     (ENTRY.to_owned(), AttributeValue::S(entry.to_owned())),
                 ])
             });
-            loop {
-                let output = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#bucket = :bucket")
-                    .filter_expression("attribute_exists(#liked_at) OR attribute_exists(#disliked)")
-                    .expression_attribute_names("#bucket", BUCKET)
-                    .expression_attribute_names("#entry", ENTRY)
-                    .expression_attribute_names("#liked_at", LIKED_AT)
-                    .expression_attribute_names("#disliked", DISLIKED)
-                    .expression_attribute_values(":bucket", AttributeValue::S(bucket.clone()))
-                    .projection_expression("#entry")
-                    .consistent_read(true)
-                    .limit((limit - found.len()) as i32)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|err| StoreError::aws("Query (reactors)", err))?;
-                for row in output.items.unwrap_or_default() {
-                    found.push(rows::from_item::<LikerKey>(row)?.entry);
-                }
-                if found.len() >= limit {
-                    return Ok(found);
-                }
-                start = output.last_evaluated_key;
-                if start.is_none() {
-                    break;
-                }
+            let wanted = limit - found.len();
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#bucket = :bucket")
+                .filter_expression("attribute_exists(#liked_at) OR attribute_exists(#disliked)")
+                .expression_attribute_names("#bucket", BUCKET)
+                .expression_attribute_names("#entry", ENTRY)
+                .expression_attribute_names("#liked_at", LIKED_AT)
+                .expression_attribute_names("#disliked", DISLIKED)
+                .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+                .projection_expression("#entry")
+                .consistent_read(true)
+                .limit(wanted as i32)
+                .set_exclusive_start_key(start);
+            let entry = |row| Ok(rows::from_item::<LikerKey>(row)?.entry);
+            found.extend(query_while(query, entry, |rows| rows.len() < wanted).await?);
+            if found.len() >= limit {
+                found.truncate(limit);
+                return Ok(found);
             }
         }
         Ok(found)
@@ -319,38 +312,30 @@ impl LikersStore {
     /// them until it has the likes or reaches the bucket's first entry.
     async fn newest_likes(&self, bucket: String, read: RunRead) -> Result<RunPart, StoreError> {
         let below = read.after.unwrap_or_else(|| LIKES_END.to_owned());
-        let mut likers = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#bucket = :bucket AND #entry < :below")
-                .filter_expression("attribute_exists(#liked_at)")
-                .expression_attribute_names("#bucket", BUCKET)
-                .expression_attribute_names("#entry", ENTRY)
-                .expression_attribute_names("#liked_at", LIKED_AT)
-                .expression_attribute_values(":bucket", AttributeValue::S(bucket.clone()))
-                .expression_attribute_values(":below", AttributeValue::S(below.clone()))
-                .scan_index_forward(false)
-                .limit((read.limit - likers.len()) as i32)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("Query", err))?;
-            for item in output.items.unwrap_or_default() {
-                let row: LikerRow = rows::from_item(item)?;
-                likers.push(Liker {
-                    user_id: row.user_id,
-                    liked_at_ms: row.liked_at,
-                });
-            }
-            // DynamoDB names a last key whenever it stopped at the Limit (or 1 MB).
-            start = output.last_evaluated_key.filter(|key| !key.is_empty());
-            if start.is_none() || likers.len() >= read.limit {
-                return Ok((likers, start.is_some()));
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#bucket = :bucket AND #entry < :below")
+            .filter_expression("attribute_exists(#liked_at)")
+            .expression_attribute_names("#bucket", BUCKET)
+            .expression_attribute_names("#entry", ENTRY)
+            .expression_attribute_names("#liked_at", LIKED_AT)
+            .expression_attribute_values(":bucket", AttributeValue::S(bucket))
+            .expression_attribute_values(":below", AttributeValue::S(below))
+            .scan_index_forward(false)
+            .limit(read.limit as i32);
+        let liker = |item| {
+            let row: LikerRow = rows::from_item(item)?;
+            Ok(Liker {
+                user_id: row.user_id,
+                liked_at_ms: row.liked_at,
+            })
+        };
+        let (mut likers, stopped) =
+            query_until(query, liker, |likers| likers.len() < read.limit).await?;
+        let more = stopped || likers.len() > read.limit;
+        likers.truncate(read.limit);
+        Ok((likers, more))
     }
 }

@@ -18,8 +18,18 @@ pub(crate) async fn query_while<T>(
     row: impl Fn(Item) -> Result<T, StoreError>,
     more: impl Fn(&[T]) -> bool,
 ) -> Result<Vec<T>, StoreError> {
+    Ok(query_until(query, row, more).await?.0)
+}
+
+/// As [`query_while`], from the query's own start key if it has one; with whether it
+/// stopped short of the partition's end (a page named a next one `more` did not ask for).
+pub(crate) async fn query_until<T>(
+    query: QueryFluentBuilder,
+    row: impl Fn(Item) -> Result<T, StoreError>,
+    more: impl Fn(&[T]) -> bool,
+) -> Result<(Vec<T>, bool), StoreError> {
     let mut rows = Vec::new();
-    let mut start = None;
+    let mut start = query.get_exclusive_start_key().clone();
     loop {
         let output = query
             .clone()
@@ -32,7 +42,8 @@ pub(crate) async fn query_while<T>(
         }
         match output.last_evaluated_key {
             Some(key) if !key.is_empty() && more(&rows) => start = Some(key),
-            _ => return Ok(rows),
+            Some(key) if !key.is_empty() => return Ok((rows, true)),
+            _ => return Ok((rows, false)),
         }
     }
 }
