@@ -71,14 +71,23 @@ pub(crate) async fn write_all(
 }
 
 /// Reads the rows of `keys` from `table`, 100 keys a call, each call's request shaped by
-/// `shape` (consistency, projection); rows that do not exist are absent. `Throttled` when
+/// `shape` (consistency, projection); rows that do not exist are absent, and a key given
+/// twice is asked once (DynamoDB refuses a request that holds one twice). `Throttled` when
 /// some keys are still unprocessed after [`BATCH_ATTEMPTS`].
 pub(crate) async fn get_all(
     client: &Client,
     table: &str,
-    keys: Vec<Item>,
+    mut keys: Vec<Item>,
     shape: impl Fn(KeysAndAttributesBuilder) -> KeysAndAttributesBuilder,
 ) -> Result<Vec<Item>, StoreError> {
+    let mut seen = Vec::with_capacity(keys.len());
+    keys.retain(|key| {
+        let new = !seen.contains(key);
+        if new {
+            seen.push(key.clone());
+        }
+        new
+    });
     let mut rows = Vec::new();
     for page in keys.chunks(BATCH_GET_KEYS) {
         let mut pending = Some(

@@ -7,7 +7,7 @@
 //! A likers page asks it ([`Viewer`]) what its reader may see: every read is strongly
 //! consistent, so a setting or a block answered 200 applies to the next page read.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, Delete, Put, ReturnValue,
@@ -303,14 +303,10 @@ impl Viewer<'_> {
     /// rows (at most [`MAX_BLOCKS`]); then, only for shown likers who block somebody, one
     /// BatchGetItem of their block rows for the reader.
     pub async fn shown(&mut self, likers: &[Liker]) -> Result<Vec<bool>, StoreError> {
-        // A user may be listed at two likes while an unlike's event is late: asked once.
         let others: Vec<Item> = likers
             .iter()
-            .map(|liker| liker.user_id.as_str())
-            .filter(|user| *user != self.reader.as_str())
-            .collect::<BTreeSet<&str>>()
-            .into_iter()
-            .map(|user| key(user, SETTINGS_ENTRY))
+            .filter(|liker| liker.user_id != self.reader.as_str())
+            .map(|liker| key(&liker.user_id, SETTINGS_ENTRY))
             .collect();
         if others.is_empty() {
             return Ok(vec![true; likers.len()]);
@@ -337,10 +333,7 @@ impl Viewer<'_> {
             .iter()
             .zip(&sights)
             .filter(|(_, sight)| **sight == Sight::UnlessBlocked)
-            .map(|(liker, _)| liker.user_id.as_str())
-            .collect::<BTreeSet<&str>>()
-            .into_iter()
-            .map(|user| key(user, &block_entry(self.reader.as_str())))
+            .map(|(liker, _)| key(&liker.user_id, &block_entry(self.reader.as_str())))
             .collect();
         let blocking: HashSet<String> = if asked.is_empty() {
             HashSet::new()
