@@ -79,6 +79,120 @@ impl TestStack {
             .expect("UpdateItem of a count row");
     }
 
+    /// Lists the likers buckets of `users`' likes on `item`'s count rows, as counting those
+    /// likes does (for likers entries a test writes behind the pipeline).
+    pub async fn list_likers_buckets(&self, item: &str, users: &[&str]) {
+        let buckets = users
+            .iter()
+            .map(|user| likes_core::likers::bucket_of(user))
+            .collect();
+        likes_store::reconciliation::ReconciliationStore::new(
+            self.dynamodb(),
+            self.name("CountsTable"),
+        )
+        .list_liked_buckets(&likes_core::ItemId::parse(item).unwrap(), &buckets)
+        .await
+        .expect("the buckets listed");
+    }
+
+    /// Drops `user`'s liked entry for `item` from the likers list, as a lost like event
+    /// leaves it.
+    pub async fn lose_liker(&self, item: &str, user: &str) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        use likes_core::likers::{bucket_key, bucket_of};
+        let item = likes_core::ItemId::parse(item).unwrap();
+        let bucket = AttributeValue::S(bucket_key(&item, bucket_of(user)));
+        let liked = self
+            .dynamodb()
+            .query()
+            .table_name(self.name("LikersTable"))
+            .key_condition_expression("bucket = :bucket")
+            .filter_expression("user_id = :user AND attribute_exists(liked_at)")
+            .expression_attribute_values(":bucket", bucket.clone())
+            .expression_attribute_values(":user", AttributeValue::S(user.into()))
+            .send()
+            .await
+            .unwrap();
+        let [entry] = liked.items() else {
+            panic!("{user} likes {item} once: {liked:?}");
+        };
+        self.dynamodb()
+            .delete_item()
+            .table_name(self.name("LikersTable"))
+            .key("bucket", bucket)
+            .key("entry", entry["entry"].clone())
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Lists `user` as liking `item` since a day ago, as a lost unlike leaves it (counting
+    /// the like then listed its bucket).
+    pub async fn invent_liker(&self, item: &str, user: &str) {
+        use likes_core::likers::{repair, LikeAt};
+        let day_ago = likes_core::clock::now_ms() - 86_400_000;
+        let like = LikeAt {
+            row_created_ms: day_ago,
+            op_id: 1,
+            liked_at_ms: day_ago,
+        };
+        let item_id = likes_core::ItemId::parse(item).unwrap();
+        let [update] = &repair(&item_id, user, None, Some(like), 0, 0)[..] else {
+            panic!("an unlisted like is one write");
+        };
+        self.list_likers_buckets(item, &[user]).await;
+        let written = likes_store::LikersStore::new(self.dynamodb(), self.name("LikersTable"))
+            .apply(update)
+            .await
+            .unwrap();
+        assert!(written);
+    }
+
+    /// `item`'s count rows (base and overflow partitions) as if the aggregator had never
+    /// taken its likes: each row's likes taken off and its likers buckets unlisted. The
+    /// likes each row took away, in all.
+    pub async fn uncount_likes(&self, item: &str) -> i64 {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let table = self.name("CountsTable");
+        let rows = self
+            .dynamodb()
+            .scan()
+            .table_name(&table)
+            .send()
+            .await
+            .expect("a Scan of the Counts table")
+            .items
+            .unwrap_or_default();
+        let mut taken = 0;
+        for row in rows {
+            let (Some(AttributeValue::S(partition)), Some(AttributeValue::S(sort))) =
+                (row.get("item_id"), row.get("shard"))
+            else {
+                continue;
+            };
+            let of_item = partition == item || partition.starts_with(&format!("{item}#"));
+            if !of_item || !sort.starts_with("D#") {
+                continue;
+            }
+            let likes: i64 = match row.get("like_count") {
+                Some(AttributeValue::N(n)) => n.parse().expect("a count"),
+                _ => 0,
+            };
+            self.dynamodb()
+                .update_item()
+                .table_name(&table)
+                .key("item_id", AttributeValue::S(partition.clone()))
+                .key("shard", AttributeValue::S(sort.clone()))
+                .update_expression("ADD like_count :taken REMOVE lb")
+                .expression_attribute_values(":taken", AttributeValue::N((-likes).to_string()))
+                .send()
+                .await
+                .expect("UpdateItem of a count row");
+            taken += likes;
+        }
+        taken
+    }
+
     /// A reaction row put behind the API, with `attributes` beside its keys.
     pub async fn put_reaction_row(
         &self,
@@ -254,10 +368,35 @@ impl TestStack {
         counts
     }
 
+    /// The likers buckets of the users in LIKE per item in the Reactions table (a full Scan),
+    /// of the rows the pipeline can read (a row whose `op_id` is no number is counted by
+    /// reconciliation, never listed).
+    async fn buckets_of_likes(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let like = AttributeValue::S("LIKE".into());
+        let mut buckets = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
+        for row in self.rows("ReactionsTable").await {
+            if let (Some(AttributeValue::S(item)), Some(AttributeValue::S(user))) =
+                (row.get("item_id"), row.get("user_id"))
+            {
+                let readable = matches!(row.get("op_id"), Some(AttributeValue::N(_)));
+                if row.get("state") == Some(&like) && readable {
+                    let bucket = likes_core::likers::bucket_of(user);
+                    buckets.entry(item.clone()).or_default().insert(bucket);
+                }
+            }
+        }
+        buckets
+    }
+
     /// The pipeline's invariant: every item's count (a `CountsStore::read`) equals the
-    /// recount of the Reactions table, for `items` and every item the table holds.
+    /// recount of the Reactions table, for `items` and every item the table holds, and its
+    /// count rows list the likers bucket of every like it holds that the pipeline can read.
     pub async fn assert_counts_match_recount(&self, items: &[&str]) -> Recount {
         let recount = self.recount().await;
+        let liked = self.buckets_of_likes().await;
         let all: std::collections::BTreeSet<String> = items
             .iter()
             .map(|i| (*i).to_owned())
@@ -271,6 +410,16 @@ impl TestStack {
             let expected = recount.get(item).copied().unwrap_or_default();
             if counted != expected {
                 wrong.push(format!("{item}: counted {counted:?}, recount {expected:?}"));
+            }
+            let listed = store.liked_buckets(&id).await.expect("buckets read");
+            let unlisted: Vec<&u32> = liked
+                .get(item)
+                .into_iter()
+                .flatten()
+                .filter(|bucket| !listed.contains(bucket))
+                .collect();
+            if !unlisted.is_empty() {
+                wrong.push(format!("{item}: likes in unlisted buckets {unlisted:?}"));
             }
         }
         assert!(

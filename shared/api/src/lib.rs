@@ -127,10 +127,12 @@ impl Endpoint {
         matches!(self, Self::RetractUser | Self::LiftSuspension)
     }
 
+    /// The count reads, and the likers list, which reads the buckets an item's count rows
+    /// list.
     fn needs_counts(self) -> bool {
         matches!(
             self,
-            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::BatchGetItems
+            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::BatchGetItems | Self::ListLikers
         )
     }
 
@@ -528,6 +530,20 @@ mod tests {
             config(
                 Endpoint::ListLikers,
                 &[("LIKERS_TABLE", "l"), ("MODERATION_TABLE", "m"), key]
+            )
+            .unwrap_err()
+            .to_string(),
+            "environment variable COUNTS_TABLE is required"
+        );
+        assert_eq!(
+            config(
+                Endpoint::ListLikers,
+                &[
+                    ("LIKERS_TABLE", "l"),
+                    ("MODERATION_TABLE", "m"),
+                    ("COUNTS_TABLE", "c"),
+                    key
+                ]
             )
             .unwrap_err()
             .to_string(),

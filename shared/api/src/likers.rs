@@ -39,9 +39,11 @@ pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, 
     // Asked well, of a removed item: 410.
     app.refuse_removed(&item).await?;
     let mut viewer = app.privacy()?.viewer(&reader);
+    // The buckets the item's counted likes went to, as its count rows list them.
+    let listed = app.counts()?.liked_buckets(&item).await?;
     let page = app
         .likers()?
-        .page(&item, limit, after.as_ref(), &mut viewer)
+        .page(&item, &listed, limit, after.as_ref(), &mut viewer)
         .await?;
     let body = LikersPageBody {
         items: page

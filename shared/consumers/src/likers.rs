@@ -117,18 +117,10 @@ impl Likers {
         (applied, first_failure)
     }
 
-    /// Writes every update, [`CONCURRENT_WRITES`] at a time, after marking their buckets
-    /// occupied; returns the earliest record whose write failed.
+    /// Writes every update, [`CONCURRENT_WRITES`] at a time; returns the earliest record
+    /// whose write failed.
     async fn write(&self, updates: Vec<(usize, LikerUpdate)>) -> (Applied, Option<usize>) {
         let mut applied = Applied::default();
-        if let Err(err) = self
-            .store
-            .mark_occupied(updates.iter().map(|(_, u)| u))
-            .await
-        {
-            tracing::error!(error = %err, "the batch's buckets could not be marked; Lambda retries it");
-            return (applied, updates.first().map(|(at, _)| *at));
-        }
         let mut failed: Option<usize> = None;
         let mut writes: JoinSet<(usize, Result<bool, StoreError>)> = JoinSet::new();
         let mut pending = updates.into_iter();

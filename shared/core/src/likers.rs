@@ -18,9 +18,10 @@
 //! without an index on the item.
 //!
 //! A page is the newest `limit` entries its reader may see, merged newest first over every
-//! bucket that ever held a like ([`PageFill`]): the item's occupancy row lists them (written
-//! before a bucket's first liked entry), so an item with a few likers costs a few Queries,
-//! and a viral one every bucket. When the reader may see every entry, one Query of each
+//! bucket a counted like went to ([`PageFill`]): the item's count rows list them, each
+//! row's write listing the buckets of the likes it counts, so an item with a few likers
+//! costs a few Queries, and a viral one every bucket. A like is listed once it is counted
+//! (its entry may be written before: the counts and the likers are fed apart). When the reader may see every entry, one Query of each
 //! bucket is the whole read; entries hidden from the reader make the merge read further,
 //! only in the buckets it ran through.
 
@@ -54,12 +55,6 @@ pub fn bucket(item: &ItemId, user_id: &str) -> String {
 /// Every bucket of `item`, in bucket order.
 pub fn buckets(item: &ItemId) -> Vec<String> {
     (0..LIKER_BUCKETS).map(|n| bucket_key(item, n)).collect()
-}
-
-/// The row listing which of `item`'s buckets ever held a liked entry: `item_id#occupied`
-/// (item ids hold no `#`, so it is no bucket's key).
-pub fn occupancy_key(item: &ItemId) -> String {
-    format!("{item}#occupied")
 }
 
 /// A like's entry key in its bucket, ordered as a string: liked_at (epoch ms, fixed width)

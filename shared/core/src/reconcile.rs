@@ -91,7 +91,8 @@ pub const FIRST_EPOCH: &str = "fe";
 pub const BEFORE_FIRST_LIKES: &str = "bfl";
 
 /// A delta for a count row whose first epoch is `first`: the part the row takes (the
-/// changes of `first` and later, and every near-cut count) and the part of earlier epochs,
+/// changes of `first` and later, every near-cut count and the likers buckets) and the part
+/// of earlier epochs,
 /// if any, which the item's correction row takes instead (it keeps a subtotal for every
 /// epoch), so the row never holds a subtotal before its first epoch.
 pub fn split_at_first_epoch(delta: &RowDelta, first: i64) -> (RowDelta, Option<RowDelta>) {
@@ -322,9 +323,11 @@ mod tests {
             total: delta(4, 1),
             by_epoch: [(4, delta(1, 1)), (5, delta(2, 0)), (6, delta(1, 0))].into(),
             near_cuts: [(5, 2)].into(),
+            liked_buckets: [7].into(),
         };
         let (row, early) = split_at_first_epoch(&written, 5);
         assert_eq!(row.total, delta(3, 0));
+        assert_eq!(row.liked_buckets, written.liked_buckets);
         assert_eq!(row.by_epoch, [(5, delta(2, 0)), (6, delta(1, 0))].into());
         assert_eq!(row.near_cuts, written.near_cuts);
         let early = early.expect("epoch 4 is before the first");

@@ -46,6 +46,12 @@ impl CachedCounts {
         }
     }
 
+    /// The likers buckets `item`'s count rows list ([`CountsStore::liked_buckets`]), read
+    /// afresh: a likers page's reads follow them.
+    pub async fn liked_buckets(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
+        self.store.liked_buckets(item).await
+    }
+
     /// The counts of `items` (every one present in the answer) and their `as_of`. Items read
     /// less than [`COUNT_CACHE_TTL`] ago come from the cache; the rest are read in one
     /// concurrent batch of Queries.

@@ -4,33 +4,31 @@
 //! who dislikes the item a dislike entry (`~#<user>`, after every like). Each holds its
 //! `user_id` and the order of the last flip applied to it (`row_created`, `op_id`); a liked
 //! entry holds `liked_at`, a disliked one `disliked`, and an ended one is a tombstone (a
-//! TTL). Beside them, per item, the occupancy row (`item_id#occupied` / `#`) lists the
-//! buckets that ever held a liked entry, so a page reads only those.
+//! TTL). Which buckets an item's likes went to, a page reads from the item's count rows
+//! ([`crate::CountsStore::liked_buckets`]), so it reads only those.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::likers::{
-    bucket_key, bucket_of, entry_user, occupancy_key, LikeAt, Liker, LikerChange, LikerUpdate,
-    PageFill, RunPart, RunRead, Step, LIKER_BUCKETS, LIKES_END,
+    bucket_key, bucket_of, entry_user, LikeAt, Liker, LikerChange, LikerUpdate, PageFill, RunPart,
+    RunRead, Step, LIKER_BUCKETS, LIKES_END,
 };
 use likes_core::{ItemId, LikersCursor};
 
 use crate::error::condition_held;
 use crate::pages::{query_until, query_while};
 use crate::rows::attr::{
-    BUCKET, DISLIKED, ENTRY, EXPIRES_AT, LIKED_AT, OCCUPIED, OP_ID, ROW_CREATED, USER_ID,
+    BUCKET, DISLIKED, ENTRY, EXPIRES_AT, LIKED_AT, OP_ID, ROW_CREATED, USER_ID,
 };
-use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow, OccupancyRow};
+use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow};
 use crate::{StoreError, Viewer};
 
-/// The occupancy row's sort key.
-const OCCUPANCY_SORT_KEY: &str = "#";
-/// Buckets a container remembers as marked occupied; past it, it forgets them all and marks
-/// again (an idempotent write each).
-const MARKED_CAPACITY: usize = 100_000;
+/// Bucket Queries in flight at once when each bucket of an item is asked whether it holds a
+/// like, and the entries each asks for at a time.
+const BUCKETS_AT_ONCE: usize = 16;
 
 pub use likes_core::likers::LikersPage;
 
@@ -38,9 +36,6 @@ pub use likes_core::likers::LikersPage;
 pub struct LikersStore {
     client: Client,
     table: String,
-    /// Buckets this container marked occupied: a viral item's are marked once per
-    /// container, not once per like.
-    marked: Arc<Mutex<HashSet<String>>>,
 }
 
 impl LikersStore {
@@ -48,72 +43,6 @@ impl LikersStore {
         Self {
             client,
             table: table.into(),
-            marked: Arc::default(),
-        }
-    }
-
-    /// Lists the buckets the liked entries among `updates` go to in their items' occupancy
-    /// rows, before any is written, so a reader that skips unlisted buckets never skips a
-    /// liked entry: one ADD per item for the buckets this container has not marked yet. A
-    /// batch of a viral item's likes marks most of its buckets at once, so the item's row
-    /// takes about one write per container, not one per bucket or like. A bucket is never
-    /// unlisted: one emptied later costs a reader an empty Query.
-    pub async fn mark_occupied<'u>(
-        &self,
-        updates: impl IntoIterator<Item = &'u LikerUpdate>,
-    ) -> Result<(), StoreError> {
-        let mut unmarked: BTreeMap<&ItemId, BTreeSet<u32>> = BTreeMap::new();
-        {
-            let marked = self.marked.lock().expect("marked buckets");
-            for update in updates {
-                if matches!(update.change, LikerChange::Liked { .. })
-                    && !marked.contains(&update.bucket_key())
-                {
-                    unmarked
-                        .entry(&update.item_id)
-                        .or_default()
-                        .insert(update.bucket);
-                }
-            }
-        }
-        for (item, buckets) in unmarked {
-            self.client
-                .update_item()
-                .table_name(&self.table)
-                .key(BUCKET, AttributeValue::S(occupancy_key(item)))
-                .key(ENTRY, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
-                .update_expression("ADD #occupied :buckets")
-                .expression_attribute_names("#occupied", OCCUPIED)
-                .expression_attribute_values(
-                    ":buckets",
-                    AttributeValue::Ns(buckets.iter().map(u32::to_string).collect()),
-                )
-                .send()
-                .await
-                .map_err(|err| StoreError::aws("UpdateItem", err))?;
-            let mut marked = self.marked.lock().expect("marked buckets");
-            if marked.len() + buckets.len() > MARKED_CAPACITY {
-                marked.clear();
-            }
-            marked.extend(buckets.into_iter().map(|n| bucket_key(item, n)));
-        }
-        Ok(())
-    }
-
-    /// The buckets of `item` that ever held a liked entry.
-    async fn occupied(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(BUCKET, AttributeValue::S(occupancy_key(item)))
-            .key(ENTRY, AttributeValue::S(OCCUPANCY_SORT_KEY.into()))
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("GetItem", err))?;
-        match output.item {
-            None => Ok(Vec::new()),
-            Some(item) => Ok(rows::from_item::<OccupancyRow>(item)?.occupied),
         }
     }
 
@@ -123,8 +52,6 @@ impl LikersStore {
     /// nothing. One conditional UpdateItem, so the writes of one entry may be applied
     /// concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
-        // A no-op when the caller marked the batch first, as the consumer does.
-        self.mark_occupied([update]).await?;
         let request = self
             .client
             .update_item()
@@ -253,23 +180,54 @@ impl LikersStore {
         Ok(found)
     }
 
+    /// The buckets of `item` that hold a liked entry: each bucket Queried (a few at once)
+    /// until its first like, past its tombstones. How a repair that corrects an item's count
+    /// lists the buckets of likes the aggregator never took (see
+    /// [`crate::reconciliation::ReconciliationStore::list_liked_buckets`]).
+    pub async fn buckets_with_likes(&self, item: &ItemId) -> Result<BTreeSet<u32>, StoreError> {
+        let asks = (0..LIKER_BUCKETS).map(|n| {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#bucket = :bucket AND #entry < :end")
+                .filter_expression("attribute_exists(#liked_at)")
+                .expression_attribute_names("#bucket", BUCKET)
+                .expression_attribute_names("#entry", ENTRY)
+                .expression_attribute_names("#liked_at", LIKED_AT)
+                .expression_attribute_values(":bucket", AttributeValue::S(bucket_key(item, n)))
+                .expression_attribute_values(":end", AttributeValue::S(LIKES_END.to_owned()))
+                .projection_expression("#entry")
+                .limit(BUCKETS_AT_ONCE as i32);
+            async move {
+                let likes = query_while(query, Ok, |likes| likes.is_empty()).await?;
+                Ok::<_, StoreError>((n, !likes.is_empty()))
+            }
+        });
+        let answers: Vec<(u32, bool)> = stream::iter(asks)
+            .buffer_unordered(BUCKETS_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(answers
+            .into_iter()
+            .filter(|(_, liked)| *liked)
+            .map(|(n, _)| n)
+            .collect())
+    }
+
     /// The newest `limit` likers of `item` after `after` that `viewer` may see
-    /// ([`PageFill`]): the occupancy row, then one Query of each occupied bucket
-    /// (concurrently) for its newest `limit + 1` likes, merged; when the viewer may not see
-    /// some, further Queries of the buckets the merge ran through.
+    /// ([`PageFill`]), from the buckets `listed` (the ones the item's count rows list): one
+    /// Query of each (concurrently) for its newest `limit + 1` likes, merged; when the viewer
+    /// may not see some, further Queries of the buckets the merge ran through.
     pub async fn page(
         &self,
         item: &ItemId,
+        listed: &[u32],
         limit: usize,
         after: Option<&LikersCursor>,
         viewer: &mut Viewer<'_>,
     ) -> Result<LikersPage, StoreError> {
-        let buckets: Vec<String> = self
-            .occupied(item)
-            .await?
-            .into_iter()
-            .map(|n| bucket_key(item, n))
-            .collect();
+        let buckets: Vec<String> = listed.iter().map(|n| bucket_key(item, *n)).collect();
         let mut fill = PageFill::new(buckets.len(), limit, after);
         loop {
             match fill.step() {

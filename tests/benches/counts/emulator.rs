@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use likes_core::clock::now_ms;
+use likes_core::likers::bucket_of;
 use likes_core::pipeline::{CountTarget, Lane, RowDelta};
 use likes_core::{Delta, ItemId};
 use likes_store::{CountIntent, CountsWriter};
@@ -87,6 +88,8 @@ pub async fn time(stack: &TestStack) -> Timings {
             total: like,
             by_epoch: BTreeMap::from([(0, like)]),
             near_cuts: BTreeMap::new(),
+            // A like lists its likers bucket.
+            liked_buckets: [bucket_of(&format!("probe-user{i}"))].into(),
         };
         let intent = CountIntent {
             n: now,

@@ -59,6 +59,12 @@ pub async fn likers_pages(stack: &TestStack) {
         }
     }
     while writes.join_next().await.is_some() {}
+    // The buckets the items' count rows list once the likes are counted.
+    for (item, likers) in [(&viral, LIKERS), (&small, 3)] {
+        let users: Vec<String> = (0..likers).map(|n| format!("fan{n:05}")).collect();
+        let users: Vec<&str> = users.iter().map(String::as_str).collect();
+        stack.list_likers_buckets(item.as_str(), &users).await;
+    }
 
     let environment = stack
         .stack
@@ -70,7 +76,7 @@ pub async fn likers_pages(stack: &TestStack) {
     let app = App::with_dynamodb(config, client);
     println!();
     say!(
-        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second); the reader's privacy checked (no user set any):",
+        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second) and the Query of its count rows for the buckets they list (here one row: the likers are written behind the pipeline; a hot item's rows span its overflow partitions, priced as the count reads above); the reader's privacy checked (no user set any):",
         buckets(&viral).len()
     );
     let mut unfiltered = HashMap::new();

@@ -80,7 +80,7 @@ impl Figures {
         );
         say!("  honest about: the count rows are written directly in the aggregator's layout (totals, first epoch,");
         say!("    updated_at, a hot row's later epoch's subtotals; hot items over 8 overflow partitions), the likers entries in the likers");
-        say!("    consumer's (no occupancy rows: nothing here reads a page); the stream records of the bulk rows");
+        say!("    consumer's (the count rows list no likers buckets: nothing here reads a page); the stream records of the bulk rows");
         say!("    went to the dead-letter queue as too old (checked: none counted), so nothing counted them twice.");
         say!("    The run itself is the real one: export at the cut, S3 reads, Scan, judge, corrections, cleanup.");
         say!();

@@ -22,6 +22,7 @@ fn delta(by_epoch: &[(i64, i64)], near_cuts: &[(i64, u64)]) -> RowDelta {
         total: likes(by_epoch.iter().map(|(_, n)| n).sum()),
         by_epoch: by_epoch.iter().map(|(e, n)| (*e, likes(*n))).collect(),
         near_cuts: near_cuts.iter().copied().collect(),
+        liked_buckets: Default::default(),
     }
 }
 

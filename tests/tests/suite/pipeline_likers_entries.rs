@@ -4,6 +4,8 @@
 //! a tombstone at its own position, the like the row holds is listed once at its position,
 //! and the dislike entry holds or not as the newest flip says, so an item's removal finds
 //! the user exactly when they react to it. A page reads past the tombstones in its way.
+//! Pages read the buckets the items' count rows list: each test lists its user's bucket, as
+//! the aggregator's count write of the like does.
 
 use std::collections::BTreeMap;
 
@@ -94,6 +96,7 @@ async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_new
                 .chain(order.iter().rev())
                 .map(|&at| events[at].clone())
                 .collect();
+            stack.list_likers_buckets(&item, &[USER]).await;
             items.push((item, flips));
             let store = store.clone();
             writes.spawn(async move {
@@ -189,6 +192,7 @@ async fn a_page_reads_past_the_tombstones_above_an_older_like_in_its_bucket() {
     // Five users of one bucket: the first likes, the four after like and unlike, so the
     // bucket's four newest entries are tombstones.
     let bucket = bucket_of("fan0");
+    stack.list_likers_buckets(item, &["fan0"]).await;
     let users: Vec<String> = (0..)
         .map(|n| format!("fan{n}"))
         .filter(|user| bucket_of(user) == bucket)

@@ -6,10 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
-use likes_core::likers::{self, LikeAt};
-use likes_core::ItemId;
 use likes_core::ReactionState::Like;
 use likes_reconcile::{ExportReader, ReconcileError, Step};
 use likes_store::reconciliation::{Phase, ReconciliationStore};
@@ -22,48 +19,8 @@ pub(crate) async fn lose_and_invent_likers(
     lost: (&str, &str),
     invented: (&str, &str),
 ) {
-    let (item, user) = lost;
-    let item = ItemId::parse(item).unwrap();
-    let bucket = AttributeValue::S(likers::bucket_key(&item, likers::bucket_of(user)));
-    let liked = stack
-        .dynamodb()
-        .query()
-        .table_name(stack.name("LikersTable"))
-        .key_condition_expression("bucket = :bucket")
-        .filter_expression("user_id = :user AND attribute_exists(liked_at)")
-        .expression_attribute_values(":bucket", bucket.clone())
-        .expression_attribute_values(":user", AttributeValue::S(user.into()))
-        .send()
-        .await
-        .unwrap();
-    let [entry] = liked.items() else {
-        panic!("{user} likes {item} once: {liked:?}");
-    };
-    stack
-        .dynamodb()
-        .delete_item()
-        .table_name(stack.name("LikersTable"))
-        .key("bucket", bucket)
-        .key("entry", entry["entry"].clone())
-        .send()
-        .await
-        .unwrap();
-    let (item, user) = invented;
-    let day_ago = now_ms() - 86_400_000;
-    let like = LikeAt {
-        row_created_ms: day_ago,
-        op_id: 1,
-        liked_at_ms: day_ago,
-    };
-    let [update] = &likers::repair(&ItemId::parse(item).unwrap(), user, None, Some(like), 0, 0)[..]
-    else {
-        panic!("an unlisted like is one write");
-    };
-    let written = likes_store::LikersStore::new(stack.dynamodb(), stack.name("LikersTable"))
-        .apply(update)
-        .await
-        .unwrap();
-    assert!(written);
+    stack.lose_liker(lost.0, lost.1).await;
+    stack.invent_liker(invented.0, invented.1).await;
 }
 
 /// The users `item`'s likers list shows (its first page, which holds them all here).

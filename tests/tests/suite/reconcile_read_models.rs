@@ -1,9 +1,11 @@
 //! Read models repaired from a run's export: the likers lists and the all-time leaderboard
 //! brought back to the export's flips, without undoing a like given after the cut.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use likes_core::clock::now_ms;
+use likes_core::likers::bucket_of;
 use likes_core::ReactionState::{Like, None as Neutral};
 use likes_reconcile::{ReconcileError, Step};
 use likes_tests::{eventually, until, TestStack};
@@ -47,6 +49,8 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
         };
         assert!(likers.apply(&erased).await.unwrap());
     }
+    // Counting those likes a day ago listed their buckets.
+    stack.list_likers_buckets(item, &["ghost", "veteran"]).await;
     // The likers mapping fails on every shard (each of the log's shards is its own virtual
     // shard 0) until it gives the next events up to its dead-letter queue: the lists miss
     // them.
@@ -117,6 +121,50 @@ async fn likers_lists_are_repaired_from_the_export_without_undoing_later_likes()
         (0, 0),
         "a rerun finds the lists repaired: {rerun:?}"
     );
+}
+
+/// Likes the aggregator never took (its count writes lost: neither counted nor their likers
+/// buckets listed) are on no page, though their entries are written; the run that corrects
+/// the item's count lists the buckets that hold its likes, and the repair of a like whose
+/// entry was lost as well lists that like's bucket, so the page lists them all.
+#[tokio::test]
+async fn likes_the_counts_never_took_are_listed_once_a_run_corrects_the_count() {
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
+    let item = "game:uncounted";
+    let users = ["first", "second", "third"];
+    let buckets: BTreeSet<u32> = users.iter().map(|user| bucket_of(user)).collect();
+    assert_eq!(buckets.len(), users.len(), "each in a bucket of its own");
+    for user in users {
+        stack.react(user, item, Like).await;
+    }
+    stack.settle().await;
+    stack.settle_likers().await;
+    let item_id = likes_core::ItemId::parse(item).unwrap();
+    let counts = stack.counts_store();
+    let counted = counts.read(&item_id).await.unwrap().like_count;
+    assert_eq!(counted, users.len() as u64);
+    assert_eq!(stack.uncount_likes(item).await, counted as i64);
+    assert_eq!(counts.read(&item_id).await.unwrap().like_count, 0);
+    assert_eq!(
+        likers_of(&stack, item).await,
+        Vec::<String>::new(),
+        "no bucket of the item is listed"
+    );
+
+    // The likers event of one of them was lost too: the run lists its like again.
+    stack.lose_liker(item, "first").await;
+
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(report.items_corrected, 1, "{report:?}");
+    assert_eq!(report.likers_added, 1, "{report:?}");
+    assert_eq!(counts.read(&item_id).await.unwrap().like_count, counted);
+    let newest_first: Vec<&str> = users.iter().rev().copied().collect();
+    assert_eq!(likers_of(&stack, item).await, newest_first);
 }
 
 #[tokio::test]

@@ -78,6 +78,7 @@ fn intent_of(rows: usize) -> u64 {
             },
         )]),
         near_cuts: BTreeMap::new(),
+        liked_buckets: [77].into(),
     };
     let deltas: BTreeMap<CountTarget, RowDelta> = (0..rows)
         .map(|n| {

@@ -347,20 +347,29 @@ mod tests {
             length_ms: 3_600_000,
             uncertainty_ms: 60_000,
         };
-        let deltas: Vec<(String, Delta)> = route_chunk(&records, "shard-0", &hot, layout, period)
-            .into_iter()
-            .map(|(target, written)| (target.partition_key(), written.total))
-            .collect();
+        let deltas: Vec<(String, Delta, Vec<u32>)> =
+            route_chunk(&records, "shard-0", &hot, layout, period)
+                .into_iter()
+                .map(|(target, written)| {
+                    let buckets = written.liked_buckets.into_iter().collect();
+                    (target.partition_key(), written.total, buckets)
+                })
+                .collect();
+        let like = |n: u32| crate::likers::bucket_of(&format!("u{n}"));
         assert_eq!(
             deltas,
-            vec![(
-                "hot#1".to_owned(),
-                Delta {
-                    like: 0,
-                    dislike: 2
-                }
-            )],
-            "cold nets to zero and writes nothing"
+            vec![
+                ("cold#1".to_owned(), Delta::ZERO, vec![like(5)]),
+                (
+                    "hot#1".to_owned(),
+                    Delta {
+                        like: 0,
+                        dislike: 2
+                    },
+                    vec![like(0)]
+                )
+            ],
+            "cold nets to zero and writes only its like's bucket"
         );
     }
 

@@ -23,8 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest, Sha256};
 
 use super::ChangeRecord;
+use crate::likers::bucket_of;
 use crate::reconcile::Period;
-use crate::{Delta, ItemId};
+use crate::{Delta, ItemId, ReactionState};
 
 /// An item with this many changes in one batch is hot for that batch.
 pub const HOT_ITEM_CHANGES: usize = 2;
@@ -97,20 +98,31 @@ pub fn hot_items(batch: &[ChangeRecord]) -> BTreeSet<ItemId> {
 }
 
 /// What one chunk adds to one count row: the total, the same split by the epoch each change
-/// was committed in, and the changes that fell near a reconciliation cut (see
-/// [`crate::reconcile`]).
+/// was committed in, the changes that fell near a reconciliation cut (see
+/// [`crate::reconcile`]), and the likers buckets its likes go to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RowDelta {
     pub total: Delta,
     pub by_epoch: BTreeMap<i64, Delta>,
     pub near_cuts: BTreeMap<i64, u64>,
+    /// The item's likers buckets ([`bucket_of`] the user) that a like in the chunk goes to:
+    /// the row lists them, so a likers page reads the buckets an item's count rows list (a
+    /// like is listed once it is counted) and no other.
+    pub liked_buckets: BTreeSet<u32>,
+}
+
+impl RowDelta {
+    /// True when writing it would change nothing: no count, no near-cut change, no bucket.
+    /// A row whose changes cancel out still writes its near-cut changes (they make the item
+    /// uncertain at that cut even when they net to zero).
+    pub fn is_empty(&self) -> bool {
+        self.total.is_zero() && self.near_cuts.is_empty() && self.liked_buckets.is_empty()
+    }
 }
 
 /// What a chunk of stream shard `shard_id` adds to which count row: one row per item, however
 /// many changes it holds, in the base partition for a cold item and in an overflow partition
-/// for a hot one. Items
-/// with no change write nothing; one whose changes cancel out still writes its near-cut
-/// changes (they make the item uncertain at that cut even when they net to zero).
+/// for a hot one. Items with no change write nothing ([`RowDelta::is_empty`]).
 pub fn route_chunk(
     chunk: &[ChangeRecord],
     shard_id: &str,
@@ -144,11 +156,14 @@ pub fn route_chunk(
         if let Some(cut) = period.near_cut(record.stream_time_ms) {
             *written.near_cuts.entry(cut).or_default() += 1;
         }
+        if change.transition.is_flip() && change.transition.to == ReactionState::Like {
+            written.liked_buckets.insert(bucket_of(&change.user_id));
+        }
     }
     for written in deltas.values_mut() {
         written.by_epoch.retain(|_, delta| !delta.is_zero());
     }
-    deltas.retain(|_, written| !written.total.is_zero() || !written.near_cuts.is_empty());
+    deltas.retain(|_, written| !written.is_empty());
     deltas
 }
 
@@ -181,7 +196,7 @@ pub fn user_hash(user_id: &str) -> u32 {
 mod tests {
     use super::*;
     use crate::pipeline::Change;
-    use crate::ReactionState::{Like, None as Neutral};
+    use crate::ReactionState::{Dislike, Like, None as Neutral};
     use crate::Transition;
 
     const LAYOUT: CountLayout = CountLayout {
@@ -261,6 +276,21 @@ mod tests {
             [(4, 1), (5, 2)]
         );
         assert_eq!(written.near_cuts, BTreeMap::from([(5, 1)]));
+    }
+
+    #[test]
+    fn a_row_lists_the_likers_buckets_of_its_likes_and_no_other() {
+        let mut batch = [like(0, "game:1"), like(1, "game:1"), like(2, "game:1")];
+        // u1 unlikes and u2 dislikes: the likes balance out, u0's like is left.
+        batch[1].change.as_mut().unwrap().transition = Transition::new(Like, Neutral);
+        batch[2].change.as_mut().unwrap().transition = Transition::new(Neutral, Dislike);
+        let routed = route_chunk(&batch[..2], "shard-0", &BTreeSet::new(), LAYOUT, HOUR);
+        let written = routed.values().next().expect("a row with a like's bucket");
+        assert!(written.total.is_zero());
+        assert_eq!(written.liked_buckets, BTreeSet::from([bucket_of("u0")]));
+        let routed = route_chunk(&batch[1..], "shard-0", &BTreeSet::new(), LAYOUT, HOUR);
+        let written = routed.values().next().unwrap();
+        assert!(written.liked_buckets.is_empty(), "{written:?}");
     }
 
     #[test]

@@ -261,7 +261,9 @@ impl Reconciler {
     }
 
     /// Judges one item's count rows against its recount, corrects a drift once per cut, and
-    /// tallies the verdict.
+    /// tallies the verdict. Where its likes drifted, the count rows may also miss the likers
+    /// buckets of likes the aggregator never took: the buckets that hold a like are listed
+    /// beside the correction.
     pub(super) async fn judge_item(
         &self,
         state: &RunState,
@@ -274,9 +276,17 @@ impl Reconciler {
         let verdict = judge(recount, rows, cut);
         let written = match verdict {
             Verdict::Correct(delta) | Verdict::Clamped(delta) => {
-                self.store
+                let written = self
+                    .store
                     .correct(item, delta, cut, &state.run_id())
-                    .await?
+                    .await?;
+                if written && delta.like != 0 {
+                    let liked = self.likers.buckets_with_likes(item).await?;
+                    if !liked.is_empty() {
+                        self.store.list_liked_buckets(item, &liked).await?;
+                    }
+                }
+                written
             }
             Verdict::InSync | Verdict::Deferred => false,
         };

@@ -1,7 +1,7 @@
 //! The read models' repair from the same exports: the all-time leaderboard's scores and
 //! ranks, and the likers lists, without undoing what happened after the cut.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use likes_core::clock::now_ms;
 use likes_core::leaderboard::Window;
@@ -270,12 +270,19 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Writes one likers repair (the pipeline's own conditional write) and tallies it.
+    /// Writes one likers repair (the pipeline's own conditional write) and tallies it. A
+    /// like's bucket is listed on the item's count rows first, so a page reads it even when
+    /// the pipeline never counted that like.
     pub(super) async fn apply_liker(
         &self,
         update: &LikerUpdate,
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
+        if matches!(update.change, LikerChange::Liked { .. }) {
+            self.store
+                .list_liked_buckets(&update.item_id, &BTreeSet::from([update.bucket]))
+                .await?;
+        }
         if self.likers.apply(update).await? {
             match update.change {
                 LikerChange::Liked { .. } => report.likers_added += 1,

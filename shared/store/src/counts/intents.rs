@@ -23,14 +23,14 @@ use likes_core::reconcile::{
 };
 use likes_core::{Delta, ItemId};
 
-use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
+use super::{buckets, count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
 use crate::error::{condition_held, progress_moved};
 use crate::first_epochs::{FirstEpochs, Start, Subtotals, Written};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
 use crate::reconciliation::CORRECTION_ROW;
 use crate::rows::attr::{
-    DISLIKE_COUNT, INTENT, ITEM_ID, LIKE_COUNT, PARTITIONS, PROBE_KEY, SHARD, STREAM_TIME,
-    THROUGH_SEQ, UPDATED_AT,
+    DISLIKE_COUNT, INTENT, ITEM_ID, LIKED_BUCKETS, LIKE_COUNT, PARTITIONS, PROBE_KEY, SHARD,
+    STREAM_TIME, THROUGH_SEQ, UPDATED_AT,
 };
 use crate::rows::{self, number, CountIntentRow, Item, WatermarkRow};
 use crate::StoreError;
@@ -68,7 +68,8 @@ pub struct CountIntent {
 }
 
 /// One count row's delta as an intent keeps it: item, lane (0 for the base partition),
-/// row, like and dislike totals, `[epoch, like, dislike]` subtotals, `[cut, changes]`.
+/// row, like and dislike totals, `[epoch, like, dislike]` subtotals, `[cut, changes]`, the
+/// likers buckets.
 type IntentDelta = (
     String,
     u32,
@@ -77,6 +78,7 @@ type IntentDelta = (
     i64,
     Vec<(i64, i64, i64)>,
     Vec<(i64, u64)>,
+    Vec<u32>,
 );
 
 /// Writes counts exactly once, a shard at a time.
@@ -324,8 +326,8 @@ impl CountsWriter {
     }
 
     /// One conditional UpdateItem of a count row: ADDs `written` (its totals, the subtotals
-    /// `subtotals` says, its near-cut counts) and notes intent `n` for the shard, on
-    /// condition the row noted a lower one.
+    /// `subtotals` says, its near-cut counts, its likers buckets) and notes intent `n` for
+    /// the shard, on condition the row noted a lower one.
     async fn write(
         &self,
         key: Item,
@@ -383,6 +385,12 @@ impl CountsWriter {
                 .expression_attribute_names(format!("#a{i}"), name)
                 .expression_attribute_values(format!(":a{i}"), number(value));
         }
+        if !written.liked_buckets.is_empty() {
+            clauses.push("#lb :lb".to_owned());
+            update = update
+                .expression_attribute_names("#lb", LIKED_BUCKETS)
+                .expression_attribute_values(":lb", buckets(&written.liked_buckets));
+        }
         let result = update
             .update_expression(format!("ADD {} SET {sets}", clauses.join(", ")))
             .send()
@@ -433,6 +441,7 @@ pub fn encode_intent(
                     .map(|(e, d)| (*e, d.like, d.dislike))
                     .collect(),
                 delta.near_cuts.iter().map(|(k, n)| (*k, *n)).collect(),
+                delta.liked_buckets.iter().copied().collect(),
             )
         })
         .collect();
@@ -455,7 +464,7 @@ pub fn decode_intent(row: CountIntentRow) -> Result<CountIntent, StoreError> {
     let listed: Vec<IntentDelta> =
         serde_json::from_str(&row.rows).map_err(|err| corrupt(err.to_string()))?;
     let mut deltas = BTreeMap::new();
-    for (item, lane, row_index, like, dislike, epochs, cuts) in listed {
+    for (item, lane, row_index, like, dislike, epochs, cuts, buckets) in listed {
         let item = ItemId::parse(&item).map_err(|err| corrupt(err.to_string()))?;
         let target = CountTarget {
             item,
@@ -473,6 +482,7 @@ pub fn decode_intent(row: CountIntentRow) -> Result<CountIntent, StoreError> {
                 .map(|(e, like, dislike)| (e, Delta { like, dislike }))
                 .collect(),
             near_cuts: cuts.into_iter().collect(),
+            liked_buckets: buckets.into_iter().collect(),
         };
         deltas.insert(target, delta);
     }
@@ -511,6 +521,7 @@ mod tests {
                     },
                 )]),
                 near_cuts: BTreeMap::from([(8, 1)]),
+                liked_buckets: [4, 90].into(),
             },
         );
         deltas.insert(

@@ -2,7 +2,8 @@
 //! writes in [`CountsWriter`].
 //!
 //! Counts rows: partition key `item_id`, sort key `shard` = `D#<k>`, k < K, holding
-//! `like_count` and `dislike_count`. An item's base partition (its id) holds the rows cold
+//! `like_count` and `dislike_count`, and `lb`, the set of the item's likers buckets its likes
+//! went to (an item's likers pages read the buckets its rows list). An item's base partition (its id) holds the rows cold
 //! writes go to, and, once the item has been hot, a marker row `H` whose `partitions` says how
 //! many overflow partitions (`<item>#1..<item>#H`) its hot writes spread over (see
 //! [`likes_core::pipeline::routing`]). An item's count is the sum of all those rows: one
@@ -16,7 +17,7 @@ pub use intents::{
     ShardProgress, INTENT_NOTE_PREFIX,
 };
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -57,25 +58,8 @@ impl CountsStore {
     }
 
     /// An item's counts: the sum of its count rows (eventually consistent), clamped at zero.
-    /// The base partition says whether there are overflow partitions to add.
     pub async fn read(&self, item: &ItemId) -> Result<Counts, StoreError> {
-        let base = self.rows(item.as_str()).await?;
-        let mut sum = sum_counts(&base);
-        let overflow = base
-            .iter()
-            .find(|row| row.shard == OVERFLOW_MARKER)
-            .and_then(|marker| marker.partitions)
-            .unwrap_or(0);
-        let mut reads = JoinSet::new();
-        for h in 1..=overflow {
-            let store = self.clone();
-            let partition = overflow_partition(item, h);
-            reads.spawn(async move { store.rows(&partition).await });
-        }
-        while let Some(joined) = reads.join_next().await {
-            let rows = joined.map_err(StoreError::Task)?;
-            sum += sum_counts(&rows?);
-        }
+        let sum = sum_counts(&self.item_rows(item).await?);
         let (counts, clamped) = Counts::clamped(sum);
         if clamped {
             crate::metrics::Report::new("Likes/Counts")
@@ -113,6 +97,40 @@ impl CountsStore {
         Ok(all)
     }
 
+    /// The likers buckets of `item` its count rows list (eventually consistent): every
+    /// bucket a counted like went to, in order. A bucket is never unlisted; one emptied later
+    /// costs a likers page an empty Query.
+    pub async fn liked_buckets(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
+        let listed: BTreeSet<u32> = self
+            .item_rows(item)
+            .await?
+            .into_iter()
+            .flat_map(|row| row.liked_buckets)
+            .collect();
+        Ok(listed.into_iter().collect())
+    }
+
+    /// Every row of an item: its base partition's, and those of the overflow partitions its
+    /// marker names, read concurrently.
+    async fn item_rows(&self, item: &ItemId) -> Result<Vec<CountRow>, StoreError> {
+        let mut rows = self.rows(item.as_str()).await?;
+        let overflow = rows
+            .iter()
+            .find(|row| row.shard == OVERFLOW_MARKER)
+            .and_then(|marker| marker.partitions)
+            .unwrap_or(0);
+        let mut reads = JoinSet::new();
+        for h in 1..=overflow {
+            let store = self.clone();
+            let partition = overflow_partition(item, h);
+            reads.spawn(async move { store.rows(&partition).await });
+        }
+        while let Some(joined) = reads.join_next().await {
+            rows.extend(joined.map_err(StoreError::Task)??);
+        }
+        Ok(rows)
+    }
+
     /// Every row under one partition key: K count rows, the correction row and the overflow
     /// marker, read page by page (rows that carry many subtotals can pass 1 MB together, and
     /// `D#C` and the marker sort last).
@@ -146,6 +164,11 @@ fn sum_counts(rows: &[CountRow]) -> Delta {
             dislike: row.dislike_count,
         })
         .fold(Delta::ZERO, |sum, row| sum + row)
+}
+
+/// A set of bucket numbers as DynamoDB holds it (a number set; never empty).
+pub(crate) fn buckets(buckets: &BTreeSet<u32>) -> AttributeValue {
+    AttributeValue::Ns(buckets.iter().map(u32::to_string).collect())
 }
 
 fn count_key(item_id: String, shard: String) -> Item {

@@ -2,7 +2,7 @@
 //! subtotals and near-cut counts), the corrections it writes, and the subtotals it drops
 //! once a cut is reconciled.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use likes_core::pipeline::overflow_partition;
 use likes_core::reconcile::{
@@ -11,7 +11,7 @@ use likes_core::reconcile::{
 };
 use likes_core::{Delta, ItemId};
 
-use crate::counts::{INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
+use crate::counts::{buckets, INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
 use crate::error::condition_held;
 use crate::pages::query_all;
 use crate::rows::{attr, from_item, Attribute, CountRow, Item, ReconciledRow};
@@ -112,6 +112,29 @@ impl ReconciliationStore {
             }
         }
         Ok((found, page.last_evaluated_key.filter(|key| !key.is_empty())))
+    }
+
+    /// Lists likers buckets of `item` on its correction row, as the aggregator lists the
+    /// buckets of the likes it counts: before a repair writes a liked entry the pipeline
+    /// never counted (its stream record lost), so a page reads its bucket. An ADD to a set,
+    /// so writing it again changes nothing.
+    pub async fn list_liked_buckets(
+        &self,
+        item: &ItemId,
+        liked: &BTreeSet<u32>,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(item.as_str()))
+            .key(attr::SHARD, s(CORRECTION_ROW))
+            .update_expression("ADD #lb :lb")
+            .expression_attribute_names("#lb", attr::LIKED_BUCKETS)
+            .expression_attribute_values(":lb", buckets(liked))
+            .send()
+            .await
+            .map_err(|err| StoreError::aws("UpdateItem", err))?;
+        Ok(())
     }
 
     /// Adds `delta` to the item's correction row, attributed to the epoch before the cut, once

@@ -19,6 +19,8 @@ pub const SHARD: &str = "shard";
 pub const LIKE_COUNT: &str = "like_count";
 pub const DISLIKE_COUNT: &str = "dislike_count";
 pub const PARTITIONS: &str = "partitions";
+/// A count row's set of the item's likers buckets its likes went to (see `likes_core::likers`).
+pub const LIKED_BUCKETS: &str = "lb";
 pub const STREAM_TIME: &str = "stream_time";
 pub const PROBE_KEY: &str = "probe_key";
 pub const AS_OF: &str = "as_of";
@@ -104,8 +106,6 @@ pub const DAYS: &str = "days";
 pub const BUCKET: &str = "bucket";
 /// With `op_id`, the order of the flip an entry holds: its Reactions row's `created_at`.
 pub const ROW_CREATED: &str = "row_created";
-/// The occupancy row's set of bucket numbers.
-pub const OCCUPIED: &str = "occupied";
 /// A likers dislike entry while its user dislikes the item.
 pub const DISLIKED: &str = "disliked";
 // Privacy (PK user_id, SK entry; the Likers table's sort key too): the settings row `#settings` (`likes_visibility`, and

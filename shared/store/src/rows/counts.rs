@@ -14,8 +14,9 @@ pub struct CountKey {
     pub shard: String,
 }
 
-/// A row of an item's partition: a count row `D#k` (totals; a count never added to reads
-/// 0), or the overflow marker `H` (`partitions`).
+/// A row of an item's partition: a count row `D#k` (totals, a count never added to reading
+/// 0; the likers buckets its likes went to, `lb`), or the overflow marker `H`
+/// (`partitions`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct CountRow {
     pub shard: String,
@@ -23,6 +24,8 @@ pub struct CountRow {
     pub like_count: i64,
     #[serde(default)]
     pub dislike_count: i64,
+    #[serde(default, rename = "lb")]
+    pub liked_buckets: Vec<u32>,
     pub partitions: Option<u32>,
 }
 

@@ -1,5 +1,4 @@
-//! The Likers table's rows: liked entries as a page and a repair read them, and an item's
-//! occupancy.
+//! The Likers table's rows: liked entries as a page and a repair read them.
 
 use serde::Deserialize;
 
@@ -24,11 +23,4 @@ pub struct LikedEntryRow {
     pub row_created: i64,
     pub op_id: u64,
     pub liked_at: i64,
-}
-
-/// An item's occupancy row on the Likers table: the buckets that ever held a liked entry (a
-/// number set).
-#[derive(Debug, Clone, Deserialize)]
-pub struct OccupancyRow {
-    pub occupied: Vec<u32>,
 }

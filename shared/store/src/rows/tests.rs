@@ -181,7 +181,7 @@ fn a_watch_row_names_its_buckets_watched_now_in_order() {
 }
 
 #[test]
-fn liker_rows_read_a_liked_entry_and_the_occupancy() {
+fn liker_rows_read_a_liked_entry() {
     let row: LikerRow = from_item(Item::from([
         (attr::BUCKET.into(), AttributeValue::S("game:1#7".into())),
         (
@@ -199,19 +199,6 @@ fn liker_rows_read_a_liked_entry_and_the_occupancy() {
         (row.user_id.as_str(), row.liked_at),
         ("u1", 1_700_000_000_000)
     );
-    let occupancy: OccupancyRow = from_item(Item::from([
-        (
-            attr::BUCKET.into(),
-            AttributeValue::S("game:1#occupied".into()),
-        ),
-        (attr::ENTRY.into(), AttributeValue::S("#".into())),
-        (
-            attr::OCCUPIED.into(),
-            AttributeValue::Ns(vec!["3".into(), "60".into()]),
-        ),
-    ]))
-    .unwrap();
-    assert_eq!(occupancy.occupied, [3, 60]);
 }
 
 #[test]
@@ -222,6 +209,17 @@ fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
     ]))
     .unwrap();
     assert_eq!((marker.like_count, marker.partitions), (0, Some(8)));
+    let liked: CountRow = from_item(Item::from([
+        (attr::SHARD.into(), AttributeValue::S("D#3".into())),
+        (attr::LIKE_COUNT.into(), AttributeValue::N("2".into())),
+        (
+            attr::LIKED_BUCKETS.into(),
+            AttributeValue::Ns(vec!["3".into(), "60".into()]),
+        ),
+    ]))
+    .unwrap();
+    assert_eq!((liked.like_count, liked.liked_buckets), (2, vec![3, 60]));
+    assert!(marker.liked_buckets.is_empty());
     let mistyped = from_item::<CountRow>(Item::from([
         (attr::SHARD.into(), AttributeValue::S("D#0".into())),
         (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
