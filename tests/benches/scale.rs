@@ -370,7 +370,7 @@ fn main() {
     say!("            one row queue, none is cancelled or retried");
     let notes = &design.row_notes;
     say!(
-        "  row size  {} B (the largest count row) + {} B per i#<shard> intent note, one per stream",
+        "  row size  {} B (the largest count row, every likers bucket listed) + {} B per i#<shard> intent note, one per stream",
         notes.size.bare,
         notes.size.note
     );

@@ -10,7 +10,7 @@
 //! with a tumbling window only because that event names the stream shard, which the progress
 //! is kept per; the window's state is handed back untouched.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::dynamodb::{EventRecord, TimeWindowEvent, TimeWindowEventResponse};
@@ -18,8 +18,8 @@ use aws_lambda_events::event::streams::DynamoDbBatchItemFailure;
 use lambda_runtime::LambdaEvent;
 use likes_core::clock::now_ms;
 use likes_core::pipeline::{
-    covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout, CountTarget, Lane,
-    RowDelta, INTENT_ABANDON_MS,
+    covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout, Lane, ListedBuckets,
+    INTENT_ABANDON_MS,
 };
 use likes_core::reconcile::Period;
 use likes_core::ItemId;
@@ -33,9 +33,6 @@ use crate::ConfigError;
 /// Items whose overflow marker this container already wrote; forgotten past this many (a
 /// forgotten one costs one more idempotent marker write).
 const MARKED_ITEMS_CAP: usize = 100_000;
-/// Likers buckets this container's intents listed on an item's count rows; forgotten past
-/// this many (a forgotten one is listed again: an idempotent ADD in a write made anyway).
-const LISTED_BUCKETS_CAP: usize = 100_000;
 
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
@@ -81,9 +78,8 @@ pub struct Aggregator {
     period: Period,
     chunk_records: usize,
     marked: Arc<Mutex<HashSet<ItemId>>>,
-    /// (item, likers bucket) pairs an applied intent listed: a viral item's buckets are
-    /// listed once per container, not in every chunk (which would grow its intents).
-    listed: Arc<Mutex<HashSet<(ItemId, u32)>>>,
+    /// The likers buckets this container's applied intents listed.
+    listed: Arc<Mutex<ListedBuckets>>,
 }
 
 /// What one invocation did, for metrics.
@@ -196,7 +192,10 @@ impl Aggregator {
             let last = &chunk[chunk.len() - 1];
             let probe_key = records[at..end].iter().rev().find_map(probe_key);
             let mut deltas = route_chunk(chunk, shard, &hot, self.layout, self.period);
-            self.drop_listed(&mut deltas);
+            self.listed
+                .lock()
+                .expect("listed buckets lock")
+                .drop_listed(&mut deltas);
             let done = progress.as_ref().and_then(|p| p.intent);
             let intent = CountIntent {
                 n: next_intent(done, now_ms()),
@@ -261,7 +260,10 @@ impl Aggregator {
             tally.intents_abandoned += 1;
         } else {
             let took = self.writer.apply(shard, intent, now_ms()).await?;
-            self.remember_listed(intent);
+            self.listed
+                .lock()
+                .expect("listed buckets lock")
+                .remember(&intent.deltas);
             tally.intents_applied += 1;
             tally.count_row_writes += took;
             tally.overflow_row_writes += intent
@@ -301,35 +303,6 @@ impl Aggregator {
             through_seq: intent.last_seq.clone(),
             intent: completed,
         })
-    }
-
-    /// Leaves out of `deltas` the likers buckets an intent of this container already listed
-    /// for the item (the rows keep them: a row is never deleted), and a row left with no
-    /// change.
-    fn drop_listed(&self, deltas: &mut BTreeMap<CountTarget, RowDelta>) {
-        let listed = self.listed.lock().expect("listed buckets lock");
-        for (target, delta) in deltas.iter_mut() {
-            delta
-                .liked_buckets
-                .retain(|bucket| !listed.contains(&(target.item.clone(), *bucket)));
-        }
-        deltas.retain(|_, delta| !delta.is_empty());
-    }
-
-    /// Remembers the likers buckets an applied intent listed.
-    fn remember_listed(&self, intent: &CountIntent) {
-        let mut listed = self.listed.lock().expect("listed buckets lock");
-        for (target, delta) in &intent.deltas {
-            if listed.len() >= LISTED_BUCKETS_CAP {
-                listed.clear();
-            }
-            listed.extend(
-                delta
-                    .liked_buckets
-                    .iter()
-                    .map(|bucket| (target.item.clone(), *bucket)),
-            );
-        }
     }
 
     /// Writes the overflow marker of each item this container has not marked yet, before any

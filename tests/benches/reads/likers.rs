@@ -76,7 +76,7 @@ pub async fn likers_pages(stack: &TestStack) {
     let app = App::with_dynamodb(config, client);
     println!();
     say!(
-        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second) and the Query of its count rows for the buckets they list (here one row: the likers are written behind the pipeline; a hot item's rows span its overflow partitions, priced as the count reads above); the reader's privacy checked (no user set any):",
+        "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second) and its count rows, read for the buckets they list (the viral item's are laid out as the count reads above lay them out, over its overflow partitions); the reader's privacy checked (no user set any):",
         buckets(&viral).len()
     );
     let mut unfiltered = HashMap::new();

@@ -6,7 +6,8 @@
 //! the progress covers are skipped (`covered`); `hot_items` of the rest. Then chunk by chunk
 //! (`CHUNK_RECORDS` records, never more than `MAX_CHUNK_RECORDS`, a plain cut): the chunk's
 //! count rows from `route_chunk`, in the row and overflow partition of the stream shard's
-//! slot (`CountLayout::slot`); an overflow-marker UpdateItem, one after another, for each of
+//! slot (`CountLayout::slot`), less the likers buckets the container listed already
+//! (`ListedBuckets`); an overflow-marker UpdateItem, one after another, for each of
 //! its overflow items this container has not marked yet; if the chunk adds anything, the
 //! PutItem of its intent on `#wm#<shard>` (sized as the store encodes a `CountIntentRow`),
 //! then one conditional UpdateItem per count row, 32 in flight as the store's
@@ -25,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 
 use likes_core::pipeline::{
     counts_as_of, covered, hot_items, next_intent, route_chunk, ChangeRecord, CountLayout,
-    CountTarget, Lane, RowDelta, StreamShard, MAX_CHUNK_RECORDS,
+    CountTarget, Lane, ListedBuckets, RowDelta, StreamShard, MAX_CHUNK_RECORDS,
 };
 use likes_core::reconcile::Period;
 use likes_core::{Delta, ItemId};
@@ -125,6 +126,8 @@ pub struct Design {
     /// Per stream shard, the items its container marked: one warm container per shard,
     /// since the mapping keeps one batch in flight per shard.
     marked: Vec<HashSet<ItemId>>,
+    /// Per stream shard, the likers buckets its container's intents listed.
+    listed: Vec<ListedBuckets>,
     progress: Vec<Progress>,
     stream_shards: Vec<StreamShard>,
     watermarks: BTreeMap<String, i64>,
@@ -183,6 +186,7 @@ impl Design {
             latency: Latency::new(config.seed),
             invocations: (0..shards).map(|_| None).collect(),
             marked: vec![HashSet::new(); shards],
+            listed: (0..shards).map(|_| ListedBuckets::default()).collect(),
             progress: (0..shards).map(|_| Progress::default()).collect(),
             stream_shards: ids
                 .into_iter()
@@ -264,13 +268,14 @@ impl Design {
         let len = rest
             .len()
             .min(self.config.chunk_records.clamp(1, MAX_CHUNK_RECORDS));
-        let rows = route_chunk(
+        let mut rows = route_chunk(
             &rest[..len],
             &self.stream_shards[shard].shard_id,
             &inv.hot,
             self.config.layout,
             self.config.period,
         );
+        self.listed[shard].drop_listed(&mut rows);
         if rows.is_empty() {
             let chunk = Chunk {
                 len,
@@ -325,6 +330,7 @@ impl Design {
 
     /// The chunk's count rows were written at `now`: they count from here.
     fn added(&mut self, shard: usize, inv: Invocation, chunk: Chunk, now: Micros) -> Next {
+        self.listed[shard].remember(&chunk.rows);
         for (target, written) in &chunk.rows {
             let units = self.row_units[&(target.lane, target.row)];
             let key = target.partition_key();

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::ids::{ITEM_ID_MAX_LEN, USER_ID_MAX_LEN};
 use likes_core::leaderboard::{Window, TOP_SIZE};
-use likes_core::likers::position;
+use likes_core::likers::{position, LIKER_BUCKETS};
 use likes_core::pipeline::{CountTarget, RowDelta};
 use likes_store::counts::{encode_intent, intent_note, CountIntent};
+use likes_store::rows::attr::LIKED_BUCKETS;
 use likes_store::rows::{
     to_item, EventClaimRow, IntentHeadRow, ScoreDeltaRow, TopEntryRow, TopRow,
 };
@@ -48,11 +49,13 @@ pub fn intent_units(
 }
 
 /// The largest count row there can be, without intent notes: a 128-character item id with
-/// an overflow suffix, and counts and a timestamp at the widest number DynamoDB stores (38
-/// significant digits, negative: 21 bytes).
+/// an overflow suffix, counts and a timestamp at the widest number DynamoDB stores (38
+/// significant digits, negative: 21 bytes), and every likers bucket listed.
 fn largest_count_row() -> Item {
     let widest = AttributeValue::N(format!("-{}", "9".repeat(38)));
+    let every_bucket = (0..LIKER_BUCKETS).map(|n| n.to_string()).collect();
     Item::from([
+        (LIKED_BUCKETS.to_owned(), AttributeValue::Ns(every_bucket)),
         (
             "item_id".to_owned(),
             AttributeValue::S("x".repeat(128) + "#64"),

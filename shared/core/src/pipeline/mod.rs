@@ -18,7 +18,7 @@ use crate::{Delta, ItemId, Transition};
 pub use freshness::{counts_as_of, probe_plan, StreamShard};
 pub use routing::{
     event_partition_key, hot_items, overflow_partition, route_chunk, shard_tag, user_hash,
-    CountLayout, CountTarget, Lane, RowDelta, HOT_ITEM_CHANGES,
+    CountLayout, CountTarget, Lane, ListedBuckets, RowDelta, HOT_ITEM_CHANGES,
 };
 
 /// How long a consumer of the event log remembers what it applied (claims, tombstones): past

@@ -18,7 +18,7 @@
 //! An item with at most one change per batch writes its base partition at most once per
 //! batch per shard.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use sha2::{Digest, Sha256};
 
@@ -167,6 +167,43 @@ pub fn route_chunk(
     deltas
 }
 
+/// The likers buckets a container's applied intents listed per item. A count row is never
+/// deleted, so a bucket listed once stays listed: later chunks leave it out, and a viral
+/// item's buckets are listed about once per container, not in every chunk (which would grow
+/// its intents). Past [`ListedBuckets::CAPACITY`] pairs it forgets them all (a bucket
+/// listed again is an idempotent ADD in a write made anyway).
+#[derive(Debug, Default)]
+pub struct ListedBuckets {
+    listed: HashSet<(ItemId, u32)>,
+}
+
+impl ListedBuckets {
+    pub const CAPACITY: usize = 100_000;
+
+    /// Leaves out of `deltas` the buckets listed for their items already, and a row left
+    /// with no change.
+    pub fn drop_listed(&self, deltas: &mut BTreeMap<CountTarget, RowDelta>) {
+        for (target, delta) in deltas.iter_mut() {
+            delta
+                .liked_buckets
+                .retain(|bucket| !self.listed.contains(&(target.item.clone(), *bucket)));
+        }
+        deltas.retain(|_, delta| !delta.is_empty());
+    }
+
+    /// Remembers the buckets an applied intent's `deltas` listed.
+    pub fn remember(&mut self, deltas: &BTreeMap<CountTarget, RowDelta>) {
+        for (target, delta) in deltas {
+            if self.listed.len() + delta.liked_buckets.len() > Self::CAPACITY {
+                self.listed.clear();
+            }
+            let item = &target.item;
+            self.listed
+                .extend(delta.liked_buckets.iter().map(|b| (item.clone(), *b)));
+        }
+    }
+}
+
 /// The event log's partition key for a flip: the item and a hash of the user. One row's
 /// flips share a key (so they stay in order on one Kinesis shard), while a viral item's
 /// flips spread over every shard of the stream instead of saturating one. At most
@@ -291,6 +328,37 @@ mod tests {
         let routed = route_chunk(&batch[1..], "shard-0", &BTreeSet::new(), LAYOUT, HOUR);
         let written = routed.values().next().unwrap();
         assert!(written.liked_buckets.is_empty(), "{written:?}");
+    }
+
+    #[test]
+    fn a_bucket_listed_for_an_item_is_left_out_of_its_later_rows_and_no_other_items() {
+        let batch = [like(0, "game:1"), like(0, "game:2"), like(1, "game:1")];
+        let route = |records: &[ChangeRecord]| {
+            route_chunk(records, "shard-0", &BTreeSet::new(), LAYOUT, HOUR)
+        };
+        let mut listed = ListedBuckets::default();
+        listed.remember(&route(&batch[..1]));
+        let mut again = route(&batch[..1]);
+        listed.drop_listed(&mut again);
+        let row = again.values().next().expect("the like is counted");
+        assert!(
+            row.liked_buckets.is_empty() && row.total.like == 1,
+            "{row:?}"
+        );
+        let mut rows = route(&batch[1..]);
+        listed.drop_listed(&mut rows);
+        let buckets: Vec<(&str, Vec<u32>)> = rows
+            .iter()
+            .map(|(t, d)| (t.item.as_str(), d.liked_buckets.iter().copied().collect()))
+            .collect();
+        assert_eq!(
+            buckets,
+            [
+                ("game:1", vec![bucket_of("u1")]),
+                ("game:2", vec![bucket_of("u0")])
+            ]
+        );
+        assert_eq!(rows.values().map(|d| d.total.like).sum::<i64>(), 2);
     }
 
     #[test]
