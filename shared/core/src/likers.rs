@@ -21,9 +21,9 @@
 //! bucket a counted like went to ([`PageFill`]): the item's count rows list them, each
 //! row's write listing the buckets of the likes it counts, so an item with a few likers
 //! costs a few Queries, and a viral one every bucket. A like is listed once it is counted
-//! (its entry may be written before: the counts and the likers are fed apart). When the reader may see every entry, one Query of each
-//! bucket is the whole read; entries hidden from the reader make the merge read further,
-//! only in the buckets it ran through.
+//! (its entry may be written before: the counts and the likers are fed apart). When the
+//! reader may see every entry, one Query of each bucket is the whole read; entries hidden
+//! from the reader make the merge read further, only in the buckets it ran through.
 
 use std::collections::{HashSet, VecDeque};
 

@@ -3,9 +3,10 @@
 //!
 //! Counts rows: partition key `item_id`, sort key `shard` = `D#<k>`, k < K, holding
 //! `like_count` and `dislike_count`, and `lb`, the set of the item's likers buckets its likes
-//! went to (an item's likers pages read the buckets its rows list). An item's base partition (its id) holds the rows cold
-//! writes go to, and, once the item has been hot, a marker row `H` whose `partitions` says how
-//! many overflow partitions (`<item>#1..<item>#H`) its hot writes spread over (see
+//! went to (an item's likers pages read the buckets its rows list). An item's base
+//! partition (its id) holds the rows cold writes go to, and, once the item has been hot, a
+//! marker row `H` whose `partitions` says how many overflow partitions
+//! (`<item>#1..<item>#H`) its hot writes spread over (see
 //! [`likes_core::pipeline::routing`]). An item's count is the sum of all those rows: one
 //! Query for a cold item, one more per overflow partition for a hot one. Each stream shard's
 //! progress and intents live here too, beside its watermark ([`crate::freshness`]).
