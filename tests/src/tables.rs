@@ -350,53 +350,16 @@ impl TestStack {
 
     /// Counts rows in LIKE and DISLIKE per item in the Reactions table (a full Scan).
     pub async fn recount(&self) -> Recount {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        let mut counts = Recount::new();
-        for row in self.rows("ReactionsTable").await {
-            let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
-                (row.get("item_id"), row.get("state"))
-            else {
-                continue;
-            };
-            let entry = counts.entry(item.clone()).or_default();
-            match state.as_str() {
-                "LIKE" => entry.like_count += 1,
-                "DISLIKE" => entry.dislike_count += 1,
-                _ => {}
-            }
-        }
-        counts
-    }
-
-    /// The likers buckets of the users in LIKE per item in the Reactions table (a full Scan),
-    /// of the rows the pipeline can read (a row whose `op_id` is no number is counted by
-    /// reconciliation, never listed).
-    async fn buckets_of_likes(
-        &self,
-    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        let like = AttributeValue::S("LIKE".into());
-        let mut buckets = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
-        for row in self.rows("ReactionsTable").await {
-            if let (Some(AttributeValue::S(item)), Some(AttributeValue::S(user))) =
-                (row.get("item_id"), row.get("user_id"))
-            {
-                let readable = matches!(row.get("op_id"), Some(AttributeValue::N(_)));
-                if row.get("state") == Some(&like) && readable {
-                    let bucket = likes_core::likers::bucket_of(user);
-                    buckets.entry(item.clone()).or_default().insert(bucket);
-                }
-            }
-        }
-        buckets
+        recount_of(&self.rows("ReactionsTable").await)
     }
 
     /// The pipeline's invariant: every item's count (a `CountsStore::read`) equals the
     /// recount of the Reactions table, for `items` and every item the table holds, and its
     /// count rows list the likers bucket of every like it holds that the pipeline can read.
     pub async fn assert_counts_match_recount(&self, items: &[&str]) -> Recount {
-        let recount = self.recount().await;
-        let liked = self.buckets_of_likes().await;
+        let reactions = self.rows("ReactionsTable").await;
+        let recount = recount_of(&reactions);
+        let liked = buckets_of_likes(&reactions);
         let all: std::collections::BTreeSet<String> = items
             .iter()
             .map(|i| (*i).to_owned())
@@ -430,4 +393,47 @@ impl TestStack {
         );
         recount
     }
+}
+
+/// Reactions rows in LIKE and DISLIKE per item.
+fn recount_of(rows: &[likes_store::rows::Item]) -> Recount {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let mut counts = Recount::new();
+    for row in rows {
+        let (Some(AttributeValue::S(item)), Some(AttributeValue::S(state))) =
+            (row.get("item_id"), row.get("state"))
+        else {
+            continue;
+        };
+        let entry = counts.entry(item.clone()).or_default();
+        match state.as_str() {
+            "LIKE" => entry.like_count += 1,
+            "DISLIKE" => entry.dislike_count += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+/// The likers buckets of the users in LIKE per item among Reactions `rows`, of the rows the
+/// pipeline can read (a row whose `op_id` is no number is counted by reconciliation, never
+/// listed).
+fn buckets_of_likes(
+    rows: &[likes_store::rows::Item],
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let like = AttributeValue::S("LIKE".into());
+    let mut buckets = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
+    for row in rows {
+        if let (Some(AttributeValue::S(item)), Some(AttributeValue::S(user))) =
+            (row.get("item_id"), row.get("user_id"))
+        {
+            let readable = matches!(row.get("op_id"), Some(AttributeValue::N(_)));
+            if row.get("state") == Some(&like) && readable {
+                let bucket = likes_core::likers::bucket_of(user);
+                buckets.entry(item.clone()).or_default().insert(bucket);
+            }
+        }
+    }
+    buckets
 }

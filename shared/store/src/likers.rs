@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -187,16 +188,7 @@ impl LikersStore {
     pub async fn buckets_with_likes(&self, item: &ItemId) -> Result<BTreeSet<u32>, StoreError> {
         let asks = (0..LIKER_BUCKETS).map(|n| {
             let query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#bucket = :bucket AND #entry < :end")
-                .filter_expression("attribute_exists(#liked_at)")
-                .expression_attribute_names("#bucket", BUCKET)
-                .expression_attribute_names("#entry", ENTRY)
-                .expression_attribute_names("#liked_at", LIKED_AT)
-                .expression_attribute_values(":bucket", AttributeValue::S(bucket_key(item, n)))
-                .expression_attribute_values(":end", AttributeValue::S(LIKES_END.to_owned()))
+                .likes_below(bucket_key(item, n), LIKES_END.to_owned())
                 .projection_expression("#entry")
                 .limit(BUCKETS_AT_ONCE as i32);
             async move {
@@ -265,13 +257,10 @@ impl LikersStore {
         Ok(parts)
     }
 
-    /// One bucket's newest `read.limit` likes below `read.after`, Queried newest first; the
-    /// ended likes (tombstones) among them are read and left out, and the Query goes on past
-    /// them until it has the likes or reaches the bucket's first entry.
-    async fn newest_likes(&self, bucket: String, read: RunRead) -> Result<RunPart, StoreError> {
-        let below = read.after.unwrap_or_else(|| LIKES_END.to_owned());
-        let query = self
-            .client
+    /// A Query of `bucket`'s liked entries below the entry `below` (tombstones filtered
+    /// out): what a page and a repair's bucket check read.
+    fn likes_below(&self, bucket: String, below: String) -> QueryFluentBuilder {
+        self.client
             .query()
             .table_name(&self.table)
             .key_condition_expression("#bucket = :bucket AND #entry < :below")
@@ -281,6 +270,15 @@ impl LikersStore {
             .expression_attribute_names("#liked_at", LIKED_AT)
             .expression_attribute_values(":bucket", AttributeValue::S(bucket))
             .expression_attribute_values(":below", AttributeValue::S(below))
+    }
+
+    /// One bucket's newest `read.limit` likes below `read.after`, Queried newest first; the
+    /// ended likes (tombstones) among them are read and left out, and the Query goes on past
+    /// them until it has the likes or reaches the bucket's first entry.
+    async fn newest_likes(&self, bucket: String, read: RunRead) -> Result<RunPart, StoreError> {
+        let below = read.after.unwrap_or_else(|| LIKES_END.to_owned());
+        let query = self
+            .likes_below(bucket, below)
             .scan_index_forward(false)
             .limit(read.limit as i32);
         let liker = |item| {
