@@ -19,8 +19,8 @@ use lambda_runtime::{Context, LambdaEvent};
 use likes_api::{App, Config, Endpoint};
 use likes_consumers::{
     Aggregator, AggregatorConfig, BoardRefresher, Eraser, EraserConfig, Leaderboard,
-    LeaderboardConfig, Likers, LikersConfig, Publisher, PublisherConfig, Pulse, PulseConfig,
-    RefresherConfig, Retractor, RetractorConfig,
+    LeaderboardConfig, Publisher, PublisherConfig, Pulse, PulseConfig, RefresherConfig, Retractor,
+    RetractorConfig,
 };
 use likes_live::{
     BroadcastConfig, Broadcaster, Connect, ConnectConfig, Disconnect, DisconnectConfig, Message,
@@ -122,7 +122,6 @@ handles! {
     Eraser: DynamoDbEvent => DynamoDbEventResponse;
     Retractor: DynamoDbEvent => DynamoDbEventResponse;
     Leaderboard: KinesisEvent => KinesisEventResponse;
-    Likers: KinesisEvent => KinesisEventResponse;
     Broadcaster: KinesisEvent => KinesisEventResponse;
     Pulse: Value => Value;
     BoardRefresher: Value => Value;
@@ -225,10 +224,6 @@ pub const FUNCTIONS: &[Function] = &[
     )),
     function!("leaderboard", |env, clients| Leaderboard::new(
         LeaderboardConfig::from_lookup(env)?,
-        clients.dynamodb.clone()
-    )),
-    function!("likers", |env, clients| Likers::new(
-        LikersConfig::from_lookup(env)?,
         clients.dynamodb.clone()
     )),
     function!("pulse", |env, clients| Pulse::new(

@@ -4,7 +4,7 @@
 //! 1. Fills the Reactions table with `LIKES_BENCH_RECONCILE_ROWS` rows (default 100,000) over
 //!    `LIKES_BENCH_RECONCILE_ITEMS` items (10,000; 5 hot ones take a fifth of the rows), in
 //!    the shape the write path stores, by BatchWriteItem; the Likers table with the entries
-//!    the likers consumer would have written for the likes; and the Counts table with the
+//!    the log consumer would have written for the likes; and the Counts table with the
 //!    count rows the aggregator would have written for them, 1% of items then put off by a
 //!    few.
 //! 2. Runs one reconciliation at the next cut (`Reconciler::run_at`, the export through the

@@ -7,9 +7,9 @@
 //! latencies (per batch a Query of the shard's progress, then per chunk an intent PutItem,
 //! an UpdateItem per count row and the progress UpdateItem: no transaction), the Counts
 //! table's per-partition-key write units, and the Kinesis event stream's per-shard records;
-//! then the event log's two read models, each behind its own mapping of the log's shards:
-//! the likers' entries, and the leaderboard's claims, intents and score
-//! rows, with its scheduled refresher beside them. Every decision is the real one from
+//! then the event log's read models, behind the leaderboard consumer's mapping of the log's
+//! shards: the likers' entries (a like's with its claim), and the leaderboard's intents
+//! and score rows, with its scheduled refresher beside them. Every decision is the real one from
 //! `likes_core` (batch hotness, the records a shard's progress covers, chunk size, count-row
 //! routing by the stream shard's slot, intent numbers, event partition keys, liker buckets,
 //! score deltas, board shards) and the leaderboard's (intent runs by `run_length`, the
@@ -40,8 +40,6 @@ mod kinesis;
 mod latency;
 #[path = "scale/leaderboard.rs"]
 mod leaderboard;
-#[path = "scale/likers.rs"]
-mod likers;
 #[path = "scale/mapping.rs"]
 mod mapping;
 #[path = "scale/meter.rs"]
@@ -67,12 +65,11 @@ use likes_core::reconcile::Period;
 use likes_local::template::{self, Template};
 use likes_tests::{
     env_count, say, AGGREGATOR_FUNCTION, LEADERBOARD_FUNCTION, LEADERBOARD_REFRESH_FUNCTION,
-    LIKERS_FUNCTION, PUBLISHER_FUNCTION,
+    PUBLISHER_FUNCTION,
 };
 
 use design::{Design, DesignConfig};
 use leaderboard::{Leaderboard, NaiveBoards, RefresherConfig};
-use likers::Likers;
 use mapping::{MappingConfig, SECOND};
 use naive::Naive;
 use publisher::Publisher;
@@ -190,13 +187,6 @@ fn main() {
         traffic.seed,
     );
     let event_shards = env_count("LIKES_SCALE_EVENT_SHARDS", 300) as u32;
-    let likers_mapping = stream_mapping(
-        &template,
-        LIKERS_FUNCTION,
-        "Kinesis",
-        event_shards,
-        traffic.seed + 4,
-    );
     let leaderboard_mapping = stream_mapping(
         &template,
         LEADERBOARD_FUNCTION,
@@ -241,16 +231,14 @@ fn main() {
     };
 
     // Three mappings of one stream, independent of each other: a thread each, each with its
-    // own generator of the same flips. The log's two readers follow the publisher's puts, a
-    // thread each.
+    // own generator of the same flips. The log's reader follows the publisher's puts, in a
+    // thread of its own.
     let (seed, config) = (traffic.seed, &traffic);
-    let (likers_log, likers_puts) = sync_channel(1024);
     let (leaderboard_log, leaderboard_puts) = sync_channel(1024);
     let (
         (offered, design_run, design),
         events,
         (naive_run, naive),
-        (likers_run, likers),
         (leaderboard_run, leaderboard, naive_boards),
     ) = std::thread::scope(|scope| {
         let design = scope.spawn(|| {
@@ -260,16 +248,11 @@ fn main() {
             (traffic.offered(), run, design.finish())
         });
         let publisher = scope.spawn(move || {
-            let readers = vec![likers_log, leaderboard_log];
+            let readers = vec![leaderboard_log];
             let mut publisher = Publisher::new(shards, event_shards, readers, seed + 2);
             let traffic = Traffic::new(config.clone());
             mapping::run(publisher_mapping, traffic, &mut publisher);
             publisher.finish()
-        });
-        let likers = scope.spawn(move || {
-            let mut likers = Likers::new(event_shards, seed + 6);
-            let run = mapping::run(likers_mapping, likers_puts, &mut likers);
-            (run, likers.finish())
         });
         let leaderboard = scope.spawn(move || {
             // The naive design's ADDs as the events reach the log, beside the design's.
@@ -291,7 +274,6 @@ fn main() {
             design.join().expect("design run"),
             publisher.join().expect("publisher run"),
             naive.join().expect("naive run"),
-            likers.join().expect("likers run"),
             leaderboard.join().expect("leaderboard run"),
         )
     });
@@ -306,12 +288,12 @@ fn main() {
     // Every viral like is one liked entry, in one of the item's buckets, and every like on
     // the log scored once on the all-time board.
     assert_eq!(
-        likers.viral_liked.values().sum::<i64>(),
+        leaderboard.viral_liked.values().sum::<i64>(),
         offered.viral.like,
         "the viral item's liked entries are its distinct likers"
     );
     assert_eq!(
-        likers.viral_liked.len(),
+        leaderboard.viral_liked.len(),
         likes_core::likers::LIKER_BUCKETS as usize
     );
     assert_eq!(
@@ -436,12 +418,6 @@ fn main() {
     );
     say!("  here, so a key OVER the limit is one AWS would throttle, and that design would fall");
     say!("  further behind from then on.");
-    print_likers(
-        &likers_mapping,
-        likers_run,
-        likers,
-        traffic.seconds as usize,
-    );
     print_leaderboard(
         &leaderboard_mapping,
         board_shards,
@@ -467,15 +443,14 @@ fn main() {
     say!("    limit binds first) and partially refused PutRecords");
     say!("  - the log's readers: one batch in flight per Kinesis shard, batched by the template's");
     say!("    mappings (the same mapping model as the Reactions stream's), no fan-out, no retries");
-    say!(
-        "    (nothing fails); the likers' {} writes in flight as waves, each done at its slowest",
-        likes_consumers::likers::CONCURRENT_WRITES
-    );
-    say!("  - likers: every entry write is billed as a liked entry's (a tombstone holds less);");
+    say!("    (nothing fails)");
+    say!("  - likers: every entry write is billed as the largest entry's (both claims);");
     say!("    no duplicate or out-of-order deliveries, so no condition fails; no page is read");
     say!("  - leaderboard: the queue on a hot score row (DynamoDB applies one item's writes one");
     say!("    at a time: how many are in flight on one row is measured, none is slowed by it);");
-    say!("    failures (no batch retried, no head left pending, no event claimed twice, no tick");
+    say!(
+        "    failures (no batch retried, no head left pending, no event on the log twice, no tick"
+    );
     say!("    failed); two shards beginning one row at once; a container forgetting rows;");
     say!("    the index's propagation delay; the reads' RCU (the #progress and by_score Queries");
     say!("    are counted, the first epochs' reads only timed); the refresher's Query latency beyond the");
@@ -495,50 +470,8 @@ fn main() {
     println!("worst: {wcu} WCU/s on one count partition key, {records} records/s on one Kinesis shard, limit 1000");
 }
 
-/// The likers' entries, against one partition key per item.
-fn print_likers(
-    config: &MappingConfig,
-    run: mapping::MappingRun,
-    likers: likers::LikersTally,
-    seconds: usize,
-) {
-    say!();
-    say!(
-        "Likers (LikersFunction): BatchSize {}, window {} s per log shard, {} writes in flight",
-        config.batch_size,
-        config.batching_window / SECOND,
-        likes_consumers::likers::CONCURRENT_WRITES
-    );
-    say!(
-        "  design: item_id#<hash(user) mod {}>, keyed by position (no index); naive: item_id",
-        likes_core::likers::LIKER_BUCKETS
-    );
-    let [table, naive_table] =
-        [likers.table_wcu, likers.naive_table_wcu].map(|meter| meter.finish(run.end));
-    let design = format!("design ({} buckets)", likes_core::likers::LIKER_BUCKETS);
-    report::print_worst_keys(
-        &[&design, "naive (item_id)"],
-        &[KeyMeter {
-            label: "worst entry partition key, WCU/s: max",
-            by_design: vec![Some(&table), Some(&naive_table)],
-        }],
-        seconds,
-    );
-    say!(
-        "  entries written {}; invocations {}; worst iterator age {} ms",
-        likers.writes,
-        run.invocations,
-        run.max_iterator_age_ms
-    );
-    say!(
-        "  counted: the viral item's {} buckets hold its {} likers",
-        likers.viral_liked.len(),
-        likers.viral_liked.values().sum::<i64>()
-    );
-}
-
-/// The leaderboard's claims, intents and score rows, and the refresher's boards, against an
-/// UpdateItem per event.
+/// The leaderboard's likers entries, intents and score rows, and the refresher's boards,
+/// against an UpdateItem per event (and likers entries keyed by item).
 fn print_leaderboard(
     config: &MappingConfig,
     board_shards: u32,
@@ -556,7 +489,11 @@ fn print_leaderboard(
         config.batching_window / SECOND,
     );
     say!(
-        "  design: a claim per event; per run of <= {MAX_INTENT_BYTES} intent bytes its net deltas frozen in"
+        "  design: per run of <= {MAX_INTENT_BYTES} intent bytes, the likers entries (a like's and its end's"
+    );
+    say!(
+        "  with its claim) in item_id#<hash(user) mod {}>, keyed by position; its net deltas frozen in",
+        likes_core::likers::LIKER_BUCKETS
     );
     say!(
         "  one #intent head, then a conditional UpdateItem per score row ({IN_FLIGHT} in flight) on all#<s>,"
@@ -584,14 +521,15 @@ fn print_leaderboard(
     say!("  log, one key per board");
     // The refresher ticks on after the consumers are done: every meter ends with it.
     let end = run.end.max(leaderboard.end);
-    let [rows, boards, index, intents, progress, top, claims] = [
+    let [rows, boards, index, intents, progress, top, likers, naive_likers] = [
         leaderboard.row_wcu,
         leaderboard.board_wcu,
         leaderboard.index_wcu,
         leaderboard.intent_wcu,
         leaderboard.progress_wcu,
         leaderboard.top_wcu,
-        leaderboard.claims_wcu,
+        leaderboard.likers_wcu,
+        leaderboard.naive_likers_wcu,
     ]
     .map(|meter| meter.finish(end));
     let [naive_rows, naive_boards, naive_index] =
@@ -607,7 +545,11 @@ fn print_leaderboard(
         ("worst #intent#<shard> key, WCU/s: max", &intents, None),
         ("#progress key, WCU/s: max", &progress, None),
         ("#top key, WCU/s: max", &top, None),
-        ("worst claim key, WCU/s: max", &claims, None),
+        (
+            "worst likers entry key, WCU/s: max",
+            &likers,
+            Some(&naive_likers),
+        ),
     ];
     report::print_worst_keys(
         &["design (sharded, intents)", "naive (ADD per event)"],
@@ -634,15 +576,13 @@ fn print_leaderboard(
         say!("  {label:<46} {design:>28} {naive:>28}");
     };
     row(
-        "claims, all keys, WCU/s: mean / max",
-        mean_max(&claims.total),
-        "-",
+        "likers entries, all keys, WCU/s: mean / max",
+        mean_max(&likers.total),
+        &mean_max(&naive_likers.total),
     );
     row(
         "leaderboard WCU/s, all keys: mean / max",
-        mean_max(&summed(&[
-            &boards, &index, &intents, &progress, &top, &claims,
-        ])),
+        mean_max(&summed(&[&boards, &index, &intents, &progress, &top])),
         &mean_max(&summed(&[&naive_boards, &naive_index])),
     );
     row(

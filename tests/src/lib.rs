@@ -303,8 +303,6 @@ pub const RETRACT_FUNCTION: &str = "RetractFunction";
 pub const LEADERBOARD_FUNCTION: &str = "LeaderboardFunction";
 /// The scheduled function that re-ranks the leaderboards.
 pub const LEADERBOARD_REFRESH_FUNCTION: &str = "LeaderboardRefreshFunction";
-/// The mapping that feeds the likers lists from the Kinesis event log.
-pub const LIKERS_FUNCTION: &str = "LikersFunction";
 
 /// The user ids of a likers page, in its order.
 pub fn liker_ids(page: &Value) -> Vec<String> {

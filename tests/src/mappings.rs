@@ -2,7 +2,7 @@
 //! counters, settling, and the freshness the pipeline reports.
 
 use crate::{
-    within, TestStack, AGGREGATOR_FUNCTION, ERASE_FUNCTION, LEADERBOARD_FUNCTION, LIKERS_FUNCTION,
+    within, TestStack, AGGREGATOR_FUNCTION, ERASE_FUNCTION, LEADERBOARD_FUNCTION,
     PUBLISHER_FUNCTION, RETRACT_FUNCTION,
 };
 
@@ -57,11 +57,6 @@ impl TestStack {
         self.log_reader(LEADERBOARD_FUNCTION)
     }
 
-    /// The likers consumer's event source mapping (on the Kinesis log).
-    pub fn likers(&self) -> &likes_local::event_source_mapping::Pipeline {
-        self.log_reader(LIKERS_FUNCTION)
-    }
-
     pub(crate) fn log_reader(
         &self,
         function: &str,
@@ -77,17 +72,11 @@ impl TestStack {
         self.settle_log_reader(self.leaderboard()).await
     }
 
-    /// The same for the likers lists.
-    pub async fn settle_likers(&self) -> likes_local::faults::Counters {
-        self.settle_log_reader(self.likers()).await
-    }
-
     /// Waits until every flip in the Reactions stream now is counted and through every
     /// reader of the event log: the leaderboard, the likers and the broadcaster.
     pub async fn settle_consumers(&self) {
         self.settle().await;
         self.settle_leaderboard().await;
-        self.settle_likers().await;
         self.settle_broadcaster().await;
     }
 

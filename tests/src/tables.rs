@@ -126,6 +126,46 @@ impl TestStack {
             .unwrap();
     }
 
+    /// Lists `user`'s like of `item` that a flip ended (an unlike, an erasure) again, as the
+    /// flip's lost event leaves it: the like's tombstone is its entry again, at the like's
+    /// order.
+    pub async fn keep_liker(&self, item: &str, user: &str) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        use likes_core::likers::{bucket_key, bucket_of, LIKES_END};
+        let item = likes_core::ItemId::parse(item).unwrap();
+        let bucket = AttributeValue::S(bucket_key(&item, bucket_of(user)));
+        let ended = self
+            .dynamodb()
+            .query()
+            .table_name(self.name("LikersTable"))
+            .key_condition_expression("bucket = :bucket AND entry < :likes_end")
+            .filter_expression("user_id = :user AND attribute_not_exists(liked_at)")
+            .expression_attribute_values(":bucket", bucket.clone())
+            .expression_attribute_values(":likes_end", AttributeValue::S(LIKES_END.into()))
+            .expression_attribute_values(":user", AttributeValue::S(user.into()))
+            .send()
+            .await
+            .unwrap();
+        let [entry] = ended.items() else {
+            panic!("{user} ended one like of {item}: {ended:?}");
+        };
+        let position = entry["entry"].as_s().unwrap();
+        let liked_at = position.split_once('#').unwrap().0.trim_start_matches('0');
+        self.dynamodb()
+            .update_item()
+            .table_name(self.name("LikersTable"))
+            .key("bucket", bucket)
+            .key("entry", entry["entry"].clone())
+            .update_expression(
+                "SET liked_at = :liked_at, op_id = op_id - :one REMOVE expires_at, ended_by",
+            )
+            .expression_attribute_values(":liked_at", AttributeValue::N(liked_at.into()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+
     /// Lists `user` as liking `item` since a day ago, as a lost unlike leaves it (counting
     /// the like then listed its bucket).
     pub async fn invent_liker(&self, item: &str, user: &str) {

@@ -1,20 +1,23 @@
-//! The leaderboard's consumer of the Kinesis event log.
+//! The leaderboard's and the likers' consumer of the Kinesis event log.
 //!
 //! Per invocation of the consumer (one shard's records, in order): finish the intent a
-//! crashed attempt left, skip the records the shard's progress already covers, claim each
-//! scoring event for its record (an event on the log twice scores once), freeze each run's
-//! net deltas per board and item as the shard's next intent, apply it (one conditional ADD
-//! per score row however many events it holds) and move the progress.
+//! crashed attempt left, skip the records the shard's progress already covers, write each
+//! event's likers entries (a like's, or its end's, as the claim of the record it came in:
+//! an event on the log twice scores once), freeze each run's net deltas per board and item
+//! as the shard's next intent, apply it (one conditional ADD per score row however many
+//! events it holds) and move the progress.
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use lambda_runtime::LambdaEvent;
 use likes_core::leaderboard::score_deltas;
+use likes_core::likers::{liker_updates, unplaced};
 use likes_core::pipeline::{sequence_after, LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
-use likes_store::leaderboard::{run_length, Owned};
+use likes_store::leaderboard::{run_length, Owned, IN_FLIGHT};
 use likes_store::metrics::Report;
-use likes_store::{LeaderboardStore, StoreError};
+use likes_store::{LeaderboardStore, LikersStore, StoreError};
 use tracing::Instrument;
 
 use crate::ConfigError;
@@ -22,6 +25,7 @@ use crate::ConfigError;
 #[derive(Debug, Clone)]
 pub struct LeaderboardConfig {
     pub leaderboard_table: String,
+    pub likers_table: String,
     /// The shards each board's score rows spread over.
     pub board_shards: u32,
     /// Reconciliation's epochs, which all-time score rows keep subtotals by.
@@ -37,6 +41,7 @@ impl LeaderboardConfig {
         let seconds = |name| ConfigError::whole(&lookup, name).map(|n| n as i64 * 1000);
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
+            likers_table: ConfigError::var(&lookup, "LIKERS_TABLE")?,
             board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS")? as u32,
             period: Period {
                 length_ms: seconds("RECONCILE_EPOCH_SECONDS")?,
@@ -49,6 +54,7 @@ impl LeaderboardConfig {
 #[derive(Debug, Clone)]
 pub struct Leaderboard {
     store: LeaderboardStore,
+    likers: LikersStore,
     period: Period,
 }
 
@@ -57,6 +63,12 @@ pub struct Leaderboard {
 struct Applied {
     /// Events this invocation scored (its records' own claims).
     scored: usize,
+    /// Likers entries written, and those that already held the flip or a later one.
+    entries_written: usize,
+    entries_superseded: usize,
+    /// Events that end a like without saying when it was liked: their entries are left
+    /// to reconciliation, and they are claimed on their own.
+    unplaced: usize,
     /// The first record not applied, if the invocation stopped early.
     failed_at: Option<usize>,
 }
@@ -64,8 +76,9 @@ struct Applied {
 impl Leaderboard {
     pub fn new(config: LeaderboardConfig, dynamodb: aws_sdk_dynamodb::Client) -> Self {
         Self {
-            store: LeaderboardStore::new(dynamodb, config.leaderboard_table)
+            store: LeaderboardStore::new(dynamodb.clone(), config.leaderboard_table)
                 .with_board_shards(config.board_shards),
+            likers: LikersStore::new(dynamodb, config.likers_table),
             period: config.period,
         }
     }
@@ -85,8 +98,8 @@ impl Leaderboard {
             Err(err) => {
                 tracing::error!(error = %err, "the batch could not be applied; Lambda retries it");
                 Applied {
-                    scored: 0,
                     failed_at: Some(0),
+                    ..Applied::default()
                 }
             }
         };
@@ -99,6 +112,13 @@ impl Leaderboard {
         Report::new("Likes/Leaderboard")
             .value("RecordsReceived", "Count", records.len() as f64)
             .value("EventsApplied", "Count", applied.scored as f64)
+            .value("EntriesWritten", "Count", applied.entries_written as f64)
+            .value(
+                "EntriesSuperseded",
+                "Count",
+                applied.entries_superseded as f64,
+            )
+            .value("EventsUnplaced", "Count", applied.unplaced as f64)
             .value(
                 "BatchFailures",
                 "Count",
@@ -145,7 +165,10 @@ impl Leaderboard {
                 }
             }
         }
-        let mut scored = 0;
+        let mut applied = Applied {
+            failed_at,
+            ..Applied::default()
+        };
         for run in runs(&events, self.period) {
             let (last, _) = run.last().expect("runs are never empty");
             let last_seq = last.kinesis.sequence_number.clone();
@@ -157,24 +180,14 @@ impl Leaderboard {
                 .iter()
                 .map(|(record, _)| format!("{shard}:{}", record.kinesis.sequence_number))
                 .collect();
-            let scoring: Vec<Owned> = run
+            let owned: Vec<Owned> = run
                 .iter()
                 .zip(&owners)
-                .filter(|((_, event), _)| event.like_delta != 0)
                 .map(|((_, event), by)| Owned { event, by })
                 .collect();
-            let mine = self
-                .store
-                .claim(&scoring, likes_core::clock::now_ms())
-                .await?;
-            let owned: Vec<&ReactionEvent> = scoring
-                .iter()
-                .zip(&mine)
-                .filter(|(_, mine)| **mine)
-                .map(|(owned, _)| owned.event)
-                .collect();
-            scored += owned.len();
-            let deltas = score_deltas(owned, self.period);
+            let scoring = self.take(&owned, &mut applied).await?;
+            applied.scored += scoring.len();
+            let deltas = score_deltas(scoring, self.period);
             if deltas.is_empty() {
                 self.store
                     .advance(shard, through.as_deref(), &last_seq, arrival, intents)
@@ -207,7 +220,74 @@ impl Leaderboard {
                     .await?;
             }
         }
-        Ok(Applied { scored, failed_at })
+        Ok(applied)
+    }
+
+    /// Writes the likers entries of a run's events, each like's and each like's end's as
+    /// the claim of the record it came in, and claims on their own the scoring events that
+    /// write no such entry (an end that does not say when it was liked): the events the run
+    /// scores, those its records claimed (new, or by an earlier attempt at the same record).
+    async fn take<'e>(
+        &self,
+        run: &[Owned<'e>],
+        applied: &mut Applied,
+    ) -> Result<Vec<&'e ReactionEvent>, StoreError> {
+        let now_ms = likes_core::clock::now_ms();
+        // Collected before they are streamed, so the future stays `Send`.
+        let mut writes = Vec::new();
+        let mut on_their_own = Vec::new();
+        for (at, owned) in run.iter().enumerate() {
+            let event = owned.event;
+            if unplaced(event) {
+                tracing::warn!(event_id = %event.event_id, "an unlike without the like's time: its entry is left to reconciliation");
+                applied.unplaced += 1;
+            }
+            let mut claimed = false;
+            for update in liker_updates(event, now_ms) {
+                let claims = update.change.claims();
+                claimed |= claims;
+                let likers = &self.likers;
+                // (the event, whether the entry took the flip, whether it scores)
+                writes.push(async move {
+                    if claims {
+                        let mine = likers.claim(&update, owned.by).await?;
+                        Ok::<_, StoreError>((at, mine, mine))
+                    } else {
+                        Ok((at, likers.apply(&update).await?, false))
+                    }
+                });
+            }
+            if event.like_delta != 0 && !claimed {
+                on_their_own.push(*owned);
+            }
+        }
+        let done: Vec<(usize, bool, bool)> = stream::iter(writes)
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut scoring = Vec::new();
+        for (at, took, scores) in done {
+            if took {
+                applied.entries_written += 1;
+            } else {
+                applied.entries_superseded += 1;
+            }
+            if scores {
+                scoring.push(at);
+            }
+        }
+        scoring.sort_unstable();
+        let mut scoring: Vec<&ReactionEvent> =
+            scoring.into_iter().map(|at| run[at].event).collect();
+        let mine = self.store.claim(&on_their_own, now_ms).await?;
+        scoring.extend(
+            on_their_own
+                .iter()
+                .zip(mine)
+                .filter(|(_, mine)| *mine)
+                .map(|(owned, _)| owned.event),
+        );
+        Ok(scoring)
     }
 }
 

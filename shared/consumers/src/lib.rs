@@ -6,15 +6,15 @@
 //! - [`Eraser`]: account erasure jobs, one paced slice per record of the Erasures stream.
 //! - [`Retractor`]: moderators' actions on the event log, and retraction jobs, one paced
 //!   slice per record of the Moderation stream.
-//! - [`Leaderboard`] and [`Likers`]: read models of the Kinesis event log, and the
-//!   [`BoardRefresher`] that re-ranks the leaderboard's materialized boards.
+//! - [`Leaderboard`]: the read models of the Kinesis event log (the leaderboard's scores
+//!   and the likers lists), and the [`BoardRefresher`] that re-ranks the leaderboard's
+//!   materialized boards.
 
 mod aggregator;
 mod decode;
 mod erasure;
 mod events;
 pub mod leaderboard;
-pub mod likers;
 mod log_shards;
 mod publisher;
 mod pulse;
@@ -28,7 +28,6 @@ pub use decode::{decode, DecodeError};
 pub use erasure::{Eraser, EraserConfig};
 pub use events::{EventPublisher, PublishFailure};
 pub use leaderboard::{Leaderboard, LeaderboardConfig};
-pub use likers::{Likers, LikersConfig};
 pub use log_shards::LogShards;
 pub use publisher::{Publisher, PublisherConfig};
 pub use pulse::{Pulse, PulseConfig, PulseError, TickReport};

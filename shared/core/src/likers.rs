@@ -94,6 +94,14 @@ pub enum LikerChange {
     Undisliked { keep_until_ms: i64 },
 }
 
+impl LikerChange {
+    /// Whether the write begins or ends a like: the flips the leaderboard scores, which the
+    /// like's entry claims for the log record that brought them.
+    pub fn claims(&self) -> bool {
+        matches!(self, Self::Liked { .. } | Self::Unliked { .. })
+    }
+}
+
 /// One write to the likers model: an entry of (item, user), at the order of the flip that
 /// makes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

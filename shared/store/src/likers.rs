@@ -4,13 +4,19 @@
 //! who dislikes the item a dislike entry (`~#<user>`, after every like). Each holds its
 //! `user_id` and the order of the last flip applied to it (`row_created`, `op_id`); a liked
 //! entry holds `liked_at`, a disliked one `disliked`, and an ended one is a tombstone (a
-//! TTL). Which buckets an item's likes went to, a page reads from the item's count rows
+//! TTL). A like's entry also names the log records that claimed its like and its end for
+//! the leaderboard (`liked_by`, `ended_by`: see [`LikersStore::claim`]). Which buckets an
+//! item's likes went to, a page reads from the item's count rows
 //! ([`crate::CountsStore::liked_buckets`]), so it reads only those.
 
 use std::collections::{BTreeSet, HashMap};
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use likes_core::likers::{
@@ -22,7 +28,7 @@ use likes_core::{ItemId, LikersCursor};
 use crate::error::condition_held;
 use crate::pages::{query_until, query_while};
 use crate::rows::attr::{
-    BUCKET, DISLIKED, ENTRY, EXPIRES_AT, LIKED_AT, OP_ID, ROW_CREATED, USER_ID,
+    BUCKET, DISLIKED, ENDED_BY, ENTRY, EXPIRES_AT, LIKED_AT, LIKED_BY, OP_ID, ROW_CREATED, USER_ID,
 };
 use crate::rows::{self, number, Item, LikedEntryRow, LikerKey, LikerRow};
 use crate::{StoreError, Viewer};
@@ -53,6 +59,68 @@ impl LikersStore {
     /// nothing. One conditional UpdateItem, so the writes of one entry may be applied
     /// concurrently and in any order.
     pub async fn apply(&self, update: &LikerUpdate) -> Result<bool, StoreError> {
+        let request = self.entry_write(update, "");
+        condition_held("UpdateItem", request.send().await)
+    }
+
+    /// Applies a like's write or its end's (as [`apply`](Self::apply)) as the claim of the
+    /// log record `by` it came in: `true` where the flip is this record's to score, `false`
+    /// where another record of the log took it (the event was on the log twice). An entry
+    /// is written by its like and by the like's end, so it keeps one claim for each
+    /// (`liked_by`, `ended_by`): the write that applies the flip claims it, and a flip the
+    /// entry is already past (its end came first, or a repair wrote it) is claimed on its
+    /// own. A retry of the same record finds its own claim. One conditional UpdateItem; a
+    /// second one only where the flip's write was refused and its claim is free.
+    pub async fn claim(&self, update: &LikerUpdate, by: &str) -> Result<bool, StoreError> {
+        let slot = match update.change {
+            LikerChange::Liked { .. } => LIKED_BY,
+            LikerChange::Unliked { .. } => ENDED_BY,
+            LikerChange::Disliked | LikerChange::Undisliked { .. } => {
+                return Err(StoreError::Corrupt(format!(
+                    "{}'s dislike entry claims no flip",
+                    update.user_id
+                )))
+            }
+        };
+        let write = self
+            .entry_write(update, ", #slot = :by")
+            .expression_attribute_names("#slot", slot)
+            .expression_attribute_values(":by", AttributeValue::S(by.to_owned()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let held = match write.send().await {
+            Ok(_) => return Ok(true),
+            Err(err) => claim_held(err, slot)?,
+        };
+        match held {
+            Some(holder) => Ok(holder == by),
+            None => {
+                let request = self
+                    .client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key(BUCKET, AttributeValue::S(update.bucket_key()))
+                    .key(ENTRY, AttributeValue::S(update.entry()))
+                    .update_expression("SET #slot = :by")
+                    .condition_expression(
+                        "attribute_exists(#entry) AND (attribute_not_exists(#slot) OR #slot = :by)",
+                    )
+                    .expression_attribute_names("#entry", ENTRY)
+                    .expression_attribute_names("#slot", slot)
+                    .expression_attribute_values(":by", AttributeValue::S(by.to_owned()))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    );
+                match request.send().await {
+                    Ok(_) => Ok(true),
+                    Err(err) => Ok(claim_held(err, slot)?.is_some_and(|holder| holder == by)),
+                }
+            }
+        }
+    }
+
+    /// The conditional UpdateItem of `update`'s entry, over an older flip's only, with
+    /// `more_sets` appended to its SET clause.
+    fn entry_write(&self, update: &LikerUpdate, more_sets: &str) -> UpdateItemFluentBuilder {
         let request = self
             .client
             .update_item()
@@ -70,8 +138,10 @@ impl LikersStore {
             .expression_attribute_values(":row_created", number(update.row_created_ms))
             .expression_attribute_values(":op_id", number(update.op_id))
             .expression_attribute_values(":user_id", AttributeValue::S(update.user_id.clone()));
-        let set = "SET #op_id = :op_id, #row_created = :row_created, #user_id = :user_id";
-        let request = match update.change {
+        let set = format!(
+            "SET #op_id = :op_id, #row_created = :row_created, #user_id = :user_id{more_sets}"
+        );
+        match update.change {
             LikerChange::Liked { liked_at_ms } => request
                 .update_expression(format!("{set}, #liked_at = :liked_at REMOVE #expires_at"))
                 .expression_attribute_names("#liked_at", LIKED_AT)
@@ -89,8 +159,7 @@ impl LikersStore {
                 .update_expression(format!("{set}, #expires_at = :expires_at REMOVE #disliked"))
                 .expression_attribute_names("#disliked", DISLIKED)
                 .expression_attribute_values(":expires_at", number(keep_until_ms / 1000)),
-        };
-        condition_held("UpdateItem", request.send().await)
+        }
     }
 
     /// One page of a Scan of every liked entry (those with `liked_at`), from `start`: each as
@@ -293,5 +362,21 @@ impl LikersStore {
         let more = stopped || likers.len() > read.limit;
         likers.truncate(read.limit);
         Ok((likers, more))
+    }
+}
+
+/// Who holds the claim `slot` of an entry whose claiming write was refused: the record
+/// named there, `None` where it is free. Any other failure is the write's error.
+fn claim_held(
+    err: SdkError<UpdateItemError, HttpResponse>,
+    slot: &str,
+) -> Result<Option<String>, StoreError> {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(failed)) => Ok(failed
+            .item()
+            .and_then(|old| old.get(slot))
+            .and_then(|holder| holder.as_s().ok())
+            .cloned()),
+        _ => Err(StoreError::aws("UpdateItem", err)),
     }
 }

@@ -141,9 +141,9 @@ pub fn likes(size: Size) -> Vec<usize> {
         .collect()
 }
 
-/// The likers entry of reaction row `i`, a like, as the likers consumer leaves it
-/// (`LikersStore::apply`): in the user's bucket of the item, at the row's order (no
-/// `created_at`: 0, then `op_id`), with its position and time.
+/// The likers entry of reaction row `i`, a like, as the log consumer leaves it (its
+/// `LikersStore::apply`, less the claim's record name): in the user's bucket of the item,
+/// at the row's order (no `created_at`: 0, then `op_id`), with its position and time.
 pub fn liker_entry(i: usize, size: Size, load_ms: i64) -> Item {
     let row = reaction_row(i, size, load_ms);
     let text = |name: &str| row[name].as_s().expect("a string").clone();

@@ -1,15 +1,17 @@
-//! The leaderboard's consumer of the event log, behind its own mapping of the log's shards,
-//! and its scheduled refresher, as `Leaderboard::apply`, `BoardRefresher::tick` and
-//! `LeaderboardStore` make their calls.
+//! The leaderboard's consumer of the event log (which writes the likers entries too), behind
+//! its own mapping of the log's shards, and its scheduled refresher, as
+//! `Leaderboard::apply`, `BoardRefresher::tick`, `LeaderboardStore` and `LikersStore` make
+//! their calls.
 //!
 //! Per consumer invocation:
 //!
 //! 1. two consistent GetItems at once, the shard's progress and its intent head (reads, no
 //!    write);
 //! 2. the batch in runs as the consumer cuts it (`run_length`, the real function: as many
-//!    records as one intent's row holds), one after another; per run: a
-//!    conditional PutItem claim per event that adds a like or takes one away, each its own
-//!    partition key (`#event#<flip key>`), `IN_FLIGHT` at once in order (`buffered`);
+//!    records as one intent's row holds), one after another; per run: the `liker_updates`
+//!    of its events, a conditional UpdateItem of each one's entry in its bucket
+//!    (`item_id#<hash(user) mod 128>`, keyed by position: no index), a like's and a like
+//!    end's with its claim, `IN_FLIGHT` at once;
 //! 3. `score_deltas` of the claimed events, one score row per board and item, on the board
 //!    shard `item_shard` gives it (`Window::board_key`). None: one UpdateItem of the
 //!    progress (`#progress`). Else the run's rows frozen in the head (a PutItem on
@@ -61,7 +63,8 @@
 //!
 //! The naive design beside it applies each event alone as it reaches the log: an UpdateItem
 //! ADD on each of its score rows, on one unsharded partition key per board, no claim, no
-//! intent, no refresh.
+//! intent, no refresh; and the same likers entries keyed by `item_id` alone, one partition
+//! key for the viral item.
 //!
 //! Left out: DynamoDB's serialization of one item's writes (writes in flight on one row take
 //! no longer for it: the queue is measured, not waited on); adaptive capacity and split for
@@ -69,7 +72,8 @@
 //! index as the table is); the refresher's Query latency beyond the uniform range (no tail
 //! on any of a tick's S Queries), where in its progress Query the read lands, the
 //! scheduler's jitter and the refresher's cold starts; failures (no batch retried, no head
-//! left pending, no event claimed twice, no tick failed); the reads' capacity (GetItems and
+//! left pending, no event on the log twice, so no entry's condition fails); every entry
+//! write billed as the largest entry's; the reads' capacity (GetItems and
 //! Queries are counted, no RCU metered); paging of a board shard's Query on tied scores, and
 //! the refresher's reads of the rows the index leaves out (only a board whose top reaches
 //! down to one like reads them); the round trip of a refused first write (its units are
@@ -79,7 +83,10 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
+use std::collections::BTreeMap;
+
 use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
+use likes_core::likers::{liker_updates, LikerChange};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{run_length, IN_FLIGHT, RANKED_FROM};
 use likes_store::rows::ScoreDeltaRow;
@@ -122,8 +129,12 @@ pub struct LeaderboardTally {
     pub intent_wcu: WorstKey<String>,
     pub progress_wcu: WorstKey<String>,
     pub top_wcu: WorstKey<String>,
-    /// By `#event#<flip key>`: each claim is its own partition key.
-    pub claims_wcu: WorstKey<String>,
+    /// Likers entries by bucket, and the naive design's by item id.
+    pub likers_wcu: WorstKey<String>,
+    pub naive_likers_wcu: WorstKey<String>,
+    pub likers_writes: u64,
+    /// Per bucket of the viral item: entries liked, less entries unliked.
+    pub viral_liked: BTreeMap<String, i64>,
     /// Score-row UpdateItems, by the second they finished.
     pub score_writes: PerSecond,
     /// Per score-row write, the writes in flight on its row when it began (itself included);
@@ -233,8 +244,8 @@ struct InFlight {
 enum Step {
     /// The progress and the intent head are being read.
     ReadingState,
-    /// The run's claims are in flight.
-    Claiming,
+    /// The run's likers entries (a like's and its end's with its claim) are in flight.
+    WritingEntries,
     /// The run scored nothing: the progress is being moved.
     Advancing,
     /// The run's head is being put.
@@ -380,7 +391,10 @@ impl Leaderboard {
                 intent_wcu: WorstKey::new(),
                 progress_wcu: WorstKey::new(),
                 top_wcu: WorstKey::new(),
-                claims_wcu: WorstKey::new(),
+                likers_wcu: WorstKey::new(),
+                naive_likers_wcu: WorstKey::new(),
+                likers_writes: 0,
+                viral_liked: BTreeMap::new(),
                 score_writes: PerSecond::default(),
                 queued: Histogram::default(),
                 viral_queued: Histogram::default(),
@@ -564,7 +578,7 @@ impl Leaderboard {
         Next::At(at)
     }
 
-    /// The next run's claims, or the end of the invocation once every run finished.
+    /// The next run's likers entries, or the end of the invocation once every run finished.
     fn next_run(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
         if inv.run_start >= inv.batch.len() {
             return Next::Done {
@@ -576,23 +590,44 @@ impl Leaderboard {
                 inv.batch[inv.run_start..].iter().map(|r| &*r.event),
                 self.period,
             );
-        let scoring = inv.batch[inv.run_start..inv.run_end]
+        let now_ms = EPOCH_MS + (now / MS) as i64;
+        let writes = inv.batch[inv.run_start..inv.run_end]
             .iter()
-            .filter(|r| r.event.like_delta != 0)
-            .count();
-        let end = now + self.ordered(scoring, latency::UPDATE_ITEM);
-        self.wait(shard, inv, Step::Claiming, end)
+            .map(|r| liker_updates(&r.event, now_ms).len())
+            .sum();
+        let end = now + self.ordered(writes, latency::UPDATE_ITEM);
+        self.wait(shard, inv, Step::WritingEntries, end)
     }
 
-    /// The run's claims returned (each the record's: nothing is on the log twice here): its
-    /// score rows, and the head, or the progress alone.
-    fn claimed(&mut self, shard: usize, mut inv: Invocation, now: Micros) -> Next<LoggedEvent> {
+    /// The run's likers entries returned (each claim the record's: nothing is on the log
+    /// twice here): its score rows, and the head, or the progress alone.
+    fn entries_written(
+        &mut self,
+        shard: usize,
+        mut inv: Invocation,
+        now: Micros,
+    ) -> Next<LoggedEvent> {
         let run = &inv.batch[inv.run_start..inv.run_end];
-        let scoring = run.iter().filter(|r| r.event.like_delta != 0);
-        for record in scoring.clone() {
-            let key = format!("#event#{}", record.event.flip_key());
-            self.tally.claims_wcu.charge(now, &key, self.units.claim);
+        let now_ms = EPOCH_MS + (now / MS) as i64;
+        for record in run {
+            let item = record.event.item_id.as_str();
+            for update in liker_updates(&record.event, now_ms) {
+                let tally = &mut self.tally;
+                let bucket = update.bucket_key();
+                tally.likers_wcu.charge(now, &bucket, self.units.entry);
+                tally.naive_likers_wcu.charge(now, item, self.units.entry);
+                tally.likers_writes += 1;
+                if item == VIRAL_ITEM {
+                    let liked = match update.change {
+                        LikerChange::Liked { .. } => 1,
+                        LikerChange::Unliked { .. } => -1,
+                        LikerChange::Disliked | LikerChange::Undisliked { .. } => 0,
+                    };
+                    *tally.viral_liked.entry(bucket).or_insert(0) += liked;
+                }
+            }
         }
+        let scoring = run.iter().filter(|r| r.event.like_delta != 0);
         let deltas = score_deltas(scoring.map(|r| &*r.event), self.period);
         inv.days = days(deltas.keys().map(|(window, _)| window));
         let board_key = |window: &Window, item: &str| {
@@ -806,7 +841,7 @@ impl Consumer<LoggedEvent> for Leaderboard {
             .expect("an invocation in flight");
         match step {
             Step::ReadingState => self.next_run(shard, inv, now),
-            Step::Claiming => self.claimed(shard, inv, now),
+            Step::WritingEntries => self.entries_written(shard, inv, now),
             Step::Advancing => {
                 self.tally
                     .progress_wcu

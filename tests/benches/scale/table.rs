@@ -11,9 +11,7 @@ use likes_core::likers::{position, LIKER_BUCKETS};
 use likes_core::pipeline::{CountTarget, RowDelta};
 use likes_store::counts::{encode_intent, intent_note, CountIntent};
 use likes_store::rows::attr::LIKED_BUCKETS;
-use likes_store::rows::{
-    to_item, EventClaimRow, IntentHeadRow, ScoreDeltaRow, TopEntryRow, TopRow,
-};
+use likes_store::rows::{to_item, IntentHeadRow, ScoreDeltaRow, TopEntryRow, TopRow};
 use likes_store::StoreError;
 
 use crate::capacity::{self, Item};
@@ -115,12 +113,21 @@ fn widest_number() -> AttributeValue {
     AttributeValue::N(format!("-{}", "9".repeat(38)))
 }
 
-/// The largest likers entry there can be, liked (a tombstone holds less): a 128-character
-/// item id's last bucket, its position (key) with a 128-character user id, the user id and
-/// the widest numbers.
+/// The largest likers entry there can be: a 128-character item id's last bucket, its
+/// position (key) with a 128-character user id, the user id, the widest numbers, and both
+/// claims (its like's and its end's log records; a liked entry holds the first, a
+/// tombstone both and no `liked_at`).
 fn largest_liker_entry() -> Item {
     let user = "u".repeat(USER_ID_MAX_LEN);
+    let by = || {
+        AttributeValue::S(format!(
+            "{}:{SEQUENCE_NUMBER}",
+            kinesis_shard_id(u32::MAX as usize)
+        ))
+    };
     Item::from([
+        ("liked_by".to_owned(), by()),
+        ("ended_by".to_owned(), by()),
         (
             "bucket".to_owned(),
             AttributeValue::S("x".repeat(ITEM_ID_MAX_LEN) + "#127"),
@@ -137,7 +144,7 @@ fn largest_liker_entry() -> Item {
 }
 
 /// Write units of one likers entry's UpdateItem.
-pub fn liker_units() -> u64 {
+fn liker_units() -> u64 {
     capacity::write_units(capacity::item_size(&largest_liker_entry()))
 }
 
@@ -168,8 +175,8 @@ pub struct LeaderboardUnits {
     /// One `by_score` index entry: the row's keys, its score and `item_id` (the index
     /// projects nothing else, so not the row's intent markers).
     pub index: u64,
-    /// An event's claim, a PutItem.
-    pub claim: u64,
+    /// A likers entry's UpdateItem (a like's or its end's with its claim).
+    pub entry: u64,
     /// A materialized board of `TOP_SIZE` entries, a PutItem.
     pub top: u64,
 }
@@ -191,14 +198,7 @@ fn bare_score_row(ttl: bool) -> Item {
 pub fn leaderboard_units() -> LeaderboardUnits {
     let item = "x".repeat(ITEM_ID_MAX_LEN);
     let widest = i64::MAX;
-    let event_id = format!("{}#{item}#{}", "u".repeat(USER_ID_MAX_LEN), u64::MAX);
     let board = Window::day_of(LAST_DAY_MS).board_key(LAST_BOARD_SHARD);
-    let claim = EventClaimRow {
-        board: format!("#event#{event_id}@{widest}"),
-        item_id: item.clone(),
-        by: format!("{}:{SEQUENCE_NUMBER}", kinesis_shard_id(u32::MAX as usize)),
-        expires_at: widest,
-    };
     let top = TopRow {
         board: "#top".into(),
         item_id: Window::day_of(LAST_DAY_MS).key(),
@@ -216,7 +216,7 @@ pub fn leaderboard_units() -> LeaderboardUnits {
     let index_entry = capacity::item_size(&bare_score_row(false)) + board.len() + item.len();
     LeaderboardUnits {
         index: capacity::index_entry_units(index_entry),
-        claim: put_units(to_item(&claim)),
+        entry: liker_units(),
         top: put_units(to_item(&top)),
     }
 }

@@ -31,12 +31,14 @@ async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_i
     clear_of_utc_midnight(Duration::from_secs(120)).await;
     let stack = TestStack::builder().refreshing_boards().start().await;
     // The event log holds some events twice (the publisher's batch delivered again), the
-    // leaderboard gets batches twice, one invocation dies after its third UpdateItem (a
-    // score row of its intent, or the refresh lease it took, left held) and the next one to
-    // write dies right after its first score row took its intent (the intent is left half
-    // applied), and the retries are cut shorter, then longer.
+    // leaderboard gets batches twice, one invocation dies after its third UpdateItem of the
+    // Leaderboard table (a score row of its intent, or the refresh lease it took, left held;
+    // the likers entries it writes first are not counted) and the next one to write dies
+    // right after its first score row took its intent (the intent is left half applied),
+    // and the retries are cut shorter, then longer.
     stack.publisher().faults().duplicate_next_batches(2);
     let faults = stack.leaderboard().faults();
+    faults.count_chunks_of(&stack.name("LeaderboardTable"));
     faults.duplicate_next_batches(3);
     faults.crash_after_chunks(3);
     faults.crash_after_chunks(1);

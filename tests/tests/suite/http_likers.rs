@@ -1,6 +1,7 @@
 //! `GET /v1/items/{item_id}/likers` through the local front: a thousand likers of one item
 //! listed newest first across its buckets, each once, equal to the Reactions table's own
-//! LIKE rows however often the event log and its consumer deliver, re-cut or crash; unlikes
+//! LIKE rows however often the event log and its consumer deliver, re-cut or crash (and the
+//! item's all-time score, which the entries claim its events for, equal to them too); unlikes
 //! and account erasure take users off the list, and a like after an erasure puts them back.
 
 use std::collections::BTreeSet;
@@ -27,10 +28,11 @@ async fn like_all(stack: &TestStack, users: &[String], item: &str) {
 #[tokio::test]
 async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_and_crashes() {
     let stack = TestStack::start().await;
-    // The log holds some events twice; the likers consumer gets batches twice, dies after
-    // its 2nd and 1st entry written, and its retries are cut shorter, then longer.
+    // The log holds some events twice; the log's consumer gets batches twice, dies after
+    // its 2nd and 1st entry written (claims taken, no intent yet), and its retries are cut
+    // shorter, then longer.
     stack.publisher().faults().duplicate_next_batches(2);
-    let faults = stack.likers().faults();
+    let faults = stack.leaderboard().faults();
     faults.duplicate_next_batches(3);
     faults.crash_after_chunks(2);
     faults.crash_after_chunks(1);
@@ -61,7 +63,7 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
     like_all(&stack, &users[..20], ITEM).await;
     stack.like("elsewhere", "viral:2").await;
 
-    let counters = stack.settle_likers().await;
+    let counters = stack.settle_leaderboard().await;
     assert!(
         counters.duplicate_deliveries >= 3 && counters.crashes >= 2 && !faults.armed(),
         "every fault was played (the re-cuts on the crashes' retries): {counters:?}"
@@ -78,6 +80,12 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
     assert_eq!(listed, expected, "exactly the LIKE rows, newest first");
     let distinct: BTreeSet<&String> = listed.iter().map(|(user, _)| user).collect();
     assert_eq!(distinct.len(), listed.len(), "each user once");
+    // Each like and each unlike scored once, whichever attempt at its record claimed it.
+    let score = stack.all_time_score_row(ITEM).await["score"]
+        .as_n()
+        .map(|n| n.parse::<usize>().unwrap())
+        .unwrap();
+    assert_eq!(score, expected.len(), "the all-time score is the likes");
     // The default page is 20.
     let first = stack.likers_page(ITEM, "").await;
     assert_eq!(first["items"].as_array().map(Vec::len), Some(20));
@@ -95,7 +103,7 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
             stack.like(user, item).await;
         }
     }
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     let users = likes_tests::liker_ids;
     for item in items {
         assert_eq!(
@@ -117,14 +125,14 @@ async fn account_erasure_takes_a_user_off_every_likers_list() {
         .wait_for_erasure("leaver", &id, Duration::from_secs(60))
         .await;
     assert_eq!(seen.last().unwrap()["reactions_erased"], 3, "{seen:?}");
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     for item in items {
         assert_eq!(users(&stack.likers_page(item, "").await), ["keeper"]);
     }
     // Liking again at once writes a new row from op_id 1, below the erased row's op_ids:
     // a new life of the row, which the likers and the leaderboard take as newer.
     stack.like("leaver", "game:a").await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
     assert_eq!(
         users(&stack.likers_page("game:a", "").await),
@@ -149,7 +157,7 @@ async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() 
         stack.like(&format!("user{n}"), "game:a").await;
     }
     stack.like("user0", "game:b").await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     let page = stack.likers_page("game:a", "limit=2").await;
     let cursor = page["next_cursor"]
         .as_str()

@@ -109,7 +109,7 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
         stack.react("bot", item, ReactionState::Like).await;
     }
     stack.settle().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     assert_eq!(
         liker_ids(&stack.likers_page("mod:000", "").await)[0],
         "bot",
@@ -147,7 +147,7 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
 
     stack.settle().await;
     stack.settle_events().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
     stack
         .assert_counts_match_recount(&items.iter().map(String::as_str).collect::<Vec<_>>())
@@ -348,7 +348,7 @@ async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_an
         }
     }
     stack.settle().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
     stack
         .leaderboard_until(
@@ -420,7 +420,7 @@ async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_an
     assert_eq!(done["reactions_retracted"], 151, "{done}");
     stack.settle().await;
     stack.settle_events().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
     let recount = stack
         .assert_counts_match_recount(&[ITEM, "kept:item"])

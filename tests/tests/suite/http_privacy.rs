@@ -89,7 +89,7 @@ async fn a_private_user_leaves_other_readers_likers_lists_not_their_own_and_stil
     for user in ["ann", "bob", "cid"] {
         stack.like(user, ITEM).await;
     }
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     let everyone = ["cid", "bob", "ann"];
     assert_eq!(seen_by(&stack, "dan").await, everyone);
     assert_eq!(
@@ -124,7 +124,7 @@ async fn a_block_hides_the_two_users_from_each_other_both_ways_until_it_is_lifte
     for user in ["ann", "bob", "cid", "dan"] {
         stack.like(user, ITEM).await;
     }
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     let everyone = ["dan", "cid", "bob", "ann"];
 
     let first = answer(&block(&stack, "ann", "bob").await, 200);
@@ -202,7 +202,7 @@ async fn pages_skipping_many_hidden_likers_stay_full_and_list_every_visible_like
     }
     // The reader's own likes are private: shown to them, to nobody else.
     answer(&set_visibility(&stack, "reader", "private").await, 200);
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
 
     let all = stack.liked_rows(ITEM).await;
     assert_eq!(all.len(), 151, "the likes went through");

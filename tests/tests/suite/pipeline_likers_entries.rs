@@ -1,9 +1,13 @@
-//! Who liked an item, written as the likers' consumer writes it (its own decisions,
-//! `liker_updates`, and its store's conditional writes): one user's flips delivered in
-//! every order, then all again, leave the likes as the newest flip says. Each ended like is
-//! a tombstone at its own position, the like the row holds is listed once at its position,
-//! and the dislike entry holds or not as the newest flip says, so an item's removal finds
-//! the user exactly when they react to it. A page reads past the tombstones in its way.
+//! Who liked an item, written as the event log's consumer writes it (its own decisions,
+//! `liker_updates`, and its store's conditional writes, a like's and its end's as the claim
+//! of the log record that brought it): one user's flips delivered in every order, then all
+//! again in other records, then in the first records once more (a retry), leave the likes
+//! as the newest flip says, and each like and each end is claimed, so scored, once: by its
+//! first record, out of order too, and again by a retry of that record, never by another.
+//! Each ended like is a tombstone at its own position, the like the row holds is listed
+//! once at its position, and the dislike entry holds or not as the newest flip says, so an
+//! item's removal finds the user exactly when they react to it. A page reads past the
+//! tombstones in its way.
 //! Pages read the buckets the items' count rows list: each test lists its user's bucket, as
 //! the aggregator's count write of the like does.
 
@@ -79,6 +83,20 @@ fn orders(n: usize) -> Vec<Vec<usize>> {
     all
 }
 
+/// Writes `event`'s entries as the log's consumer does, for the log record `by`: whether
+/// the record claimed the event (`None` for an event that begins or ends no like).
+async fn deliver(store: &LikersStore, event: &ReactionEvent, by: &str) -> Option<bool> {
+    let mut claimed = None;
+    for update in liker_updates(event, CREATED) {
+        if update.change.claims() {
+            claimed = Some(store.claim(&update, by).await.expect("a likers claim"));
+        } else {
+            store.apply(&update).await.expect("a likers write");
+        }
+    }
+    claimed
+}
+
 #[tokio::test]
 async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_newest_flip() {
     let stack = TestStack::start().await;
@@ -91,19 +109,27 @@ async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_new
         for (n, order) in orders(flips).into_iter().enumerate() {
             let item = format!("flips:{flips}-{n}");
             let events = history(&item);
-            let deliveries: Vec<ReactionEvent> = order
+            // Each flip in record `first:<k>`, then again in record `again:<k>` (the event
+            // on the log twice), then in `first:<k>` once more (a retry of its record).
+            let deliveries: Vec<(ReactionEvent, String, bool)> = order
                 .iter()
-                .chain(order.iter().rev())
-                .map(|&at| events[at].clone())
+                .map(|&at| (at, "first", true))
+                .chain(order.iter().rev().map(|&at| (at, "again", false)))
+                .chain(order.iter().map(|&at| (at, "first", true)))
+                .map(|(at, record, claims)| (events[at].clone(), format!("{record}:{at}"), claims))
                 .collect();
             stack.list_likers_buckets(&item, &[USER]).await;
             items.push((item, flips));
             let store = store.clone();
             writes.spawn(async move {
-                for event in &deliveries {
-                    for update in liker_updates(event, CREATED) {
-                        store.apply(&update).await.expect("a likers write");
-                    }
+                for (event, by, claims) in &deliveries {
+                    let claimed = deliver(&store, event, by).await;
+                    let expected = (event.like_delta != 0).then_some(*claims);
+                    assert_eq!(
+                        claimed, expected,
+                        "{} in {by}, delivered {order:?}",
+                        event.event_id
+                    );
                 }
             });
             while writes.len() >= 16 {

@@ -103,8 +103,8 @@ async fn a_long_life_of_faults_and_stalls_ends_exact_and_bounded_with_every_give
 }
 
 /// Events lost every way a deployment loses them: a row the service never wrote, a count
-/// batch and a likers batch given up to their dead-letter queues, events the board never
-/// applied.
+/// batch given up to its dead-letter queue, likers entries and board events the log's
+/// consumer never applied.
 async fn lose_events_every_way(stack: &TestStack) {
     // A row the service never wrote, put behind the API.
     stack
@@ -126,14 +126,13 @@ async fn lose_events_every_way(stack: &TestStack) {
     }
     assert!(stack.settle().await.dlq_batches >= 1);
     counts_faults.clear();
-    // A likers batch given up to its dead-letter queue: one like and one unlike.
-    stack.settle_likers().await;
-    let likers_faults = stack.likers().faults();
-    likers_faults.fail_shard(0);
+    // Likers entries the log never brought (their records expired): one like and one
+    // unlike.
     stack.react("l0", "game:b", Like).await;
     stack.react("u1", "game:b", Neutral).await;
-    assert!(stack.settle_likers().await.dlq_batches >= 1);
-    likers_faults.clear();
+    stack.settle_leaderboard().await;
+    stack.lose_liker("game:b", "l0").await;
+    stack.keep_liker("game:b", "u1").await;
     // Events the board never applied (their log records expired): an unlike and two likes.
     stack.settle_leaderboard().await;
     stack.edit_all_time_score("game:b", 1).await;
@@ -219,7 +218,7 @@ async fn split_the_stream_and_erase_a_user(stack: &TestStack, items: &[&str]) {
         .await;
     stack.settle().await;
     stack.settle_events().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
 }
 

@@ -80,7 +80,7 @@ async fn play(stack: &TestStack) -> Truth {
 
 async fn served(stack: &TestStack) -> Served {
     stack.settle().await;
-    stack.settle_likers().await;
+    stack.settle_leaderboard().await;
     stack.settle_leaderboard().await;
     let mut counts = BTreeMap::new();
     let mut likers = BTreeMap::new();

@@ -89,7 +89,7 @@ pub(crate) fn intercept(
     match handler {
         "aggregator" => clients.dynamodb = dynamodb(CountWriteFaults::committing_counts(context)),
         "erase" => clients.dynamodb = dynamodb(CountWriteFaults::committing_deletes(context)),
-        "leaderboard" | "likers" => {
+        "leaderboard" => {
             clients.dynamodb = dynamodb(CountWriteFaults::committing_updates(context));
         }
         "publisher" => {
@@ -220,13 +220,21 @@ impl CountWriteFaults {
         }
     }
 
-    /// The likers' and the leaderboard's consumers': a chunk is one `UpdateItem`.
+    /// The leaderboard's consumer (the likers entries too): a chunk is one `UpdateItem`.
     pub fn committing_updates(context: FaultContext) -> Self {
         Self {
             context,
             chunk: &[UPDATE_ITEM],
         }
     }
+}
+
+/// The table an `UpdateItem` writes, for [`Faults::count_chunks_of`].
+#[derive(Debug, Clone)]
+struct ChunkTable(String);
+
+impl Storable for ChunkTable {
+    type Storer = StoreReplace<Self>;
 }
 
 const BATCH_WRITE_ITEM: &str = "BatchWriteItem";
@@ -274,6 +282,13 @@ impl Intercept for CountWriteFaults {
         };
         if let Some(write) = write {
             cfg.interceptor_state().store_put(write);
+        }
+        let table = input
+            .downcast_ref::<UpdateItemInput>()
+            .and_then(|update| update.table_name());
+        if let Some(table) = table {
+            cfg.interceptor_state()
+                .store_put(ChunkTable(table.to_owned()));
         }
         Ok(())
     }
@@ -340,7 +355,11 @@ impl Intercept for CountWriteFaults {
         match cfg.load::<CountWrite>() {
             Some(CountWrite::Row(_)) => CounterCells::add(&counters.count_row_writes, 1),
             Some(CountWrite::Intent) => CounterCells::add(&counters.intents_written, 1),
-            None if operation(cfg).is_some_and(|op| self.chunk.contains(&op)) => {}
+            None if operation(cfg).is_some_and(|op| self.chunk.contains(&op))
+                && self
+                    .context
+                    .faults
+                    .counts_chunks_of(cfg.load::<ChunkTable>().map(|t| t.0.as_str())) => {}
             None => return Ok(()),
         }
         if let Some(live) = self.context.invocation.current() {

@@ -22,6 +22,8 @@ struct Switches {
     batch_cap: Option<usize>,
     /// Crashes to play, in order: after how many committed chunks of an invocation.
     crashes: VecDeque<usize>,
+    /// Only writes of this table are chunks, when set.
+    chunk_table: Option<String>,
     failing_invocations: u32,
     kinesis_put_failures: u32,
     throttled_count_writes: u32,
@@ -63,6 +65,13 @@ impl Faults {
     /// more crash, played after the ones armed before it.
     pub fn crash_after_chunks(&self, k: usize) {
         self.with(|s| s.crashes.push_back(k.max(1)));
+    }
+
+    /// Counts only the writes of `table` as chunks, for [`Faults::crash_after_chunks`]: the
+    /// leaderboard consumer's score rows and progress (its Leaderboard table's
+    /// `UpdateItem`s) without the likers entries it writes first.
+    pub fn count_chunks_of(&self, table: &str) {
+        self.with(|s| s.chunk_table = Some(table.to_owned()));
     }
 
     /// The next `n` invocations fail as a function error before doing anything (the runtime
@@ -188,6 +197,15 @@ impl Faults {
 
     pub(crate) fn record_age_offset(&self) -> Duration {
         self.with(|s| s.record_age_offset)
+    }
+
+    /// Whether a write of `table` is a chunk.
+    pub(super) fn counts_chunks_of(&self, table: Option<&str>) -> bool {
+        self.with(|s| {
+            s.chunk_table
+                .as_deref()
+                .is_none_or(|only| table == Some(only))
+        })
     }
 
     pub(super) fn take_crash_at(&self, chunks: usize) -> bool {

@@ -4,7 +4,9 @@
 //!   (`all#<s>`, `day#2026-12-01#<s>`, `s` by item hash), read top-down per shard through the
 //!   `by_score` index; each also keeps, per log shard, the last intent it took (`n#<shard>`);
 //! - **event claims** `#event#<flip key>`: the log record that owns an event (`by`), so an
-//!   event on the log twice scores once;
+//!   event on the log twice scores once, for the events that end a like without saying
+//!   when it was liked (every other event is claimed on its like's likers entry:
+//!   [`crate::LikersStore::claim`]);
 //! - per Kinesis shard, its **progress** (`#progress` / shard: the last record applied, its
 //!   arrival, which `as_of` is read from, and the intents applied), dropped once the shard
 //!   has expired from the log, and its last **intent** (`#intent#<shard>` / `head`: the

@@ -108,6 +108,10 @@ pub const BUCKET: &str = "bucket";
 pub const ROW_CREATED: &str = "row_created";
 /// A likers dislike entry while its user dislikes the item.
 pub const DISLIKED: &str = "disliked";
+/// On a like's entry, the log records that claimed its like and its end for the
+/// leaderboard (`<shard>:<sequence number>`).
+pub const LIKED_BY: &str = "liked_by";
+pub const ENDED_BY: &str = "ended_by";
 // Privacy (PK user_id, SK entry; the Likers table's sort key too): the settings row `#settings` (`likes_visibility`, and
 // `blocks`: how many users its user blocks) and block rows `b#<user id>` (`blocked_at`).
 pub const ENTRY: &str = "entry";
