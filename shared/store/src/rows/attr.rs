@@ -53,9 +53,11 @@ pub const RUNS: &str = "runs";
 pub const LAST_CUT: &str = "last_cut";
 // A stream shard's progress on the Counts table: the last intent it completed.
 pub const INTENT: &str = "intent";
-// A stream shard's intent on the Counts table: its last record and its rows' deltas.
+// A stream shard's intent on the Counts table: its last record and its rows' deltas
+// (deflated in `packed`; as plain JSON in `rows` before intents were deflated).
 pub const LAST_SEQ: &str = "last_seq";
 pub const ROWS: &str = "rows";
+pub const PACKED: &str = "packed";
 pub const CREATED_AT: &str = "created_at";
 pub const EXPIRES_AT: &str = "expires_at";
 // RateLimits (PK user_id): the bucket's `tat` on the clock of its `rate`; TTL `expires_at`.

@@ -52,8 +52,13 @@ pub struct CountIntentRow {
     pub stream_time: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_key: Option<String>,
-    /// The rows' deltas as compact JSON (see `counts::intents`).
-    pub rows: String,
+    /// The rows' deltas as compact JSON, deflated (see `counts::intents`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed: Option<serde_bytes::ByteBuf>,
+    /// The same as plain JSON, as intents were written before they were deflated (read, no
+    /// longer written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
     /// Epoch seconds, for the table's TTL.
     pub expires_at: i64,
 }

@@ -17,7 +17,8 @@ fn rows_use_the_named_attributes() {
         last_seq: "7".into(),
         stream_time: 2,
         probe_key: None,
-        rows: "[]".into(),
+        packed: Some(serde_bytes::ByteBuf::from(vec![1])),
+        rows: None,
         expires_at: 3,
     };
     let mut expected = [
@@ -25,7 +26,7 @@ fn rows_use_the_named_attributes() {
         attr::ITEM_ID,
         attr::LAST_SEQ,
         attr::INTENT_N,
-        attr::ROWS,
+        attr::PACKED,
         attr::SHARD,
         attr::STREAM_TIME,
     ];
