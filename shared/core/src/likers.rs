@@ -31,10 +31,9 @@ use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::{ItemId, LikersCursor, ReactionState};
 
 /// Buckets per item. A viral item's 50,000 likes/s put about 390 writes/s on each bucket's
-/// partition and its index partition, with the headroom a burst needs under DynamoDB's
-/// 1,000 per partition key (in a sliding second, 64 buckets put a burst well past 80% of
-/// it, 96 close to it); a page reads every bucket once (a Query each, concurrently). Fixed:
-/// entries are found by it.
+/// partition, with headroom for a burst under DynamoDB's 1,000 per partition key (`make
+/// bench-scale` gives the worst sliding second); a page reads each bucket the item's count
+/// rows list once (a Query each, concurrently). Fixed: entries are found by it.
 pub const LIKER_BUCKETS: u32 = 128;
 
 /// The number of the bucket holding `user_id`'s entries.

@@ -11,7 +11,7 @@
 //!    records as one intent's row holds), one after another; per run: the `liker_updates`
 //!    of its events, a conditional UpdateItem of each one's entry in its bucket
 //!    (`item_id#<hash(user) mod 128>`, keyed by position: no index), a like's and a like
-//!    end's with its claim, `IN_FLIGHT` at once;
+//!    end's with its claim, `IN_FLIGHT` at once as they finish (`buffer_unordered`);
 //! 3. `score_deltas` of the claimed events, one score row per board and item, on the board
 //!    shard `item_shard` gives it (`Window::board_key`). None: one UpdateItem of the
 //!    progress (`#progress`). Else the run's rows frozen in the head (a PutItem on
@@ -474,23 +474,6 @@ impl Leaderboard {
         last
     }
 
-    /// `n` calls, `IN_FLIGHT` at once in order (`buffered`): the next begins when the
-    /// oldest in flight is done and every call before it.
-    fn ordered(&mut self, n: usize, call: (Micros, Micros)) -> Micros {
-        let mut yielded: Vec<Micros> = Vec::with_capacity(n);
-        for k in 0..n {
-            let start = if k < IN_FLIGHT {
-                0
-            } else {
-                yielded[k - IN_FLIGHT]
-            };
-            let end = start + self.latency.draw(call);
-            let before = yielded.last().copied().unwrap_or(0);
-            yielded.push(before.max(end));
-        }
-        yielded.last().copied().unwrap_or(0)
-    }
-
     /// Every refresher tick that begins by `now`, before anything the consumers do at `now`.
     fn refresh_until(&mut self, now: Micros) {
         while self.refresher.next <= now {
@@ -595,7 +578,7 @@ impl Leaderboard {
             .iter()
             .map(|r| liker_updates(&r.event, now_ms).len())
             .sum();
-        let end = now + self.ordered(writes, latency::UPDATE_ITEM);
+        let end = now + self.unordered(writes, latency::UPDATE_ITEM);
         self.wait(shard, inv, Step::WritingEntries, end)
     }
 
