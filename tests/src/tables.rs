@@ -95,32 +95,46 @@ impl TestStack {
         .expect("the buckets listed");
     }
 
-    /// Drops `user`'s liked entry for `item` from the likers list, as a lost like event
-    /// leaves it.
-    pub async fn lose_liker(&self, item: &str, user: &str) {
+    /// The key of `user`'s one like entry of `item` in its bucket: a listed like's, or with
+    /// `ended` a tombstone's (panics unless there is exactly one).
+    async fn like_entry(&self, item: &str, user: &str, ended: bool) -> likes_store::rows::Item {
         use aws_sdk_dynamodb::types::AttributeValue;
-        use likes_core::likers::{bucket_key, bucket_of};
+        use likes_core::likers::{bucket_key, bucket_of, LIKES_END};
         let item = likes_core::ItemId::parse(item).unwrap();
         let bucket = AttributeValue::S(bucket_key(&item, bucket_of(user)));
-        let liked = self
+        let liked = if ended {
+            "attribute_not_exists(liked_at)"
+        } else {
+            "attribute_exists(liked_at)"
+        };
+        let found = self
             .dynamodb()
             .query()
             .table_name(self.name("LikersTable"))
-            .key_condition_expression("bucket = :bucket")
-            .filter_expression("user_id = :user AND attribute_exists(liked_at)")
+            .key_condition_expression("bucket = :bucket AND entry < :likes_end")
+            .filter_expression(format!("user_id = :user AND {liked}"))
             .expression_attribute_values(":bucket", bucket.clone())
+            .expression_attribute_values(":likes_end", AttributeValue::S(LIKES_END.into()))
             .expression_attribute_values(":user", AttributeValue::S(user.into()))
             .send()
             .await
             .unwrap();
-        let [entry] = liked.items() else {
-            panic!("{user} likes {item} once: {liked:?}");
+        let [entry] = found.items() else {
+            panic!("{user} has one such like entry of {item} (ended: {ended}): {found:?}");
         };
+        likes_store::rows::Item::from([
+            ("bucket".to_owned(), bucket),
+            ("entry".to_owned(), entry["entry"].clone()),
+        ])
+    }
+
+    /// Drops `user`'s liked entry for `item` from the likers list, as a lost like event
+    /// leaves it.
+    pub async fn lose_liker(&self, item: &str, user: &str) {
         self.dynamodb()
             .delete_item()
             .table_name(self.name("LikersTable"))
-            .key("bucket", bucket)
-            .key("entry", entry["entry"].clone())
+            .set_key(Some(self.like_entry(item, user, false).await))
             .send()
             .await
             .unwrap();
@@ -131,35 +145,18 @@ impl TestStack {
     /// order.
     pub async fn keep_liker(&self, item: &str, user: &str) {
         use aws_sdk_dynamodb::types::AttributeValue;
-        use likes_core::likers::{bucket_key, bucket_of, LIKES_END};
-        let item = likes_core::ItemId::parse(item).unwrap();
-        let bucket = AttributeValue::S(bucket_key(&item, bucket_of(user)));
-        let ended = self
-            .dynamodb()
-            .query()
-            .table_name(self.name("LikersTable"))
-            .key_condition_expression("bucket = :bucket AND entry < :likes_end")
-            .filter_expression("user_id = :user AND attribute_not_exists(liked_at)")
-            .expression_attribute_values(":bucket", bucket.clone())
-            .expression_attribute_values(":likes_end", AttributeValue::S(LIKES_END.into()))
-            .expression_attribute_values(":user", AttributeValue::S(user.into()))
-            .send()
-            .await
-            .unwrap();
-        let [entry] = ended.items() else {
-            panic!("{user} ended one like of {item}: {ended:?}");
-        };
-        let position = entry["entry"].as_s().unwrap();
+        let key = self.like_entry(item, user, true).await;
+        let position = key["entry"].as_s().unwrap();
         let liked_at = position.split_once('#').unwrap().0.trim_start_matches('0');
+        let liked_at = AttributeValue::N(liked_at.into());
         self.dynamodb()
             .update_item()
             .table_name(self.name("LikersTable"))
-            .key("bucket", bucket)
-            .key("entry", entry["entry"].clone())
+            .set_key(Some(key))
             .update_expression(
                 "SET liked_at = :liked_at, op_id = op_id - :one REMOVE expires_at, ended_by",
             )
-            .expression_attribute_values(":liked_at", AttributeValue::N(liked_at.into()))
+            .expression_attribute_values(":liked_at", liked_at)
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .send()
             .await

@@ -95,11 +95,7 @@ impl LikersStore {
             Some(holder) => Ok(holder == by),
             None => {
                 let request = self
-                    .client
-                    .update_item()
-                    .table_name(&self.table)
-                    .key(BUCKET, AttributeValue::S(update.bucket_key()))
-                    .key(ENTRY, AttributeValue::S(update.entry()))
+                    .update_entry(update)
                     .update_expression("SET #slot = :by")
                     .condition_expression(
                         "attribute_exists(#entry) AND (attribute_not_exists(#slot) OR #slot = :by)",
@@ -118,15 +114,20 @@ impl LikersStore {
         }
     }
 
-    /// The conditional UpdateItem of `update`'s entry, over an older flip's only, with
-    /// `more_sets` appended to its SET clause.
-    fn entry_write(&self, update: &LikerUpdate, more_sets: &str) -> UpdateItemFluentBuilder {
-        let request = self
-            .client
+    /// An UpdateItem of `update`'s entry.
+    fn update_entry(&self, update: &LikerUpdate) -> UpdateItemFluentBuilder {
+        self.client
             .update_item()
             .table_name(&self.table)
             .key(BUCKET, AttributeValue::S(update.bucket_key()))
             .key(ENTRY, AttributeValue::S(update.entry()))
+    }
+
+    /// The conditional UpdateItem of `update`'s entry, over an older flip's only, with
+    /// `more_sets` appended to its SET clause.
+    fn entry_write(&self, update: &LikerUpdate, more_sets: &str) -> UpdateItemFluentBuilder {
+        let request = self
+            .update_entry(update)
             .condition_expression(
                 "attribute_not_exists(#op_id) OR #row_created < :row_created \
                  OR (#row_created = :row_created AND #op_id < :op_id)",

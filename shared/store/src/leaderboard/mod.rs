@@ -122,7 +122,8 @@ impl AllTimeRow {
     }
 }
 
-/// An event the batch scores, and the log record (`<shard>:<sequence number>`) it came in.
+/// An event of the batch, and the log record (`<shard>:<sequence number>`) it came in: the
+/// claim of the event, where it scores.
 #[derive(Debug, Clone, Copy)]
 pub struct Owned<'e> {
     pub event: &'e ReactionEvent,
