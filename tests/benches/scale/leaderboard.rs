@@ -86,7 +86,7 @@ use std::hash::{Hash, Hasher};
 use std::collections::BTreeMap;
 
 use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
-use likes_core::likers::{liker_updates, LikerChange};
+use likes_core::likers::{liker_updates, LikerChange, LikerUpdate};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{run_length, IN_FLIGHT, RANKED_FROM};
 use likes_store::rows::ScoreDeltaRow;
@@ -262,6 +262,8 @@ struct Invocation {
     /// the day windows they score on.
     run_start: usize,
     run_end: usize,
+    /// The run's likers entries, written before its intent.
+    entries: Vec<LikerUpdate>,
     rows: Vec<RunRow>,
     days: Vec<i64>,
     head_units: u64,
@@ -574,11 +576,11 @@ impl Leaderboard {
                 self.period,
             );
         let now_ms = EPOCH_MS + (now / MS) as i64;
-        let writes = inv.batch[inv.run_start..inv.run_end]
+        inv.entries = inv.batch[inv.run_start..inv.run_end]
             .iter()
-            .map(|r| liker_updates(&r.event, now_ms).len())
-            .sum();
-        let end = now + self.unordered(writes, latency::UPDATE_ITEM);
+            .flat_map(|r| liker_updates(&r.event, now_ms))
+            .collect();
+        let end = now + self.unordered(inv.entries.len(), latency::UPDATE_ITEM);
         self.wait(shard, inv, Step::WritingEntries, end)
     }
 
@@ -590,26 +592,23 @@ impl Leaderboard {
         mut inv: Invocation,
         now: Micros,
     ) -> Next<LoggedEvent> {
-        let run = &inv.batch[inv.run_start..inv.run_end];
-        let now_ms = EPOCH_MS + (now / MS) as i64;
-        for record in run {
-            let item = record.event.item_id.as_str();
-            for update in liker_updates(&record.event, now_ms) {
-                let tally = &mut self.tally;
-                let bucket = update.bucket_key();
-                tally.likers_wcu.charge(now, &bucket, self.units.entry);
-                tally.naive_likers_wcu.charge(now, item, self.units.entry);
-                tally.likers_writes += 1;
-                if item == VIRAL_ITEM {
-                    let liked = match update.change {
-                        LikerChange::Liked { .. } => 1,
-                        LikerChange::Unliked { .. } => -1,
-                        LikerChange::Disliked | LikerChange::Undisliked { .. } => 0,
-                    };
-                    *tally.viral_liked.entry(bucket).or_insert(0) += liked;
-                }
+        for update in std::mem::take(&mut inv.entries) {
+            let item = update.item_id.as_str();
+            let tally = &mut self.tally;
+            let bucket = update.bucket_key();
+            tally.likers_wcu.charge(now, &bucket, self.units.entry);
+            tally.naive_likers_wcu.charge(now, item, self.units.entry);
+            tally.likers_writes += 1;
+            if item == VIRAL_ITEM {
+                let liked = match update.change {
+                    LikerChange::Liked { .. } => 1,
+                    LikerChange::Unliked { .. } => -1,
+                    LikerChange::Disliked | LikerChange::Undisliked { .. } => 0,
+                };
+                *tally.viral_liked.entry(bucket).or_insert(0) += liked;
             }
         }
+        let run = &inv.batch[inv.run_start..inv.run_end];
         let scoring = run.iter().filter(|r| r.event.like_delta != 0);
         let deltas = score_deltas(scoring.map(|r| &*r.event), self.period);
         inv.days = days(deltas.keys().map(|(window, _)| window));
@@ -808,6 +807,7 @@ impl Consumer<LoggedEvent> for Leaderboard {
             batch,
             run_start: 0,
             run_end: 0,
+            entries: Vec::new(),
             rows: Vec::new(),
             days: Vec::new(),
             head_units: 0,

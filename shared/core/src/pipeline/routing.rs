@@ -18,7 +18,7 @@
 //! An item with at most one change per batch writes its base partition at most once per
 //! batch per shard.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -174,7 +174,9 @@ pub fn route_chunk(
 /// listed again is an idempotent ADD in a write made anyway).
 #[derive(Debug, Default)]
 pub struct ListedBuckets {
-    listed: HashSet<(ItemId, u32)>,
+    listed: HashMap<ItemId, BTreeSet<u32>>,
+    /// The (item, bucket) pairs `listed` holds.
+    pairs: usize,
 }
 
 impl ListedBuckets {
@@ -184,9 +186,11 @@ impl ListedBuckets {
     /// with no change.
     pub fn drop_listed(&self, deltas: &mut BTreeMap<CountTarget, RowDelta>) {
         for (target, delta) in deltas.iter_mut() {
-            delta
-                .liked_buckets
-                .retain(|bucket| !self.listed.contains(&(target.item.clone(), *bucket)));
+            if let Some(listed) = self.listed.get(&target.item) {
+                delta
+                    .liked_buckets
+                    .retain(|bucket| !listed.contains(bucket));
+            }
         }
         deltas.retain(|_, delta| !delta.is_empty());
     }
@@ -194,12 +198,17 @@ impl ListedBuckets {
     /// Remembers the buckets an applied intent's `deltas` listed.
     pub fn remember(&mut self, deltas: &BTreeMap<CountTarget, RowDelta>) {
         for (target, delta) in deltas {
-            if self.listed.len() + delta.liked_buckets.len() > Self::CAPACITY {
-                self.listed.clear();
+            if delta.liked_buckets.is_empty() {
+                continue;
             }
-            let item = &target.item;
-            self.listed
-                .extend(delta.liked_buckets.iter().map(|b| (item.clone(), *b)));
+            if self.pairs + delta.liked_buckets.len() > Self::CAPACITY {
+                self.listed.clear();
+                self.pairs = 0;
+            }
+            let listed = self.listed.entry(target.item.clone()).or_default();
+            let before = listed.len();
+            listed.extend(&delta.liked_buckets);
+            self.pairs += listed.len() - before;
         }
     }
 }
