@@ -23,6 +23,12 @@
 //! export and its recount a cut, whatever the likes), and reads by clients. The last line is
 //! the ledger's headline.
 //!
+//! The stack reads its stream as one shard (the tests split it in four) with the template's
+//! chunks, so a batch holds what one shard gathers in a window at this machine's rate: a
+//! couple of hundred of the viral item's records. At the simulated load a shard carries
+//! more, so what a batch writes once (an intent, the progress, the viral item's rows) is a
+//! smaller share of a like there than here.
+//!
 //! `LIKES_LEDGER_COLD` (400 cold likes, each a new user and item) and `LIKES_LEDGER_VIRAL`
 //! (4,000 likes of one item by new users) size the run; `LIKES_LEDGER_CLIENTS` (16) writes
 //! at once. The table is written into docs/performance.md between its markers.
@@ -53,7 +59,12 @@ async fn main() {
     let cold = env_count("LIKES_LEDGER_COLD", 400);
     let viral = env_count("LIKES_LEDGER_VIRAL", 4000);
     let clients = env_count("LIKES_LEDGER_CLIENTS", 16);
-    let stack = TestStack::builder().on(Aws::Simulator).start().await;
+    let stack = TestStack::builder()
+        .on(Aws::Simulator)
+        .mappings(1, &[])
+        .template_environment()
+        .start()
+        .await;
     let names = Resources::of(&stack);
 
     let before = stack.usage();
@@ -93,6 +104,7 @@ async fn main() {
         cold_units,
         viral_units,
         likes: (cold, viral),
+        viral_batches,
         throttled: cleaned_viral.throttled.values().sum(),
         peaks,
     };
@@ -197,6 +209,8 @@ struct Ledger {
     viral_units: PerLike,
     /// Cold and viral likes played.
     likes: (usize, usize),
+    /// The consumers' invocations for the viral likes.
+    viral_batches: Batches,
     throttled: u64,
     peaks: BTreeMap<(String, Unit), likes_simulator::Peak>,
 }
@@ -208,10 +222,16 @@ impl Ledger {
         let rows = billing::side_by_side(&self.cold_units, &self.viral_units);
         let mut out = format!(
             "{} cold likes (each a new user and item) and {} likes of one viral item by new \
-             users, through the production functions on the simulator.\n\n\
+             users, through the production functions on the simulator, on one stream shard \
+             with the template's mappings and chunks: the viral likes came in {} batches of \
+             the aggregator ({:.0} records each) and {} of the leaderboard's consumer.\n\n\
              | part | table, index or stream | cold WCU | viral WCU | cold RCU | viral RCU | \
              cold records | viral records |\n|---|---|---|---|---|---|---|---|\n",
-            self.likes.0, self.likes.1
+            self.likes.0,
+            self.likes.1,
+            self.viral_batches.counts,
+            self.likes.1 as f64 / self.viral_batches.counts as f64,
+            self.viral_batches.leaderboard,
         );
         for ((part, label), v) in &rows {
             out += &format!(

@@ -104,9 +104,15 @@ impl StackBuilder {
 
     /// Exactly as template.yaml declares it: none of the test's variables, every schedule
     /// fired.
-    pub fn as_deployed(mut self) -> Self {
+    pub fn as_deployed(self) -> Self {
+        self.template_environment().scheduled()
+    }
+
+    /// Every function's variables as template.yaml sets them: none of the test's (the
+    /// aggregator's chunks are `CHUNK_RECORDS` long).
+    pub fn template_environment(mut self) -> Self {
         self.environment.clear();
-        self.scheduled()
+        self
     }
 
     /// For reconciliation runs the test starts itself ([`TestStack::reconciler`]) with
