@@ -16,6 +16,7 @@ emulator's `--pitr-lag-seconds`): DescribeContinuousBackups reports it, and an e
 it is refused.
 """
 
+import base64
 import json
 import os
 import time
@@ -163,8 +164,15 @@ class PitrHistory:
 
 
 def image_text(attrs):
-    """A row's image as an export's data line holds it: compact DynamoDB JSON."""
-    return json.dumps(attrs, separators=(",", ":"))
+    """A row's image as an export's data line holds it: compact DynamoDB JSON, binary values
+    in base64 (moto keeps a binary set's members as bytes once an ADD has merged them)."""
+    return json.dumps(attrs, separators=(",", ":"), default=base64_text)
+
+
+def base64_text(value):
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not a DynamoDB JSON value")
 
 
 def moto_key(table, key_attrs):

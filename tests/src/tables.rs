@@ -190,6 +190,7 @@ impl TestStack {
     /// likes each row took away, in all.
     pub async fn uncount_likes(&self, item: &str) -> i64 {
         use aws_sdk_dynamodb::types::AttributeValue;
+        use likes_store::rows::attr;
         let table = self.name("CountsTable");
         let rows = self
             .dynamodb()
@@ -220,7 +221,11 @@ impl TestStack {
                 .table_name(&table)
                 .key("item_id", AttributeValue::S(partition.clone()))
                 .key("shard", AttributeValue::S(sort.clone()))
-                .update_expression("ADD like_count :taken REMOVE lb")
+                .update_expression(format!(
+                    "ADD like_count :taken REMOVE {}, {}",
+                    attr::LIKED_BUCKETS,
+                    attr::LIKED_BUCKET_NUMBERS
+                ))
                 .expression_attribute_values(":taken", AttributeValue::N((-likes).to_string()))
                 .send()
                 .await

@@ -30,11 +30,14 @@ use std::collections::{HashSet, VecDeque};
 use crate::pipeline::{user_hash, ReactionEvent, REPLAY_HORIZON_MS};
 use crate::{ItemId, LikersCursor, ReactionState};
 
-/// Buckets per item. A viral item's 50,000 likes/s put about 390 writes/s on each bucket's
-/// partition, with headroom for a burst under DynamoDB's 1,000 per partition key (`make
-/// bench-scale` gives the worst sliding second); a page reads each bucket the item's count
-/// rows list once (a Query each, concurrently). Fixed: entries are found by it.
-pub const LIKER_BUCKETS: u32 = 128;
+/// Buckets per item. A viral item's 50,000 likes/s put about 195 writes/s on each bucket's
+/// partition. The event log's shards write a bucket in waves (each shard once per batch,
+/// and shards that began together stay in step), so a bucket takes about four seconds of
+/// its rate at once when they line up: under DynamoDB's 1,000 per partition key even then
+/// (`make bench-scale` gives the worst sliding second). A page reads each bucket the item's
+/// count rows list once (a Query each, concurrently). Fixed once deployed: entries are found
+/// by it.
+pub const LIKER_BUCKETS: u32 = 256;
 
 /// The number of the bucket holding `user_id`'s entries.
 pub fn bucket_of(user_id: &str) -> u32 {

@@ -51,9 +51,12 @@ pub fn intent_units(
 /// significant digits, negative: 21 bytes), and every likers bucket listed.
 fn largest_count_row() -> Item {
     let widest = AttributeValue::N(format!("-{}", "9".repeat(38)));
-    let every_bucket = (0..LIKER_BUCKETS).map(|n| n.to_string()).collect();
+    let every_bucket = (0..LIKER_BUCKETS).collect();
     Item::from([
-        (LIKED_BUCKETS.to_owned(), AttributeValue::Ns(every_bucket)),
+        (
+            LIKED_BUCKETS.to_owned(),
+            likes_store::counts::buckets(&every_bucket),
+        ),
         (
             "item_id".to_owned(),
             AttributeValue::S("x".repeat(128) + "#64"),

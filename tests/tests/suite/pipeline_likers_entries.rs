@@ -173,7 +173,7 @@ async fn a_users_flips_in_every_order_and_twice_leave_one_like_listed_at_the_new
         );
     }
     // An item's removal finds the user by the like or the dislike it holds (a sample: each
-    // sweep Queries all 128 buckets).
+    // sweep Queries all 256 buckets).
     for (item, flips) in items.iter().step_by(12) {
         let id = ItemId::parse(item).expect("a valid item id");
         let reactors = store.reactors(&id, None, 10).await.expect("reactors");

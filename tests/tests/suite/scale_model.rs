@@ -6,6 +6,7 @@
 use crate::{kinesis, mapping, meter, table};
 use std::collections::BTreeMap;
 
+use likes_core::likers::LIKER_BUCKETS;
 use likes_core::pipeline::{CountTarget, Lane, RowDelta};
 use likes_core::{Delta, ItemId};
 
@@ -87,7 +88,7 @@ fn intent_of(rows: usize) -> u64 {
             let id = n.wrapping_mul(2_654_435_761) % 1_000_000_007;
             (
                 row(&format!("item:{id}"), Lane::Base, (n % 64) as u32),
-                one_like((id % 128) as u32),
+                one_like((id % u64::from(LIKER_BUCKETS)) as u32),
             )
         })
         .collect();

@@ -2,7 +2,7 @@
 //! writes in [`CountsWriter`].
 //!
 //! Counts rows: partition key `item_id`, sort key `shard` = `D#<k>`, k < K, holding
-//! `like_count` and `dislike_count`, and `lb`, the set of the item's likers buckets its likes
+//! `like_count` and `dislike_count`, and `lbs`, the set of the item's likers buckets its likes
 //! went to (an item's likers pages read the buckets its rows list). An item's base
 //! partition (its id) holds the rows cold writes go to, and, once the item has been hot, a
 //! marker row `H` whose `partitions` says how many overflow partitions
@@ -21,6 +21,7 @@ pub use intents::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::pipeline::{overflow_partition, Counts};
@@ -102,12 +103,8 @@ impl CountsStore {
     /// bucket a counted like went to, in order. A bucket is never unlisted; one emptied later
     /// costs a likers page an empty Query.
     pub async fn liked_buckets(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
-        let listed: BTreeSet<u32> = self
-            .item_rows(item)
-            .await?
-            .into_iter()
-            .flat_map(|row| row.liked_buckets)
-            .collect();
+        let rows = self.item_rows(item).await?;
+        let listed: BTreeSet<u32> = rows.iter().flat_map(CountRow::liked_buckets).collect();
         Ok(listed.into_iter().collect())
     }
 
@@ -167,9 +164,19 @@ fn sum_counts(rows: &[CountRow]) -> Delta {
         .fold(Delta::ZERO, |sum, row| sum + row)
 }
 
-/// A set of bucket numbers as DynamoDB holds it (a number set; never empty).
-pub(crate) fn buckets(buckets: &BTreeSet<u32>) -> AttributeValue {
-    AttributeValue::Ns(buckets.iter().map(u32::to_string).collect())
+/// A set of bucket numbers as a count row lists them (a binary set, each number in its fewest
+/// big-endian bytes: one for a number under 256; never empty).
+pub fn buckets(buckets: &BTreeSet<u32>) -> AttributeValue {
+    AttributeValue::Bs(
+        buckets
+            .iter()
+            .map(|n| {
+                let bytes = n.to_be_bytes();
+                let first = bytes.iter().position(|b| *b != 0).unwrap_or(3);
+                Blob::new(&bytes[first..])
+            })
+            .collect(),
+    )
 }
 
 fn count_key(item_id: String, shard: String) -> Item {

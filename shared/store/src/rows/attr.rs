@@ -19,8 +19,12 @@ pub const SHARD: &str = "shard";
 pub const LIKE_COUNT: &str = "like_count";
 pub const DISLIKE_COUNT: &str = "dislike_count";
 pub const PARTITIONS: &str = "partitions";
-/// A count row's set of the item's likers buckets its likes went to (see `likes_core::likers`).
-pub const LIKED_BUCKETS: &str = "lb";
+/// A count row's set of the item's likers buckets its likes went to (see `likes_core::likers`):
+/// a binary set, each bucket's number in its fewest big-endian bytes (one for every bucket
+/// there is), so a row listing all of an item's buckets stays small.
+pub const LIKED_BUCKETS: &str = "lbs";
+/// The same as a number set, as count rows listed them before (read, no longer written).
+pub const LIKED_BUCKET_NUMBERS: &str = "lb";
 pub const STREAM_TIME: &str = "stream_time";
 pub const PROBE_KEY: &str = "probe_key";
 pub const AS_OF: &str = "as_of";

@@ -15,7 +15,7 @@ pub struct CountKey {
 }
 
 /// A row of an item's partition: a count row `D#k` (totals, a count never added to reading
-/// 0; the likers buckets its likes went to, `lb`), or the overflow marker `H`
+/// 0; the likers buckets its likes went to, `lbs`), or the overflow marker `H`
 /// (`partitions`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct CountRow {
@@ -24,9 +24,25 @@ pub struct CountRow {
     pub like_count: i64,
     #[serde(default)]
     pub dislike_count: i64,
+    /// The likers buckets, each number in big-endian bytes (see [`super::attr::LIKED_BUCKETS`]).
+    #[serde(default, rename = "lbs")]
+    liked_bucket_bytes: Vec<serde_bytes::ByteBuf>,
+    /// The likers buckets as a number set, as rows listed them before.
     #[serde(default, rename = "lb")]
-    pub liked_buckets: Vec<u32>,
+    liked_bucket_numbers: Vec<u32>,
     pub partitions: Option<u32>,
+}
+
+impl CountRow {
+    /// The likers buckets the row lists, in either form.
+    pub fn liked_buckets(&self) -> impl Iterator<Item = u32> + '_ {
+        let from_bytes = self.liked_bucket_bytes.iter().map(|bytes| {
+            bytes
+                .iter()
+                .fold(0u32, |number, byte| (number << 8) | u32::from(*byte))
+        });
+        from_bytes.chain(self.liked_bucket_numbers.iter().copied())
+    }
 }
 
 /// A stream shard's progress, `#wm#<shard>` / `W`: its watermark (the stream time of the last

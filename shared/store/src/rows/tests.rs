@@ -215,12 +215,29 @@ fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
         (attr::LIKE_COUNT.into(), AttributeValue::N("2".into())),
         (
             attr::LIKED_BUCKETS.into(),
-            AttributeValue::Ns(vec!["3".into(), "60".into()]),
+            crate::counts::buckets(&[3, 255, 300].into()),
         ),
     ]))
     .unwrap();
-    assert_eq!((liked.like_count, liked.liked_buckets), (2, vec![3, 60]));
-    assert!(marker.liked_buckets.is_empty());
+    let listed: Vec<u32> = liked.liked_buckets().collect();
+    assert_eq!((liked.like_count, listed), (2, vec![3, 255, 300]));
+    assert!(marker.liked_buckets().next().is_none());
+    // A row listed before as a number set, and taking buckets since in the binary set.
+    let both: CountRow = from_item(Item::from([
+        (attr::SHARD.into(), AttributeValue::S("D#3".into())),
+        (
+            attr::LIKED_BUCKET_NUMBERS.into(),
+            AttributeValue::Ns(vec!["3".into(), "60".into()]),
+        ),
+        (
+            attr::LIKED_BUCKETS.into(),
+            crate::counts::buckets(&[0].into()),
+        ),
+    ]))
+    .unwrap();
+    let mut listed: Vec<u32> = both.liked_buckets().collect();
+    listed.sort_unstable();
+    assert_eq!(listed, vec![0, 3, 60]);
     let mistyped = from_item::<CountRow>(Item::from([
         (attr::SHARD.into(), AttributeValue::S("D#0".into())),
         (attr::LIKE_COUNT.into(), AttributeValue::S("7".into())),
