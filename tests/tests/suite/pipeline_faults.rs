@@ -262,6 +262,16 @@ async fn mixed_faults_count_once() {
     // writer, not be shared out among shards.
     history_in_one_batch(&stack, "a", 170).await;
     history_of(&stack, &stack.users_on_shard("b", 0, 30)).await;
+    // The first crash and the throttles play out before the second crash is armed: armed
+    // while they still play, it can end the retry the throttles meet after their first, and
+    // the rest of them then meet a later retry, whose SDK attempts carry past them.
+    likes_tests::eventually(Duration::from_secs(60), async || {
+        let played = stack.pipeline().counters();
+        (played.crashes >= 1 && played.partial_failures >= 1)
+            .then_some(())
+            .ok_or(format!("the first faults still play: {played:?}"))
+    })
+    .await;
     faults.crash_after_chunks(1);
     faults.duplicate_next_batches(1);
     history_of(&stack, &stack.users_on_shard("c", 0, 20)).await;
