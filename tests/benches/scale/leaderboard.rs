@@ -10,7 +10,7 @@
 //! 2. the batch in runs as the consumer cuts it (`run_length`, the real function: as many
 //!    records as one intent's row holds), one after another; per run: the `liker_updates`
 //!    of its events, a conditional UpdateItem of each one's entry in its bucket
-//!    (`item_id#<hash(user) mod 128>`, keyed by position: no index), a like's and a like
+//!    (`item_id#<hash(user) mod LIKER_BUCKETS>`, keyed by position: no index), a like's and a like
 //!    end's with its claim, `IN_FLIGHT` at once as they finish (`buffer_unordered`);
 //! 3. `score_deltas` of the claimed events, one score row per board and item, on the board
 //!    shard `item_shard` gives it (`Window::board_key`). None: one UpdateItem of the

@@ -55,7 +55,7 @@ fn largest_count_row() -> Item {
     Item::from([
         (
             LIKED_BUCKETS.to_owned(),
-            likes_store::counts::buckets(&every_bucket),
+            likes_store::rows::listed_buckets(&every_bucket),
         ),
         (
             "item_id".to_owned(),

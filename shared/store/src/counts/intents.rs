@@ -23,7 +23,7 @@ use likes_core::reconcile::{
 };
 use likes_core::{Delta, ItemId};
 
-use super::{buckets, count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
+use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
 use crate::error::{condition_held, progress_moved};
 use crate::first_epochs::{FirstEpochs, Start, Subtotals, Written};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
@@ -32,7 +32,7 @@ use crate::rows::attr::{
     DISLIKE_COUNT, INTENT, ITEM_ID, LIKED_BUCKETS, LIKE_COUNT, PARTITIONS, PROBE_KEY, SHARD,
     STREAM_TIME, THROUGH_SEQ, UPDATED_AT,
 };
-use crate::rows::{self, number, CountIntentRow, Item, WatermarkRow};
+use crate::rows::{self, listed_buckets, number, CountIntentRow, Item, WatermarkRow};
 use crate::StoreError;
 
 /// Count row writes of one intent in flight at once.
@@ -389,7 +389,7 @@ impl CountsWriter {
             clauses.push("#lb :lb".to_owned());
             update = update
                 .expression_attribute_names("#lb", LIKED_BUCKETS)
-                .expression_attribute_values(":lb", buckets(&written.liked_buckets));
+                .expression_attribute_values(":lb", listed_buckets(&written.liked_buckets));
         }
         let result = update
             .update_expression(format!("ADD {} SET {sets}", clauses.join(", ")))

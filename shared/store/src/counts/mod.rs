@@ -21,7 +21,6 @@ pub use intents::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use likes_core::pipeline::{overflow_partition, Counts};
@@ -162,21 +161,6 @@ fn sum_counts(rows: &[CountRow]) -> Delta {
             dislike: row.dislike_count,
         })
         .fold(Delta::ZERO, |sum, row| sum + row)
-}
-
-/// A set of bucket numbers as a count row lists them (a binary set, each number in its fewest
-/// big-endian bytes: one for a number under 256; never empty).
-pub fn buckets(buckets: &BTreeSet<u32>) -> AttributeValue {
-    AttributeValue::Bs(
-        buckets
-            .iter()
-            .map(|n| {
-                let bytes = n.to_be_bytes();
-                let first = bytes.iter().position(|b| *b != 0).unwrap_or(3);
-                Blob::new(&bytes[first..])
-            })
-            .collect(),
-    )
 }
 
 fn count_key(item_id: String, shard: String) -> Item {

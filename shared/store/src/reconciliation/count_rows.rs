@@ -11,10 +11,10 @@ use likes_core::reconcile::{
 };
 use likes_core::{Delta, ItemId};
 
-use crate::counts::{buckets, INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
+use crate::counts::{INTENT_NOTE_PREFIX, OVERFLOW_MARKER};
 use crate::error::condition_held;
 use crate::pages::query_all;
-use crate::rows::{attr, from_item, Attribute, CountRow, Item, ReconciledRow};
+use crate::rows::{attr, from_item, listed_buckets, Attribute, CountRow, Item, ReconciledRow};
 use crate::StoreError;
 
 use super::{
@@ -130,7 +130,7 @@ impl ReconciliationStore {
             .key(attr::SHARD, s(CORRECTION_ROW))
             .update_expression("ADD #lb :lb")
             .expression_attribute_names("#lb", attr::LIKED_BUCKETS)
-            .expression_attribute_values(":lb", buckets(liked))
+            .expression_attribute_values(":lb", listed_buckets(liked))
             .send()
             .await
             .map_err(|err| StoreError::aws("UpdateItem", err))?;

@@ -1,8 +1,10 @@
 //! The Counts table's rows: count rows, each stream shard's progress (its watermark) and
 //! intents, `as_of` replicas, the reconciliation run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::Attribute;
@@ -34,7 +36,7 @@ pub struct CountRow {
 }
 
 impl CountRow {
-    /// The likers buckets the row lists, in either form.
+    /// The likers buckets the row lists, in either form ([`listed_buckets`] writes them).
     pub fn liked_buckets(&self) -> impl Iterator<Item = u32> + '_ {
         let from_bytes = self.liked_bucket_bytes.iter().map(|bytes| {
             bytes
@@ -43,6 +45,21 @@ impl CountRow {
         });
         from_bytes.chain(self.liked_bucket_numbers.iter().copied())
     }
+}
+
+/// A set of likers buckets as a count row lists them, for an `ADD` (a binary set, each number
+/// in its fewest big-endian bytes: one for a number under 256; never empty).
+pub fn listed_buckets(buckets: &BTreeSet<u32>) -> AttributeValue {
+    AttributeValue::Bs(
+        buckets
+            .iter()
+            .map(|n| {
+                let bytes = n.to_be_bytes();
+                let first = bytes.iter().position(|b| *b != 0).unwrap_or(3);
+                Blob::new(&bytes[first..])
+            })
+            .collect(),
+    )
 }
 
 /// A stream shard's progress, `#wm#<shard>` / `W`: its watermark (the stream time of the last

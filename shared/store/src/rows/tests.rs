@@ -215,7 +215,7 @@ fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
         (attr::LIKE_COUNT.into(), AttributeValue::N("2".into())),
         (
             attr::LIKED_BUCKETS.into(),
-            crate::counts::buckets(&[3, 255, 300].into()),
+            listed_buckets(&[3, 255, 300].into()),
         ),
     ]))
     .unwrap();
@@ -229,10 +229,7 @@ fn count_rows_read_missing_totals_as_zero_and_refuse_mistyped_ones() {
             attr::LIKED_BUCKET_NUMBERS.into(),
             AttributeValue::Ns(vec!["3".into(), "60".into()]),
         ),
-        (
-            attr::LIKED_BUCKETS.into(),
-            crate::counts::buckets(&[0].into()),
-        ),
+        (attr::LIKED_BUCKETS.into(), listed_buckets(&[0].into())),
     ]))
     .unwrap();
     let mut listed: Vec<u32> = both.liked_buckets().collect();
