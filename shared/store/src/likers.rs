@@ -207,8 +207,8 @@ impl LikersStore {
     /// entries), in (bucket, entry) order after the entry `after` (from the first bucket with
     /// `None`); [`entry_user`] names each one's user. Each bucket's partition is Queried in
     /// turn, strongly consistent, reading on past pages the filter emptied. How an item's
-    /// removal finds its reactors without an index on the item: every bucket holds a 128th of
-    /// them.
+    /// removal finds its reactors without an index on the item: the buckets hold them in
+    /// even shares.
     pub async fn reactors(
         &self,
         item: &ItemId,
