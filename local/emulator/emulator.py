@@ -14,7 +14,8 @@ log's window (its end `--pitr-lag-seconds` behind now, as AWS keeps it), and Ath
 query operations, which run each query in DuckDB over the S3 objects of its tables
 (local_athena.py). A few behaviours are AWS's instead of moto's (each patch says how they
 differ), and `LikesEmulator.SplitStreamShards` splits a DynamoDB stream's shards, which
-AWS does on its own and has no API for.
+AWS does on its own and has no API for. Every DynamoDB and Kinesis request is priced as
+AWS bills it (billing.py), and `LikesEmulator.Usage` answers the bill so far.
 
 Errors go to stderr, tersely; there is no per-request access log. SIGTERM and SIGINT
 stop it cleanly, and with --parent-pid it also stops when that process is gone, so a
@@ -41,6 +42,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+from billing import Bill
 from local_athena import OPERATIONS as ATHENA_OPERATIONS, TARGET as ATHENA_TARGET, AthenaError, LocalAthena
 from pitr_history import PitrHistory
 from table_exports import OPERATIONS as EXPORT_OPERATIONS, ExportError, TableExports
@@ -50,6 +52,7 @@ PARENT_POLL_SECONDS = 0.5
 DYNAMODB_TARGET = "DynamoDB_20120810."
 DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 EMULATOR_TARGET = "LikesEmulator."
+KINESIS_TARGET = "Kinesis_20131202."
 # moto's own rules for whose backend a request reaches (moto.core.responses.BaseResponse).
 ACCESS_KEY = re.compile(r"AWS.*(?P<access_key>(?<![A-Z0-9])[A-Z0-9]{20}(?![A-Z0-9]))[:/]")
 DEFAULT_REGION = "us-east-1"
@@ -129,6 +132,7 @@ class SerializedApp:
         self._history = PitrHistory(pitr_lag)
         self._exports = TableExports(self._lock, self._history)
         self._athena = LocalAthena(self._lock)
+        self._bill = Bill()
 
     def __call__(self, environ, start_response):
         length = environ.get("CONTENT_LENGTH")
@@ -148,15 +152,28 @@ class SerializedApp:
             local = JsonRequest.parse(environ, EMULATOR_TARGET)
             if local is not None:
                 return self._answer_local(local, start_response)
-            body = self._app(environ, start_response)
+            kinesis = JsonRequest.parse(environ, KINESIS_TARGET)
+            touches = self._bill_before(dynamo)
+            status = []
+
+            def answering(code, headers, exc_info=None):
+                status.append(int(code.split()[0]))
+                return start_response(code, headers, exc_info)
+
+            body = self._app(environ, answering)
+            answer = b""
             try:
-                return [b"".join(body)]
+                answer = b"".join(body)
+                return [answer]
             finally:
                 close = getattr(body, "close", None)
                 if close is not None:
                     close()
                 if dynamo is not None:
                     self._observe(dynamo)
+                    self._bill_served(dynamo, touches, status, answer, environ)
+                if kinesis is not None and status:
+                    self._bill.put_records(kinesis, status[0])
 
     def _observe(self, dynamo):
         # Still under the lock: what this request changed is all that changed since the last.
@@ -165,6 +182,30 @@ class SerializedApp:
         except Exception:
             # The write stands; only exports as of this moment may now be wrong. Say so loudly.
             logging.getLogger("emulator.pitr").exception("point-in-time log missed %s", dynamo.operation)
+
+    def _bill_before(self, dynamo):
+        if dynamo is None:
+            return None
+        try:
+            return self._bill.before(dynamo, dynamo.backend())
+        except Exception:
+            logging.getLogger("emulator.billing").exception("could not price %s", dynamo.operation)
+            return None
+
+    def _bill_served(self, dynamo, touches, status, answer, environ):
+        # Still under the lock: the items are as this request left them.
+        def rerun(body):
+            again = {name: value for name, value in environ.items() if not name.startswith("werkzeug.")}
+            again["wsgi.input"] = io.BytesIO(body)
+            again["CONTENT_LENGTH"] = str(len(body))
+            return json.loads(b"".join(self._app(again, lambda *answered: None)))
+
+        try:
+            document = json.loads(answer) if answer else {}
+            self._bill.served(dynamo, dynamo.backend(), touches, status[0], document, rerun)
+        except Exception:
+            # The request stands; only the bill misses it. Say so loudly.
+            logging.getLogger("emulator.billing").exception("could not bill %s", dynamo.operation)
 
     def _answer_export(self, dynamo, start_response):
         """Exports as of a past time, in DynamoDB's layout (table_exports), not moto's."""
@@ -181,9 +222,12 @@ class SerializedApp:
     def _answer_local(self, request, start_response):
         """The emulator's own operations, for what AWS does on its own and has no API for."""
         try:
-            if request.operation != "SplitStreamShards":
+            if request.operation == "SplitStreamShards":
+                answer = split_stream_shards(request.body)
+            elif request.operation == "Usage":
+                answer = self._bill.usage()
+            else:
                 raise ValueError(f"no operation {request.operation}")
-            answer = split_stream_shards(request.body)
         except (ValueError, KeyError) as err:
             return json_answer(start_response, "400 Bad Request", {"__type": "ValidationException", "message": str(err)})
         return json_answer(start_response, "200 OK", answer)

@@ -115,11 +115,43 @@ pub fn units(value: f64) -> String {
 
 impl TestStack {
     /// What the simulator billed, metered and throttled so far (panics on the emulator,
-    /// which keeps no bill).
+    /// which meters no keys).
     pub fn usage(&self) -> Usage {
         self.stack
             .aws
             .usage()
             .expect("the stack runs on the simulator (`Aws::Simulator`)")
+    }
+
+    /// What the stack's AWS billed so far: the simulator's usage, or the emulator's bill
+    /// (`LikesEmulator.Usage`: it prices every request by the same rules, in its own code,
+    /// and meters no keys, so only `billed` is filled).
+    pub async fn billed(&self) -> Usage {
+        if let Some(usage) = self.stack.aws.usage() {
+            return usage;
+        }
+        let answer = self
+            .emulator_operation("Usage", serde_json::json!({}))
+            .await;
+        let billed = answer["Billed"]
+            .as_array()
+            .expect("the emulator's bill")
+            .iter()
+            .map(|entry| {
+                let resource = entry["Resource"].as_str().expect("a resource");
+                let unit = match entry["Unit"].as_str().expect("a unit") {
+                    "Writes" => Unit::Writes,
+                    "Reads" => Unit::Reads,
+                    "RecordsIn" => Unit::RecordsIn,
+                    other => panic!("the emulator bills no unit {other}"),
+                };
+                let units = entry["Units"].as_f64().expect("units");
+                ((resource.to_owned(), unit), units)
+            })
+            .collect();
+        Usage {
+            billed,
+            ..Usage::default()
+        }
     }
 }

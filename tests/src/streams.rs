@@ -97,31 +97,39 @@ impl TestStack {
             let before_end = std::time::Duration::from_millis(1_500);
             tokio::time::sleep((window - into).saturating_sub(before_end)).await;
         }
+        let arn = self.pipeline().config().stream_arn.clone();
+        let answer = self
+            .emulator_operation("SplitStreamShards", serde_json::json!({ "StreamArn": arn }))
+            .await;
+        serde_json::from_value(answer["Children"].clone()).expect("children by parent")
+    }
+
+    /// Calls one of the emulator's own operations (`LikesEmulator.<operation>`, for what
+    /// AWS does on its own and has no API for) and returns its answer.
+    pub(crate) async fn emulator_operation(
+        &self,
+        operation: &str,
+        body: serde_json::Value,
+    ) -> serde_json::Value {
         let endpoint = &self.stack.aws.endpoint_url;
         let addr = endpoint
             .trim_start_matches("http://")
             .parse()
             .unwrap_or_else(|err| panic!("the emulator listens on {endpoint}: {err}"));
-        let arn = self.pipeline().config().stream_arn.clone();
         let answer = TestRequest {
             addr,
             method: "POST".into(),
             path: "/".into(),
             headers: vec![
-                (
-                    "x-amz-target".into(),
-                    "LikesEmulator.SplitStreamShards".into(),
-                ),
+                ("x-amz-target".into(), format!("LikesEmulator.{operation}")),
                 ("content-type".into(), "application/x-amz-json-1.0".into()),
             ],
-            body: serde_json::json!({ "StreamArn": arn })
-                .to_string()
-                .into_bytes(),
+            body: body.to_string().into_bytes(),
         }
         .send()
         .await;
         answer.assert_status(200);
-        serde_json::from_value(answer.json()["Children"].clone()).expect("children by parent")
+        answer.json()
     }
 
     /// The `user_id` of every record in the Reactions stream, in each shard's order.

@@ -1,10 +1,16 @@
 //! The simulator stands in for AWS in `make check`'s fast tier, so it must end where the
 //! emulator ends: one history of reactions, played through the HTTP front of a stack on
 //! each, leaves the same counts, likers lists, liked lists and leaderboard on both, and
-//! each is what the clients set.
+//! each is what the clients set. And the simulator's bill is the ledger's, so it must be
+//! the emulator's: the same history, its pipeline and its reads cost the same units on
+//! each, resource by resource (the emulator prices requests in its own code).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
+use likes_local::event_source_mapping::StreamSource;
+use likes_simulator::Unit;
+use likes_tests::billing::{Billed, Resources};
 use likes_tests::{Aws, TestStack};
 use serde_json::{json, Value};
 
@@ -25,7 +31,7 @@ struct Served {
 
 /// User `u`'s writes: a like of every item up to `u % 4`, a dislike of the next, a change
 /// of mind on the first for every third user, and a retry of one write with its key.
-fn history() -> Vec<(String, String, &'static str, String)> {
+fn history() -> Vec<Write> {
     let mut writes = Vec::new();
     for u in 0..USERS {
         let user = format!("agree-user{u}");
@@ -61,9 +67,16 @@ fn writes_first_state(u: usize) -> &'static str {
     }
 }
 
+/// A history's writes as they change the rows: what the clients set last, by (user, item).
+type Write = (String, String, &'static str, String);
+
 async fn play(stack: &TestStack) -> Truth {
+    play_writes(stack, history()).await
+}
+
+async fn play_writes(stack: &TestStack, writes: Vec<Write>) -> Truth {
     let mut truth = Truth::new();
-    for (user, item, state, key) in history() {
+    for (user, item, state, key) in writes {
         let response = stack
             .request("PUT", &format!("/v1/items/{item}/reaction"), Some(&user))
             .header("idempotency-key", &key)
@@ -102,12 +115,7 @@ async fn served(stack: &TestStack) -> Served {
     let mut liked = BTreeMap::new();
     for u in 0..USERS {
         let user = format!("agree-user{u}");
-        let response = stack
-            .request("GET", "/v1/users/me/liked-items?limit=100", Some(&user))
-            .send()
-            .await;
-        response.assert_status(200);
-        let items = response.json()["items"]
+        let items = liked_items(stack, &user).await["items"]
             .as_array()
             .expect("items")
             .iter()
@@ -126,6 +134,16 @@ async fn served(stack: &TestStack) -> Served {
         liked,
         board,
     }
+}
+
+/// `user`'s liked list, one page of all of it.
+async fn liked_items(stack: &TestStack, user: &str) -> Value {
+    let response = stack
+        .request("GET", "/v1/users/me/liked-items?limit=100", Some(user))
+        .send()
+        .await;
+    response.assert_status(200);
+    response.json()
 }
 
 /// The all-time board the counts make: most liked first, ties by item id.
@@ -202,4 +220,171 @@ async fn one_history_ends_the_same_on_the_emulator_and_the_simulator() {
         on_simulator, on_emulator,
         "the simulator serves what the emulator does"
     );
+}
+
+const SETTLED_WITHIN: Duration = Duration::from_secs(60);
+
+/// A stack whose mappings gather before they deliver ([`deliver_gathered`]), with no
+/// heartbeats on the event log (they come with time, not with the history).
+async fn gathering(aws: Aws) -> TestStack {
+    let stack = TestStack::builder()
+        .on(aws)
+        .mappings(1, &[])
+        .environment(&[("HEARTBEAT_AFTER_SECONDS", "86400")])
+        .start()
+        .await;
+    for pipeline in stack.stack.pipelines() {
+        pipeline.pause();
+    }
+    stack
+}
+
+/// Each paused mapping reads its stream through, then delivers it one shard after another,
+/// the Reactions stream's before the event log's (which the publisher fills): every shard
+/// cuts its batches from all it holds at once, and no two shards race to one row (the
+/// loser of such a race pays a refused write), so any two AWS cut and write alike.
+async fn deliver_gathered(stack: &TestStack) {
+    for log in [false, true] {
+        for pipeline in stack
+            .stack
+            .pipelines()
+            .iter()
+            .filter(|p| (p.config().source == StreamSource::Kinesis) == log)
+        {
+            let function = &pipeline.config().function;
+            let read = pipeline.read_through(SETTLED_WITHIN).await;
+            read.unwrap_or_else(|err| panic!("{function} reads its stream: {err}"));
+            let shards: Vec<String> = pipeline.stream_shards().into_keys().collect();
+            for shard in &shards {
+                pipeline.faults().stall_stream_shard(shard);
+            }
+            pipeline.resume();
+            for shard in &shards {
+                pipeline.faults().resume_stream_shard(shard);
+                let settled = pipeline.settle_running(SETTLED_WITHIN).await;
+                settled.unwrap_or_else(|err| panic!("{function} settles {shard}: {err}"));
+            }
+        }
+    }
+}
+
+/// Every read a client makes once the history is applied, each once: the counts, a likers
+/// page of each item, each user's liked list, the all-time board.
+async fn read_once(stack: &TestStack) {
+    for item in ITEMS {
+        stack.like_count(item).await.assert_status(200);
+        stack.likers_page_as("reader", item, "limit=10").await;
+    }
+    for u in 0..USERS {
+        liked_items(stack, &format!("agree-user{u}")).await;
+    }
+    let board = stack
+        .request("GET", "/v1/leaderboard?window=all&limit=10", None)
+        .send()
+        .await;
+    board.assert_status(200);
+}
+
+/// The history in two rounds, each flipping a row at most once: a batch writes two flips
+/// of one row at once, and whichever lands second may be refused (a unit more), so a round
+/// holding both would bill by a race.
+fn rounds() -> [Vec<Write>; 2] {
+    let mut rounds = [Vec::new(), Vec::new()];
+    let mut rows = BTreeSet::new();
+    for write in history() {
+        let first = rows.insert((write.0.clone(), write.1.clone()));
+        rounds[usize::from(!first)].push(write);
+    }
+    rounds
+}
+
+/// The phases of [`billed_phases`]: each round's writes and their delivery, then the reads.
+const PHASES: [&str; 5] = [
+    "writes",
+    "pipeline",
+    "second writes",
+    "second pipeline",
+    "reads",
+];
+
+/// What each phase billed on one stack, by part of the service, template resource and
+/// unit, to a millionth of a unit (the simulator shares a batch's units over its items):
+/// write units and records put on the event log, and read units but the write path's (a
+/// container reads whether an item was removed at most once a second: by the clock, not
+/// by the history).
+async fn billed_phases(stack: &TestStack) -> Vec<BTreeMap<(String, String, Unit), i64>> {
+    let resources = Resources::of(stack);
+    let mut readings = vec![stack.billed().await];
+    for writes in rounds() {
+        play_writes(stack, writes).await;
+        readings.push(stack.billed().await);
+        deliver_gathered(stack).await;
+        readings.push(stack.billed().await);
+    }
+    read_once(stack).await;
+    readings.push(stack.billed().await);
+    readings
+        .windows(2)
+        .zip(PHASES)
+        .map(|(pair, phase)| {
+            let billed: Billed = resources.per(&pair[0], &pair[1], 1);
+            billed
+                .into_iter()
+                .filter(|((_, _, unit), _)| match unit {
+                    Unit::Writes | Unit::RecordsIn => true,
+                    Unit::Reads => !phase.contains("writes"),
+                    Unit::BytesIn | Unit::BytesOut => false,
+                })
+                .map(|(key, units)| (key, (units * 1e6).round() as i64))
+                .collect()
+        })
+        .collect()
+}
+
+/// Waits, if need be, for the aggregator's next tumbling window, so `within` from now
+/// falls in one window: a window's end cuts a batch, and its final invocation writes.
+async fn in_one_window(stack: &TestStack, within: Duration) {
+    let window = stack
+        .pipeline()
+        .config()
+        .tumbling_window
+        .expect("the aggregator counts in tumbling windows");
+    let into =
+        Duration::from_millis((likes_core::clock::now_ms() as u128 % window.as_millis()) as u64);
+    if window - into < within {
+        tokio::time::sleep(window - into + Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_history_bills_the_same_units_on_the_emulator_and_the_simulator() {
+    let (emulated, simulated) = tokio::join!(gathering(Aws::Emulator), gathering(Aws::Simulator));
+    in_one_window(&emulated, Duration::from_secs(40)).await;
+    let (on_emulator, on_simulator) =
+        tokio::join!(billed_phases(&emulated), billed_phases(&simulated));
+    let billed = |phase: &BTreeMap<(String, String, Unit), i64>, part: &str, unit| {
+        phase
+            .iter()
+            .any(|((p, _, u), units)| p == part && *u == unit && *units > 0)
+    };
+    let [writes, pipeline, _, _, reads] = &on_emulator[..] else {
+        panic!("five phases: {on_emulator:?}")
+    };
+    assert!(billed(writes, "write path", Unit::Writes), "{writes:?}");
+    for part in ["counts", "likers", "leaderboard"] {
+        assert!(billed(pipeline, part, Unit::Writes), "{part}: {pipeline:?}");
+    }
+    assert!(
+        billed(pipeline, "event log", Unit::RecordsIn),
+        "{pipeline:?}"
+    );
+    for part in ["write path", "counts", "likers"] {
+        assert!(billed(reads, part, Unit::Reads), "{part}: {reads:?}");
+    }
+    for (phase, (emulator, simulator)) in PHASES.iter().zip(on_emulator.iter().zip(&on_simulator)) {
+        assert_eq!(
+            emulator, simulator,
+            "the {phase} phase billed the same on the emulator (left) and the simulator"
+        );
+    }
 }

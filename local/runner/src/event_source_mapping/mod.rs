@@ -354,8 +354,17 @@ impl Pipeline {
     /// are applied while those wait.
     pub async fn settle_running(&self, timeout: Duration) -> Result<Counters, SettleError> {
         let faults = self.shared.faults.clone();
-        self.settle_where(timeout, move |shard| !faults.holds_back(shard.index))
-            .await
+        self.settle_where(timeout, move |shard| {
+            !faults.holds_back(shard.index, &shard.stream_shard)
+        })
+        .await
+    }
+
+    /// Waits until every stream shard was read to its tip since now: what the stream holds
+    /// now is with the virtual shards, delivered or, on a paused mapping, held for when it
+    /// resumes.
+    pub async fn read_through(&self, timeout: Duration) -> Result<Counters, SettleError> {
+        self.settle_where(timeout, |_| false).await
     }
 
     async fn settle_where(
@@ -389,7 +398,7 @@ impl Pipeline {
                 let faults = &self.shared.faults;
                 let held = shards
                     .iter()
-                    .filter(|(_, s)| faults.holds_back(s.index) && !s.done())
+                    .filter(|(_, s)| faults.holds_back(s.index, &s.stream_shard) && !s.done())
                     .map(|(id, _)| id.clone())
                     .collect();
                 return Err(SettleError::Timeout {

@@ -92,7 +92,9 @@ impl VirtualShard {
                 return;
             }
             let faults = &self.shared.faults;
-            if self.shared.is_enabled() && !faults.is_stalled(self.place.index) {
+            if self.shared.is_enabled()
+                && !faults.is_stalled(self.place.index, &self.place.stream_shard)
+            {
                 if let Some(expired) = self.expired_records() {
                     self.give_up(expired, GiveUp::RecordAgeExceeded).await;
                     continue;

@@ -71,7 +71,7 @@ mod without {
             false
         }
 
-        pub(crate) fn is_stalled(&self, _shard: usize) -> bool {
+        pub(crate) fn is_stalled(&self, _shard: usize, _stream_shard: &str) -> bool {
             false
         }
 
@@ -79,7 +79,7 @@ mod without {
             false
         }
 
-        pub(crate) fn holds_back(&self, _shard: usize) -> bool {
+        pub(crate) fn holds_back(&self, _shard: usize, _stream_shard: &str) -> bool {
             false
         }
 

@@ -34,6 +34,7 @@ struct Switches {
     record_age_offset: Duration,
     stale_iterators: u32,
     stalled_shards: BTreeSet<usize>,
+    stalled_stream_shards: BTreeSet<String>,
     failing_shards: BTreeSet<usize>,
 }
 
@@ -130,6 +131,17 @@ impl Faults {
         self.with(|s| s.stalled_shards.remove(&n));
     }
 
+    /// Every virtual shard of stream shard `id` stops delivering, as [`Faults::stall_shard`]
+    /// stops one, until [`Faults::resume_stream_shard`]: a test that lets one stream shard
+    /// deliver at a time.
+    pub fn stall_stream_shard(&self, id: &str) {
+        self.with(|s| s.stalled_stream_shards.insert(id.to_owned()));
+    }
+
+    pub fn resume_stream_shard(&self, id: &str) {
+        self.with(|s| s.stalled_stream_shards.remove(id));
+    }
+
     /// Every invocation on virtual shard `n` fails as a function error, so it retries (and
     /// after `MaximumRetryAttempts` gives its batches up), until [`Faults::heal_shard`].
     pub fn fail_shard(&self, n: usize) {
@@ -178,8 +190,10 @@ impl Faults {
         self.with(|s| take_one(&mut s.failing_invocations))
     }
 
-    pub(crate) fn is_stalled(&self, shard: usize) -> bool {
-        self.with(|s| s.stalled_shards.contains(&shard))
+    pub(crate) fn is_stalled(&self, shard: usize, stream_shard: &str) -> bool {
+        self.with(|s| {
+            s.stalled_shards.contains(&shard) || s.stalled_stream_shards.contains(stream_shard)
+        })
     }
 
     pub(crate) fn is_failing(&self, shard: usize) -> bool {
@@ -187,8 +201,8 @@ impl Faults {
     }
 
     /// A shard a fault keeps from applying its records.
-    pub(crate) fn holds_back(&self, shard: usize) -> bool {
-        self.is_stalled(shard) || self.is_failing(shard)
+    pub(crate) fn holds_back(&self, shard: usize, stream_shard: &str) -> bool {
+        self.is_stalled(shard, stream_shard) || self.is_failing(shard)
     }
 
     pub(crate) fn take_stale_iterator(&self) -> bool {
