@@ -27,9 +27,8 @@ both checks each.
 
 import base64
 import decimal
-import json
+import inspect
 import math
-import re
 from collections import defaultdict
 
 from pitr_history import moto_key
@@ -40,10 +39,6 @@ KINESIS_PUTS = {"PutRecord", "PutRecords"}
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
 TRANSACTION_FACTOR = 2.0
-# What a Query or Scan leaves out of what it evaluated, and so of what it answers.
-NARROWING = ("FilterExpression", "ProjectionExpression", "Select", "AttributesToGet",
-             "QueryFilter", "ScanFilter", "ConditionalOperator", "ReturnConsumedCapacity")
-PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
 NUMBERS = decimal.Context(prec=80)
 
 
@@ -198,15 +193,13 @@ class Bill:
             touch.before = stored(backend, touch.table, touch.key)
         return touches
 
-    def served(self, request, backend, touches, status, answer, rerun):
-        """Bills a DynamoDB request moto answered `status` with `answer` (its JSON);
-        `rerun(body)` serves another request the same way, for what a Query or Scan
-        evaluated."""
+    def served(self, request, backend, touches, status, answer):
+        """Bills a DynamoDB request moto answered `status` with `answer` (its JSON)."""
         if status == 200 and request.operation in DYNAMODB_WRITES:
             for touch in touches:
                 self.bill_write(backend, touch)
         elif status == 200 and request.operation in DYNAMODB_READS:
-            self.bill_read(request, backend, answer, rerun)
+            self.bill_read(request, backend)
         elif touches and refused(answer):
             for touch in touches:
                 self.take(table_resource(touch.table), "Writes", write_units(item_size(touch.before or {})))
@@ -224,7 +217,7 @@ class Bill:
             if units is not None:
                 self.take(index_resource(table.name, index.name), "Writes", units)
 
-    def bill_read(self, request, backend, answer, rerun):
+    def bill_read(self, request, backend):
         body = request.body
         if request.operation == "GetItem":
             # The item as stored, not as a ProjectionExpression answered it.
@@ -244,15 +237,13 @@ class Bill:
                 self.take(table_resource(get.get("TableName")), "Reads",
                           TRANSACTION_FACTOR * read_units(item_size(item or {}), True))
         else:
-            self.bill_search(request, backend, answer, rerun)
+            self.bill_search(request, backend)
 
-    def bill_search(self, request, backend, answer, rerun):
+    def bill_search(self, request, backend):
         body = request.body
         table = backend.get_table(body["TableName"])
         index = next((i for i in indexes(table) if i.name == body.get("IndexName")), None)
-        if any(narrowing in body for narrowing in NARROWING[:-1]):
-            answer = rerun(evaluated(body))
-        items = answer.get("Items", [])
+        items = Searched.items
         if index is not None:
             items = [index.entry(item) for item in items]
         size = sum(item_size(item) for item in items if item is not None)
@@ -310,14 +301,38 @@ def indexes(table):
     return [Index(index, table) for index in table.indexes + table.global_indexes]
 
 
-def evaluated(body):
-    """A Query or Scan asking for everything it evaluates: no filter, no projection, and
-    only the placeholders its key condition names."""
-    bare = {name: value for name, value in body.items() if name not in NARROWING}
-    named = set(PLACEHOLDER.findall(body.get("KeyConditionExpression", "")))
-    for field in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
-        kept = {name: value for name, value in body.get(field, {}).items() if name in named}
-        bare.pop(field, None)
-        if kept:
-            bare[field] = kept
-    return json.dumps(bare).encode()
+class Searched:
+    """The items the last Query or Scan evaluated, before its filter and projection (the
+    emulator serves one request at a time: the one being billed)."""
+
+    items = []
+
+
+def bill_what_searches_evaluate():
+    """moto's Query and Scan apply a FilterExpression and a projection last, to the items
+    they evaluated: run them without either, keep those items for the bill, then apply both
+    as moto does."""
+    from moto.dynamodb.models.table import Table
+
+    for name, projection in (("query", "projection_expressions"), ("scan", "projection_expression")):
+        setattr(Table, name, evaluating(getattr(Table, name), projection))
+
+
+def evaluating(search, projection):
+    signature = inspect.signature(search)
+
+    def search_and_keep(*args, **kwargs):
+        call = signature.bind(*args, **kwargs)
+        narrowing = call.arguments.get("filter_expression"), call.arguments.get(projection)
+        call.arguments["filter_expression"] = None
+        call.arguments[projection] = None
+        results, scanned, last_key = search(*call.args, **call.kwargs)
+        Searched.items = [item.to_json()["Attributes"] for item in results]
+        filter_expression, projected = narrowing
+        if filter_expression is not None:
+            results = [item for item in results if filter_expression.expr(item)]
+        if projected:
+            results = [item.project(projected) for item in results]
+        return results, scanned, last_key
+
+    return search_and_keep

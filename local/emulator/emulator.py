@@ -42,7 +42,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from billing import Bill
+from billing import Bill, bill_what_searches_evaluate
 from local_athena import OPERATIONS as ATHENA_OPERATIONS, TARGET as ATHENA_TARGET, AthenaError, LocalAthena
 from pitr_history import PitrHistory
 from table_exports import OPERATIONS as EXPORT_OPERATIONS, ExportError, TableExports
@@ -171,7 +171,7 @@ class SerializedApp:
                     close()
                 if dynamo is not None:
                     self._observe(dynamo)
-                    self._bill_served(dynamo, touches, status, answer, environ)
+                    self._bill_served(dynamo, touches, status, answer)
                 if kinesis is not None and status:
                     self._bill.put_records(kinesis, status[0])
 
@@ -192,17 +192,11 @@ class SerializedApp:
             logging.getLogger("emulator.billing").exception("could not price %s", dynamo.operation)
             return None
 
-    def _bill_served(self, dynamo, touches, status, answer, environ):
+    def _bill_served(self, dynamo, touches, status, answer):
         # Still under the lock: the items are as this request left them.
-        def rerun(body):
-            again = {name: value for name, value in environ.items() if not name.startswith("werkzeug.")}
-            again["wsgi.input"] = io.BytesIO(body)
-            again["CONTENT_LENGTH"] = str(len(body))
-            return json.loads(b"".join(self._app(again, lambda *answered: None)))
-
         try:
             document = json.loads(answer) if answer else {}
-            self._bill.served(dynamo, dynamo.backend(), touches, status[0], document, rerun)
+            self._bill.served(dynamo, dynamo.backend(), touches, status[0], document)
         except Exception:
             # The request stands; only the bill misses it. Say so loudly.
             logging.getLogger("emulator.billing").exception("could not bill %s", dynamo.operation)
@@ -658,6 +652,7 @@ def main(argv=None):
 
     list_moto_modules_once()
     query_without_sorting_the_table()
+    bill_what_searches_evaluate()
     roll_transactions_back_in_place()
     read_kinesis_shards_by_position()
     reshard_kinesis_as_aws_does()

@@ -9,7 +9,8 @@ use super::Recut;
 /// The fault switches of one event source mapping. Most switches are one-shot: they count
 /// down as faults are played, so a test arms exactly the faults it wants; the per-shard
 /// ones (a stalled shard, a failing shard) hold until switched off. A shard is named by its
-/// index n among the mapping's virtual shards (`Pipeline::shard_index` of a key).
+/// index n among the mapping's virtual shards (`Pipeline::shard_index` of a key), a whole
+/// stream shard by its id.
 #[derive(Debug, Default)]
 pub struct Faults {
     switches: Mutex<Switches>,
