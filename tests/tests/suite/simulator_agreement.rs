@@ -268,15 +268,30 @@ async fn deliver_gathered(stack: &TestStack) {
     }
 }
 
-/// Every read a client makes once the history is applied, each once: the counts, a likers
-/// page of each item, each user's liked list, the all-time board.
+/// Every read a client makes once the history is applied, each once: the counts, one by one
+/// and all at once, a likers page of each item, each user's liked list and own reactions
+/// to every item, the all-time board.
 async fn read_once(stack: &TestStack) {
     for item in ITEMS {
         stack.like_count(item).await.assert_status(200);
         stack.likers_page_as("reader", item, "limit=10").await;
     }
+    let every_item = json!({ "item_ids": ITEMS });
+    let counts = stack
+        .request("POST", "/v1/items/like-counts:batchGet", None)
+        .json(&every_item)
+        .send()
+        .await;
+    counts.assert_status(200);
     for u in 0..USERS {
-        liked_items(stack, &format!("agree-user{u}")).await;
+        let user = format!("agree-user{u}");
+        liked_items(stack, &user).await;
+        let own = stack
+            .request("POST", "/v1/items:batchGet", Some(&user))
+            .json(&every_item)
+            .send()
+            .await;
+        own.assert_status(200);
     }
     let board = stack
         .request("GET", "/v1/leaderboard?window=all&limit=10", None)
