@@ -27,6 +27,7 @@ both checks each.
 
 import base64
 import decimal
+import functools
 import inspect
 import math
 from collections import defaultdict
@@ -319,8 +320,10 @@ def bill_what_searches_evaluate():
 
 
 def evaluating(search, projection):
+    # moto's own parameters, through any patch that wraps it (functools.wraps).
     signature = inspect.signature(search)
 
+    @functools.wraps(search)
     def search_and_keep(*args, **kwargs):
         call = signature.bind(*args, **kwargs)
         narrowing = call.arguments.get("filter_expression"), call.arguments.get(projection)

@@ -24,6 +24,7 @@ test run that crashes never leaves an emulator behind.
 
 import argparse
 import copy
+import functools
 import hashlib
 import io
 import json
@@ -522,6 +523,7 @@ def query_without_sorting_the_table():
             else:
                 yield stored
 
+    @functools.wraps(query)
     def query_unsorted(self, *args, **kwargs):
         # Under the emulator's lock: no other request sees the shadowed method.
         self.all_items = lambda: unsorted_items(self)

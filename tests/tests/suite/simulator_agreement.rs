@@ -403,3 +403,65 @@ async fn one_history_bills_the_same_units_on_the_emulator_and_the_simulator() {
         );
     }
 }
+
+/// A Query is billed on the items it evaluated, not on what its filter and projection
+/// leave: three entries of about 2 KB, read through a filter that keeps none of them and a
+/// projection of their keys, cost their summed size in 4 KB units, halved (eventually
+/// consistent), on both.
+#[tokio::test]
+async fn a_query_is_billed_alike_on_what_it_evaluated_before_its_filter_and_projection() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let (emulated, simulated) = tokio::join!(
+        TestStack::builder().on(Aws::Emulator).start(),
+        TestStack::builder().on(Aws::Simulator).start(),
+    );
+    let note = "n".repeat(2_000);
+    let mut billed = Vec::new();
+    for stack in [&emulated, &simulated] {
+        let table = stack.name("LikersTable");
+        let dynamodb = stack.dynamodb();
+        let mut evaluated = 0;
+        for entry in ["a", "b", "c"] {
+            let item = [
+                ("bucket", AttributeValue::S("billed#0".into())),
+                ("entry", AttributeValue::S(entry.into())),
+                ("note", AttributeValue::S(note.clone())),
+            ];
+            evaluated += item
+                .iter()
+                .map(|(name, value)| name.len() + value.as_s().expect("a string").len())
+                .sum::<usize>();
+            let put = dynamodb.put_item().table_name(&table);
+            let put = item
+                .into_iter()
+                .fold(put, |put, (name, value)| put.item(name, value));
+            put.send().await.expect("PutItem");
+        }
+        let before = stack.billed().await;
+        let answer = dynamodb
+            .query()
+            .table_name(&table)
+            .key_condition_expression("#bucket = :bucket")
+            .filter_expression("#note = :none")
+            .projection_expression("#entry")
+            .expression_attribute_names("#bucket", "bucket")
+            .expression_attribute_names("#note", "note")
+            .expression_attribute_names("#entry", "entry")
+            .expression_attribute_values(":bucket", AttributeValue::S("billed#0".into()))
+            .expression_attribute_values(":none", AttributeValue::S("none".into()))
+            .send()
+            .await
+            .expect("Query");
+        assert_eq!((answer.count, answer.scanned_count), (0, 3));
+        let after = stack.billed().await;
+        let resource = likes_simulator::table_resource(&table);
+        let units = after.billed(&resource, Unit::Reads) - before.billed(&resource, Unit::Reads);
+        billed.push(units);
+        assert_eq!(
+            units,
+            evaluated.div_ceil(4096) as f64 / 2.0,
+            "{evaluated} bytes evaluated"
+        );
+    }
+    assert_eq!(billed[0], billed[1], "emulator (left), simulator");
+}
