@@ -67,7 +67,7 @@ fn writes_first_state(u: usize) -> &'static str {
     }
 }
 
-/// A history's writes as they change the rows: what the clients set last, by (user, item).
+/// One client's write: user, item, state and idempotency key.
 type Write = (String, String, &'static str, String);
 
 async fn play(stack: &TestStack) -> Truth {
@@ -240,9 +240,10 @@ async fn gathering(aws: Aws) -> TestStack {
 }
 
 /// Each paused mapping reads its stream through, then delivers it one shard after another,
-/// the Reactions stream's before the event log's (which the publisher fills): every shard
-/// cuts its batches from all it holds at once, and no two shards race to one row (the
-/// loser of such a race pays a refused write), so any two AWS cut and write alike.
+/// the Reactions stream's before the event log's (which the publisher fills), and is
+/// paused again: every shard cuts its batches from all it holds at once, and no two shards
+/// race to one row (the loser of such a race pays a refused write), so any two AWS cut and
+/// write alike.
 async fn deliver_gathered(stack: &TestStack) {
     for log in [false, true] {
         for pipeline in stack
@@ -264,6 +265,7 @@ async fn deliver_gathered(stack: &TestStack) {
                 let settled = pipeline.settle_running(SETTLED_WITHIN).await;
                 settled.unwrap_or_else(|err| panic!("{function} settles {shard}: {err}"));
             }
+            pipeline.pause();
         }
     }
 }
@@ -322,11 +324,20 @@ const PHASES: [&str; 5] = [
     "reads",
 ];
 
+/// What the clock decides in the HTTP front's handlers, not the history: a container's
+/// lease on a user's writes lasts `LEASE_MS`, so a slower run takes more of them, and a
+/// container keeps a count, the counts' `as_of` and whether an item was removed for a
+/// second before it reads them again.
+const CLOCKED: [(&str, Unit); 3] = [
+    ("RateLimitsTable", Unit::Writes),
+    ("CountsTable", Unit::Reads),
+    ("ModerationTable", Unit::Reads),
+];
+
 /// What each phase billed on one stack, by part of the service, template resource and
-/// unit, to a millionth of a unit (the simulator shares a batch's units over its items):
-/// write units and records put on the event log, and read units but the write path's (a
-/// container reads whether an item was removed at most once a second: by the clock, not
-/// by the history).
+/// unit (write and read units, records put on the event log; in the front's phases, not
+/// what is [`CLOCKED`]), to a millionth of a unit (the simulator shares a batch's units
+/// over its items).
 async fn billed_phases(stack: &TestStack) -> Vec<BTreeMap<(String, String, Unit), i64>> {
     let resources = Resources::of(stack);
     let mut readings = vec![stack.billed().await];
@@ -342,13 +353,13 @@ async fn billed_phases(stack: &TestStack) -> Vec<BTreeMap<(String, String, Unit)
         .windows(2)
         .zip(PHASES)
         .map(|(pair, phase)| {
+            let front = !phase.contains("pipeline");
             let billed: Billed = resources.per(&pair[0], &pair[1], 1);
             billed
                 .into_iter()
-                .filter(|((_, _, unit), _)| match unit {
-                    Unit::Writes | Unit::RecordsIn => true,
-                    Unit::Reads => !phase.contains("writes"),
-                    Unit::BytesIn | Unit::BytesOut => false,
+                .filter(|((_, label, unit), _)| {
+                    matches!(unit, Unit::Writes | Unit::Reads | Unit::RecordsIn)
+                        && !(front && CLOCKED.contains(&(label.as_str(), *unit)))
                 })
                 .map(|(key, units)| (key, (units * 1e6).round() as i64))
                 .collect()
@@ -393,7 +404,7 @@ async fn one_history_bills_the_same_units_on_the_emulator_and_the_simulator() {
         billed(pipeline, "event log", Unit::RecordsIn),
         "{pipeline:?}"
     );
-    for part in ["write path", "counts", "likers"] {
+    for part in ["write path", "likers", "leaderboard"] {
         assert!(billed(reads, part, Unit::Reads), "{part}: {reads:?}");
     }
     for (phase, (emulator, simulator)) in PHASES.iter().zip(on_emulator.iter().zip(&on_simulator)) {
