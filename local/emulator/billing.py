@@ -172,12 +172,21 @@ class Bill:
 
     def __init__(self):
         self.billed = defaultdict(float)
+        # Requests the bill misses, as "<operation>: <error>": `usage` answers them, so a
+        # reader of the bill knows it is short rather than trusting it.
+        self.unbilled = []
 
     def usage(self):
-        return {"Billed": [
-            {"Resource": resource, "Unit": unit, "Units": units}
-            for (resource, unit), units in sorted(self.billed.items())
-        ]}
+        return {
+            "Billed": [
+                {"Resource": resource, "Unit": unit, "Units": units}
+                for (resource, unit), units in sorted(self.billed.items())
+            ],
+            "Unbilled": self.unbilled,
+        }
+
+    def missed(self, operation, err):
+        self.unbilled.append(f"{operation}: {err!r}")
 
     def take(self, resource, unit, units):
         self.billed[(resource, unit)] += units
@@ -186,7 +195,9 @@ class Bill:
 
     def before(self, request, backend):
         """What a write will touch, as it is before moto runs it (`None` when it is not
-        a billed write)."""
+        a billed write); the last search's items are forgotten, so a search is billed on
+        its own."""
+        Searched.items = None
         if request.operation not in DYNAMODB_WRITES:
             return None
         touches = list(write_touches(request.operation, request.body))
@@ -245,6 +256,8 @@ class Bill:
         table = backend.get_table(body["TableName"])
         index = next((i for i in indexes(table) if i.name == body.get("IndexName")), None)
         items = Searched.items
+        if items is None:
+            raise RuntimeError("moto answered the search without evaluating it")
         if index is not None:
             items = [index.entry(item) for item in items]
         size = sum(item_size(item) for item in items if item is not None)
@@ -306,7 +319,7 @@ class Searched:
     """The items the last Query or Scan evaluated, before its filter and projection (the
     emulator serves one request at a time: the one being billed)."""
 
-    items = []
+    items = None
 
 
 def bill_what_searches_evaluate():

@@ -189,8 +189,9 @@ class SerializedApp:
             return None
         try:
             return self._bill.before(dynamo, dynamo.backend())
-        except Exception:
+        except Exception as err:
             logging.getLogger("emulator.billing").exception("could not price %s", dynamo.operation)
+            self._bill.missed(dynamo.operation, err)
             return None
 
     def _bill_served(self, dynamo, touches, status, answer):
@@ -198,9 +199,10 @@ class SerializedApp:
         try:
             document = json.loads(answer) if answer else {}
             self._bill.served(dynamo, dynamo.backend(), touches, status[0], document)
-        except Exception:
-            # The request stands; only the bill misses it. Say so loudly.
+        except Exception as err:
+            # The request stands; only the bill misses it. Say so loudly, and in the bill.
             logging.getLogger("emulator.billing").exception("could not bill %s", dynamo.operation)
+            self._bill.missed(dynamo.operation, err)
 
     def _answer_export(self, dynamo, start_response):
         """Exports as of a past time, in DynamoDB's layout (table_exports), not moto's."""

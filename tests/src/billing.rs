@@ -125,7 +125,8 @@ impl TestStack {
 
     /// What the stack's AWS billed so far: the simulator's usage, or the emulator's bill
     /// (`LikesEmulator.Usage`: it prices every request by the same rules, in its own code,
-    /// and meters no keys, so only `billed` is filled).
+    /// and meters no keys, so only `billed` is filled). Panics if the emulator could not
+    /// price a request: its bill would be short.
     pub async fn billed(&self) -> Usage {
         if let Some(usage) = self.stack.aws.usage() {
             return usage;
@@ -133,6 +134,11 @@ impl TestStack {
         let answer = self
             .emulator_operation("Usage", serde_json::json!({}))
             .await;
+        assert_eq!(
+            answer["Unbilled"],
+            serde_json::json!([]),
+            "requests the emulator could not price"
+        );
         let billed = answer["Billed"]
             .as_array()
             .expect("the emulator's bill")

@@ -35,6 +35,14 @@ impl TestStack {
             .expect("template.yaml maps the Moderation stream to RetractFunction")
     }
 
+    /// How long the aggregator's current tumbling window has left (`None` without windows):
+    /// a window's end cuts a batch, and its final invocation writes.
+    pub fn window_left(&self) -> Option<std::time::Duration> {
+        let window = self.pipeline().config().tumbling_window?;
+        let into = likes_core::clock::now_ms() as u128 % window.as_millis();
+        Some(window - std::time::Duration::from_millis(into as u64))
+    }
+
     /// Waits until the pipeline applied everything in the stream now (panics after 60 s).
     pub async fn settle(&self) -> likes_local::faults::Counters {
         self.pipeline()

@@ -91,11 +91,9 @@ impl TestStack {
     /// start, so the split comes near a window's end: what is written after it is not held
     /// back for most of a window.
     pub async fn split_reactions_stream(&self) -> BTreeMap<String, Vec<String>> {
-        if let Some(window) = self.pipeline().config().tumbling_window {
-            let now = likes_core::clock::now_ms() as u128;
-            let into = std::time::Duration::from_millis((now % window.as_millis()) as u64);
+        if let Some(left) = self.window_left() {
             let before_end = std::time::Duration::from_millis(1_500);
-            tokio::time::sleep((window - into).saturating_sub(before_end)).await;
+            tokio::time::sleep(left.saturating_sub(before_end)).await;
         }
         let arn = self.pipeline().config().stream_arn.clone();
         let answer = self

@@ -370,15 +370,11 @@ async fn billed_phases(stack: &TestStack) -> Vec<BTreeMap<(String, String, Unit)
 /// Waits, if need be, for the aggregator's next tumbling window, so `within` from now
 /// falls in one window: a window's end cuts a batch, and its final invocation writes.
 async fn in_one_window(stack: &TestStack, within: Duration) {
-    let window = stack
-        .pipeline()
-        .config()
-        .tumbling_window
+    let left = stack
+        .window_left()
         .expect("the aggregator counts in tumbling windows");
-    let into =
-        Duration::from_millis((likes_core::clock::now_ms() as u128 % window.as_millis()) as u64);
-    if window - into < within {
-        tokio::time::sleep(window - into + Duration::from_millis(500)).await;
+    if left < within {
+        tokio::time::sleep(left + Duration::from_millis(500)).await;
     }
 }
 
