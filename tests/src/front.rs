@@ -122,6 +122,19 @@ impl TestStack {
         self.likers_page_as("reader", item, query).await
     }
 
+    /// `user`'s liked items, newest first: one page of up to 100.
+    pub async fn liked_items(&self, user: &str) -> Vec<Value> {
+        let response = self
+            .request("GET", "/v1/users/me/liked-items?limit=100", Some(user))
+            .send()
+            .await;
+        response.assert_status(200);
+        response.json()["items"]
+            .as_array()
+            .expect("a page of items")
+            .clone()
+    }
+
     /// The same as `reader`, who sees the list as their settings and blocks allow.
     pub async fn likers_page_as(&self, reader: &str, item: &str, query: &str) -> Value {
         let response = self

@@ -78,15 +78,6 @@ async fn state_of(stack: &TestStack, user: &str, item: &str) -> Value {
     response.json()["state"].clone()
 }
 
-async fn liked_items(stack: &TestStack, user: &str) -> Vec<Value> {
-    let response = stack
-        .request("GET", "/v1/users/me/liked-items?limit=100", Some(user))
-        .send()
-        .await;
-    response.assert_status(200);
-    response.json()["items"].as_array().unwrap().clone()
-}
-
 /// The honest users who like item `i` of the first twelve: `12 - i` of them, so the
 /// twelve items rank by index, and none of the others has an honest like.
 fn honest_likers(i: usize) -> Vec<String> {
@@ -143,7 +134,7 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
     assert_eq!(done["reactions_retracted"], 200, "{done}");
     assert_eq!(done["reason"], "bought likes");
     assert_eq!(state_of(&stack, "bot", "mod:007").await, "NONE");
-    assert_eq!(liked_items(&stack, "bot").await, Vec::<Value>::new());
+    assert_eq!(stack.liked_items("bot").await, Vec::<Value>::new());
 
     stack.settle().await;
     stack.settle_events().await;
@@ -441,7 +432,7 @@ async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_an
     );
     for user in ["fan000", "fan001", "fan149", "late-fan"] {
         assert_eq!(state_of(&stack, user, ITEM).await, "NONE", "{user}");
-        let liked: Vec<Value> = liked_items(&stack, user).await;
+        let liked: Vec<Value> = stack.liked_items(user).await;
         assert!(
             liked.iter().all(|entry| entry["item_id"] != ITEM),
             "{user}: {liked:?}"

@@ -115,9 +115,9 @@ async fn served(stack: &TestStack) -> Served {
     let mut liked = BTreeMap::new();
     for u in 0..USERS {
         let user = format!("agree-user{u}");
-        let items = liked_items(stack, &user).await["items"]
-            .as_array()
-            .expect("items")
+        let items = stack
+            .liked_items(&user)
+            .await
             .iter()
             .map(|i| i["item_id"].as_str().expect("item_id").to_owned())
             .collect();
@@ -134,16 +134,6 @@ async fn served(stack: &TestStack) -> Served {
         liked,
         board,
     }
-}
-
-/// `user`'s liked list, one page of all of it.
-async fn liked_items(stack: &TestStack, user: &str) -> Value {
-    let response = stack
-        .request("GET", "/v1/users/me/liked-items?limit=100", Some(user))
-        .send()
-        .await;
-    response.assert_status(200);
-    response.json()
 }
 
 /// The all-time board the counts make: most liked first, ties by item id.
@@ -287,7 +277,7 @@ async fn read_once(stack: &TestStack) {
     counts.assert_status(200);
     for u in 0..USERS {
         let user = format!("agree-user{u}");
-        liked_items(stack, &user).await;
+        stack.liked_items(&user).await;
         let own = stack
             .request("POST", "/v1/items:batchGet", Some(&user))
             .json(&every_item)
