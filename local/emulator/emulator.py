@@ -56,6 +56,7 @@ DYNAMODB_TARGET = "DynamoDB_20120810."
 DYNAMODB_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 EMULATOR_TARGET = "LikesEmulator."
 KINESIS_TARGET = "Kinesis_20131202."
+STREAMS_TARGET = "DynamoDBStreams_20120810."
 # moto's own rules for whose backend a request reaches (moto.core.responses.BaseResponse).
 ACCESS_KEY = re.compile(r"AWS.*(?P<access_key>(?<![A-Z0-9])[A-Z0-9]{20}(?![A-Z0-9]))[:/]")
 DEFAULT_REGION = "us-east-1"
@@ -156,6 +157,9 @@ class SerializedApp:
             if local is not None:
                 return self._answer_local(local, start_response)
             kinesis = JsonRequest.parse(environ, KINESIS_TARGET)
+            nothing_new = nothing_to_read(JsonRequest.parse(environ, STREAMS_TARGET), kinesis)
+            if nothing_new is not None:
+                return json_answer(start_response, "200 OK", *nothing_new)
             touches = self._bill_before(dynamo)
             status = []
 
@@ -242,6 +246,41 @@ class SerializedApp:
                 "Message": err.message,
             }, content_type)
         return json_answer(start_response, "200 OK", answer, content_type)
+
+
+def nothing_to_read(streams, kinesis):
+    """A GetRecords that finds nothing new, answered without moto's dispatch.
+
+    Every event source mapping polls its shards whether or not anything was written (a
+    DynamoDB stream shard four times a second, a Kinesis shard once a second), so most of
+    a quiet stack's requests are reads that find nothing, and moto's dispatch and answer
+    serialization (Flask, its request parsing, botocore's output model) cost several times
+    what the read does. A read that finds records, or fails, is answered by moto as before;
+    the read it repeats has no effect on the shard (it only names the next iterator).
+    Returns the answer and its content type, or None for moto to answer.
+    """
+    try:
+        if streams is not None and streams.operation == "GetRecords":
+            from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+            backend = dynamodbstreams_backends[streams.account][streams.region]
+            answer = backend.get_records(streams.body["ShardIterator"], streams.body.get("Limit") or 1000)
+            return (answer, "application/x-amz-json-1.0") if not answer["Records"] else None
+        if kinesis is not None and kinesis.operation == "GetRecords":
+            from moto.kinesis.models import kinesis_backends
+
+            backend = kinesis_backends[kinesis.account][kinesis.region]
+            after, records, behind = backend.get_records(
+                kinesis.body.get("StreamARN"), kinesis.body["ShardIterator"], kinesis.body.get("Limit")
+            )
+            # A closed shard read to its end names no next iterator (moto leaves out None).
+            answer = {"Records": [], "MillisBehindLatest": behind}
+            if after is not None:
+                answer["NextShardIterator"] = after
+            return (answer, "application/x-amz-json-1.1") if not records else None
+    except Exception:
+        return None  # moto reads it again, and answers the error its own way
+    return None
 
 
 class QuietRequestHandler(MotoRequestHandler):
