@@ -7,6 +7,8 @@
 //! as the shard's next intent, apply it (one conditional ADD per score row however many
 //! events it holds) and move the progress.
 
+use std::collections::BTreeMap;
+
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -233,8 +235,11 @@ impl Leaderboard {
         applied: &mut Applied,
     ) -> Result<Vec<&'e ReactionEvent>, StoreError> {
         let now_ms = likes_core::clock::now_ms();
-        // Collected before they are streamed, so the future stays `Send`.
-        let mut writes = Vec::new();
+        // Collected before they are streamed, so the future stays `Send`. A row's flips are
+        // written in their order, other rows' at once: a like and its unlike in one run
+        // would otherwise race for one entry, and when the unlike landed first, the like's
+        // write was refused and its claim took a write of its own.
+        let mut writes: BTreeMap<(&str, &str), Vec<_>> = BTreeMap::new();
         let mut on_their_own = Vec::new();
         for (at, owned) in run.iter().enumerate() {
             let event = owned.event;
@@ -248,7 +253,8 @@ impl Leaderboard {
                 claimed |= claims;
                 let likers = &self.likers;
                 // (the event, whether the entry took the flip, whether it scores)
-                writes.push(async move {
+                let row = (event.item_id.as_str(), event.user_id.as_str());
+                writes.entry(row).or_default().push(async move {
                     if claims {
                         let mine = likers.claim(&update, owned.by).await?;
                         Ok::<_, StoreError>((at, mine, mine))
@@ -261,9 +267,19 @@ impl Leaderboard {
                 on_their_own.push(*owned);
             }
         }
-        let done: Vec<(usize, bool, bool)> = stream::iter(writes)
+        let rows: Vec<_> = writes
+            .into_values()
+            .map(|row| async move {
+                let mut done = Vec::with_capacity(row.len());
+                for write in row {
+                    done.push(write.await?);
+                }
+                Ok::<_, StoreError>(done)
+            })
+            .collect();
+        let done: Vec<(usize, bool, bool)> = stream::iter(rows)
             .buffer_unordered(IN_FLIGHT)
-            .try_collect()
+            .try_concat()
             .await?;
         let mut scoring = Vec::new();
         for (at, took, scores) in done {

@@ -94,6 +94,56 @@ async fn a_thousand_likers_list_newest_first_once_each_under_duplicates_recuts_a
     assert_eq!(other["next_cursor"], Value::Null);
 }
 
+/// A like and its unlike in one batch of the log's consumer write the like's entry in
+/// their order, one write each: were they written at once, the unlike could land first,
+/// refuse the like's write, and leave the like's claim a write of its own.
+#[tokio::test]
+async fn a_like_and_its_unlike_in_one_batch_write_its_entry_once_each_in_order() {
+    const RACERS: usize = 12;
+    let item = "game:second-thoughts";
+    let stack = TestStack::start().await;
+    let leaderboard = stack.leaderboard();
+    leaderboard.pause();
+    for n in 0..RACERS {
+        let user = format!("racer{n:02}");
+        stack.like(&user, item).await;
+        stack
+            .request("DELETE", &format!("/v1/items/{item}/like"), Some(&user))
+            .send()
+            .await
+            .assert_status(200);
+    }
+    stack.settle_events().await;
+    let gathered = leaderboard.read_through(Duration::from_secs(60)).await;
+    gathered.expect("the log's consumer reads the log through");
+    let before = stack.billed().await;
+    leaderboard.resume();
+    stack.settle_leaderboard().await;
+    let after = stack.billed().await;
+
+    let table = stack.name("LikersTable");
+    let entries = stack
+        .dynamodb()
+        .scan()
+        .table_name(&table)
+        .send()
+        .await
+        .expect("Scan")
+        .items
+        .unwrap_or_default();
+    assert_eq!(entries.len(), RACERS, "an entry a like, ended: {entries:?}");
+    // Each entry, both flips' claims on it, is well under 1 KB (its debug form, longer than
+    // its size, is), so each write of it is one unit.
+    for entry in &entries {
+        assert!(format!("{entry:?}").len() < 1024, "{entry:?}");
+    }
+    let resource = likes_simulator::table_resource(&table);
+    let unit = likes_simulator::Unit::Writes;
+    let writes = after.billed(&resource, unit) - before.billed(&resource, unit);
+    assert_eq!(writes, (2 * RACERS) as f64, "a write a flip, none refused");
+    assert_eq!(stack.likers_page(item, "").await["items"], json!([]));
+}
+
 #[tokio::test]
 async fn account_erasure_takes_a_user_off_every_likers_list() {
     let stack = TestStack::builder().refreshing_boards().start().await;
