@@ -192,15 +192,7 @@ impl TestStack {
         use aws_sdk_dynamodb::types::AttributeValue;
         use likes_store::rows::attr;
         let table = self.name("CountsTable");
-        let rows = self
-            .dynamodb()
-            .scan()
-            .table_name(&table)
-            .send()
-            .await
-            .expect("a Scan of the Counts table")
-            .items
-            .unwrap_or_default();
+        let rows = self.rows("CountsTable").await;
         let mut taken = 0;
         for row in rows {
             let (Some(AttributeValue::S(partition)), Some(AttributeValue::S(sort))) =

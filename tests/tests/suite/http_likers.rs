@@ -121,23 +121,14 @@ async fn a_like_and_its_unlike_in_one_batch_write_its_entry_once_each_in_order()
     stack.settle_leaderboard().await;
     let after = stack.billed().await;
 
-    let table = stack.name("LikersTable");
-    let entries = stack
-        .dynamodb()
-        .scan()
-        .table_name(&table)
-        .send()
-        .await
-        .expect("Scan")
-        .items
-        .unwrap_or_default();
+    let entries = stack.rows("LikersTable").await;
     assert_eq!(entries.len(), RACERS, "an entry a like, ended: {entries:?}");
     // Each entry, both flips' claims on it, is well under 1 KB (its debug form, longer than
     // its size, is), so each write of it is one unit.
     for entry in &entries {
         assert!(format!("{entry:?}").len() < 1024, "{entry:?}");
     }
-    let resource = likes_simulator::table_resource(&table);
+    let resource = likes_simulator::table_resource(&stack.name("LikersTable"));
     let unit = likes_simulator::Unit::Writes;
     let writes = after.billed(&resource, unit) - before.billed(&resource, unit);
     assert_eq!(writes, (2 * RACERS) as f64, "a write a flip, none refused");
