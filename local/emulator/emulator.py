@@ -550,8 +550,8 @@ def check_update_expressions_without_rebuilding_them():
 
     moto parses an UpdateExpression twice per request (the handler, then the backend),
     and checks it with ten processors, each of which rebuilds its table of node kinds and
-    their handlers for every node it visits: together about a fifth of what the emulator
-    spends on the write path's UpdateItems. Under this patch a parsed expression is kept
+    their handlers for every node it visits (a test writing a thousand likes spent about 8%
+    of its CPU time, emulator and test together, on that). Under this patch a parsed expression is kept
     by its text (the tree is never changed in place: every check works on its own deep
     copy, and the handler only reads it), and a processor builds its table once. What is
     parsed, checked, written and refused is unchanged.
