@@ -82,6 +82,14 @@ pub struct Aggregator {
     listed: Arc<Mutex<ListedBuckets>>,
 }
 
+/// Where a pass over a batch ended.
+enum Step {
+    /// Every record is applied.
+    Done,
+    /// Another consumer of the shard claimed or moved a step first: read the shard again.
+    Overtaken,
+}
+
 /// What one invocation did, for metrics.
 #[derive(Debug, Default)]
 struct Tally {
@@ -90,6 +98,8 @@ struct Tally {
     intents_applied: usize,
     /// Pending intents too old to apply, given up to reconciliation.
     intents_abandoned: usize,
+    /// Times another consumer of the shard claimed or moved a step first.
+    overtaken: usize,
     count_row_writes: usize,
     overflow_row_writes: usize,
     /// Event time to applied, for each change this invocation committed.
@@ -166,7 +176,10 @@ impl Aggregator {
     }
 
     /// Applies `records` of `shard` chunk by chunk; on failure, the index of the first record
-    /// not applied.
+    /// not applied. Another consumer of the shard at once (a replaced mapping beside the new
+    /// one, a batch delivered twice) may claim a step first: this one then reads the shard
+    /// again and goes on from where the other left it. Each time, the progress moved, so it
+    /// ends within a read per record.
     async fn apply(
         &self,
         shard: &str,
@@ -174,23 +187,51 @@ impl Aggregator {
         decoded: &[ChangeRecord],
         tally: &mut Tally,
     ) -> Result<(), (usize, StoreError)> {
-        let state = self.writer.shard_state(shard).await.map_err(|e| (0, e))?;
+        let mut at = 0;
+        for _ in 0..=decoded.len() {
+            match self
+                .apply_from(shard, records, decoded, &mut at, tally)
+                .await
+            {
+                Ok(Step::Done) => return Ok(()),
+                Ok(Step::Overtaken) => tally.overtaken += 1,
+                Err(err) => return Err((at, err)),
+            }
+        }
+        let error = format!("shard {shard}'s progress kept moving under its consumer");
+        Err((at, StoreError::Corrupt(error)))
+    }
+
+    /// One pass over the records from the shard's progress as read now: `at` is the first
+    /// record not applied yet.
+    async fn apply_from(
+        &self,
+        shard: &str,
+        records: &[EventRecord],
+        decoded: &[ChangeRecord],
+        at: &mut usize,
+        tally: &mut Tally,
+    ) -> Result<Step, StoreError> {
+        let state = self.writer.shard_state(shard).await?;
         let mut progress = state.progress;
         if let Some(pending) = state.pending {
-            progress = Some(
-                self.finish(shard, progress.as_ref(), &pending, tally)
-                    .await
-                    .map_err(|e| (0, e))?,
-            );
+            let Some(finished) = self
+                .finish(shard, progress.as_ref(), &pending, tally)
+                .await?
+            else {
+                return Ok(Step::Overtaken);
+            };
+            progress = Some(finished);
         }
-        let mut at = covered(decoded, progress.as_ref().map(|p| p.through_seq.as_str()));
-        tally.covered_records = at;
-        let hot = hot_items(&decoded[at..]);
-        while at < decoded.len() {
-            let end = (at + self.chunk_records).min(decoded.len());
-            let chunk = &decoded[at..end];
+        let covered = covered(decoded, progress.as_ref().map(|p| p.through_seq.as_str()));
+        tally.covered_records = tally.covered_records.max(covered);
+        *at = (*at).max(covered);
+        let hot = hot_items(&decoded[*at..]);
+        while *at < decoded.len() {
+            let end = (*at + self.chunk_records).min(decoded.len());
+            let chunk = &decoded[*at..end];
             let last = &chunk[chunk.len() - 1];
-            let probe_key = records[at..end].iter().rev().find_map(probe_key);
+            let probe_key = records[*at..end].iter().rev().find_map(probe_key);
             let mut deltas = route_chunk(chunk, shard, &hot, self.layout, self.period);
             self.listed
                 .lock()
@@ -204,12 +245,23 @@ impl Aggregator {
                 probe_key,
                 deltas,
             };
-            let moved = if intent.deltas.is_empty() {
-                self.advance(shard, progress.as_ref(), &intent, done).await
+            if intent.deltas.is_empty() {
+                // Nothing to count: the watermark moves, the progress stays where it is.
+                if !self
+                    .advance(shard, progress.as_ref(), &intent, None)
+                    .await?
+                {
+                    return Ok(Step::Overtaken);
+                }
             } else {
-                self.commit(shard, progress.as_ref(), &intent, tally).await
-            };
-            progress = Some(moved.map_err(|e| (at, e))?);
+                match self
+                    .commit(shard, progress.as_ref(), &intent, tally)
+                    .await?
+                {
+                    Some(moved) => progress = Some(moved),
+                    None => return Ok(Step::Overtaken),
+                }
+            }
             let applied_at = now_ms();
             tally.staleness_ms.extend(
                 chunk
@@ -217,19 +269,20 @@ impl Aggregator {
                     .filter_map(|r| r.change.as_ref())
                     .map(|c| (applied_at - c.event_time_ms) as f64),
             );
-            at = end;
+            *at = end;
         }
-        Ok(())
+        Ok(Step::Done)
     }
 
-    /// Freezes, applies and completes one chunk's intent: the progress after it.
+    /// Claims the step after `was` with one chunk's intent, applies and completes it: the
+    /// progress after it, or `None` when another consumer claimed or completed the step.
     async fn commit(
         &self,
         shard: &str,
         was: Option<&ShardProgress>,
         intent: &CountIntent,
         tally: &mut Tally,
-    ) -> Result<ShardProgress, StoreError> {
+    ) -> Result<Option<ShardProgress>, StoreError> {
         let overflowing: BTreeSet<&ItemId> = intent
             .deltas
             .keys()
@@ -237,20 +290,24 @@ impl Aggregator {
             .map(|target| &target.item)
             .collect();
         self.mark_overflow(overflowing).await?;
-        self.writer.begin(shard, intent, now_ms()).await?;
+        // The single-writer guard, before any count row is written.
+        if !self.writer.begin(shard, was, intent, now_ms()).await? {
+            return Ok(None);
+        }
         self.finish(shard, was, intent, tally).await
     }
 
     /// Applies an intent begun and moves the progress past it; one older than
     /// [`INTENT_ABANDON_MS`] is given up instead (reported: reconciliation repairs what it
-    /// did not add).
+    /// did not add). `None` when another consumer moved the progress first (a row that took
+    /// the intent from both took it once).
     async fn finish(
         &self,
         shard: &str,
         was: Option<&ShardProgress>,
         intent: &CountIntent,
         tally: &mut Tally,
-    ) -> Result<ShardProgress, StoreError> {
+    ) -> Result<Option<ShardProgress>, StoreError> {
         if now_ms() - intent.n > INTENT_ABANDON_MS {
             tracing::error!(
                 shard,
@@ -272,37 +329,42 @@ impl Aggregator {
                 .filter(|t| matches!(t.lane, Lane::Overflow(_)))
                 .count();
         }
-        self.advance(shard, was, intent, Some(intent.n)).await
+        let moved = self
+            .advance(shard, was, intent, Some((&intent.last_seq, intent.n)))
+            .await?;
+        Ok(moved.then(|| ShardProgress {
+            through_seq: intent.last_seq.clone(),
+            intent: Some(intent.n),
+        }))
     }
 
-    /// Moves the shard's progress (and watermark) to the intent's last record.
+    /// Moves the shard's watermark to the intent's last record and, once it is `completed`,
+    /// its progress; `false` when another consumer moved it first.
     async fn advance(
         &self,
         shard: &str,
         was: Option<&ShardProgress>,
         intent: &CountIntent,
-        completed: Option<i64>,
-    ) -> Result<ShardProgress, StoreError> {
+        completed: Option<(&str, i64)>,
+    ) -> Result<bool, StoreError> {
         let to = Advance {
-            through_seq: &intent.last_seq,
             stream_time_ms: intent.stream_time_ms,
             probe_key: intent.probe_key.as_deref(),
-            intent: completed,
+            completed,
         };
         let now = now_ms();
-        self.writer.advance(shard, was, to, now).await?;
-        Report::new("Likes/Pipeline")
-            .value(
-                "WatermarkLagMs",
-                "Milliseconds",
-                (now - intent.stream_time_ms) as f64,
-            )
-            .property("shard", shard)
-            .emit();
-        Ok(ShardProgress {
-            through_seq: intent.last_seq.clone(),
-            intent: completed,
-        })
+        let moved = self.writer.advance(shard, was, to, now).await?;
+        if moved {
+            Report::new("Likes/Pipeline")
+                .value(
+                    "WatermarkLagMs",
+                    "Milliseconds",
+                    (now - intent.stream_time_ms) as f64,
+                )
+                .property("shard", shard)
+                .emit();
+        }
+        Ok(moved)
     }
 
     /// Writes the overflow marker of each item this container has not marked yet, before any
@@ -369,6 +431,7 @@ fn report(tally: &Tally, records: usize, shard: &str) {
         )
         .value("IntentsApplied", "Count", tally.intents_applied as f64)
         .value("IntentsAbandoned", "Count", tally.intents_abandoned as f64)
+        .value("ConsumersOvertaken", "Count", tally.overtaken as f64)
         .value("CountRowWrites", "Count", tally.count_row_writes as f64)
         .value(
             "OverflowRowWrites",

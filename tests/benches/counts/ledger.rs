@@ -1,5 +1,5 @@
 //! What the aggregator wrote, rebuilt from the real items: every intent row read back from the
-//! Counts table (`#wm#<shard>` / `I#<n>`, one per chunk that added anything) names the count
+//! Counts table (`#wm#<shard>` / `N#<m>`, one per chunk that added anything) names the count
 //! rows its chunk added to, and, joined with the stream log on its shard, the flips it
 //! applied: those of the shard's records after the shard's previous intent, through the
 //! intent's last record. The items read back give every size the bill needs.
@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use aws_sdk_dynamodb::Client;
 use likes_core::pipeline::{sequence_after, REPLAY_HORIZON_MS};
 use likes_core::Delta;
-use likes_store::counts::decode_intent;
+use likes_store::counts::{decode_intent, INTENT_PREFIX};
 use likes_store::rows::{self, CountIntentRow, CountKey};
 
 use crate::capacity::{self, Item};
@@ -19,8 +19,6 @@ use crate::naive::StreamRecord;
 pub const WATERMARK_PREFIX: &str = "#wm#";
 /// The watermark (and progress) row's sort key.
 pub const WATERMARK_ROW: &str = "W";
-/// Intent rows' sort keys start with this.
-const INTENT_PREFIX: &str = "I#";
 /// An intent's number is the aggregator's clock when it froze the chunk; its row's TTL says
 /// when it was written, to the second: at most this much later.
 const WRITTEN_WITHIN_S: i64 = 5;

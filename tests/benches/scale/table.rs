@@ -43,7 +43,7 @@ pub fn intent_units(
         probe_key: None,
         deltas: deltas.clone(),
     };
-    put_units(encode_intent(shard_id, &intent, now_ms).and_then(|row| to_item(&row)))
+    put_units(encode_intent(shard_id, Some(n - 1), &intent, now_ms).and_then(|row| to_item(&row)))
 }
 
 /// The largest count row there can be, without intent notes: a 128-character item id with

@@ -52,6 +52,7 @@ mod pipeline_likers_entries;
 mod pipeline_records;
 mod pipeline_score_index;
 mod pipeline_shards;
+mod pipeline_two_consumers;
 mod reactions_races;
 mod reactions_store;
 mod reactions_tables;

@@ -42,6 +42,9 @@ pub struct VirtualShard {
     pub(super) shared: Arc<Shared>,
     pub(super) place: ShardPlace,
     pub(super) function: FunctionInstance,
+    /// A second instance of the function, for a batch handed to two consumers at once.
+    #[cfg(any(test, feature = "faults"))]
+    pub(super) twin: FunctionInstance,
     pub(super) sqs: aws_sdk_sqs::Client,
     pub(super) inbox: UnboundedReceiver<BufferedRecord>,
     /// The stream shard was read to its end: nothing more will arrive.
@@ -58,6 +61,7 @@ impl VirtualShard {
         shared: Arc<Shared>,
         place: ShardPlace,
         function: FunctionInstance,
+        #[cfg(any(test, feature = "faults"))] twin: FunctionInstance,
         sqs: aws_sdk_sqs::Client,
         inbox: UnboundedReceiver<BufferedRecord>,
     ) -> Self {
@@ -65,6 +69,8 @@ impl VirtualShard {
             shared,
             place,
             function,
+            #[cfg(any(test, feature = "faults"))]
+            twin,
             sqs,
             inbox,
             drained: false,
@@ -292,17 +298,37 @@ impl VirtualShard {
         if faults.is_failing(self.place.index) || faults.take_invocation_failure() {
             return Answer::failed("the invocation failed (injected fault)");
         }
-        match self
-            .function
-            .call(payload, self.config(), &self.shared.counters)
-            .await
-        {
+        match self.call(payload).await {
             Ok(response) => {
                 let batch: Vec<BufferedRecord> = self.buffer.iter().take(len).cloned().collect();
                 Answer::read(&response, &batch, self.config())
             }
             Err(err) => Answer::failed(err.to_string()),
         }
+    }
+
+    #[cfg(not(any(test, feature = "faults")))]
+    async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, crate::lambda::InvokeError> {
+        self.function
+            .call(payload, self.config(), &self.shared.counters)
+            .await
+    }
+
+    /// The function's answer; when a fault hands the batch to a second instance too, that
+    /// one runs beside it, started its stagger later, and its answer is dropped.
+    #[cfg(any(test, feature = "faults"))]
+    async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, crate::lambda::InvokeError> {
+        let counters = &self.shared.counters;
+        let first = self.function.call(payload, self.config(), counters);
+        let Some(stagger) = self.shared.faults.take_twin() else {
+            return first.await;
+        };
+        CounterCells::add(&counters.twin_deliveries, 1);
+        let second = async {
+            tokio::time::sleep(stagger).await;
+            self.twin.call(payload, self.config(), counters).await
+        };
+        tokio::join!(first, second).0
     }
 
     /// The checkpoint moves past the first `n` buffered records.
@@ -431,6 +457,7 @@ mod tests {
         let shard = VirtualShard::new(
             shared.clone(),
             place,
+            FunctionInstance::scripted(script.clone()),
             FunctionInstance::scripted(script.clone()),
             sqs,
             inbox,

@@ -91,6 +91,8 @@ fn start_stream_shard(
             shared.clone(),
             place,
             function.instance(shared, sdk),
+            #[cfg(any(test, feature = "faults"))]
+            function.instance(shared, sdk),
             sqs.clone(),
             inbox,
         );

@@ -17,6 +17,9 @@ pub struct Counters {
     pub retries: u64,
     /// Batches delivered a second time after they succeeded.
     pub duplicate_deliveries: u64,
+    /// Batches handed to a second instance of the function at once
+    /// (`Faults::deliver_twice_at_once`).
+    pub twin_deliveries: u64,
     /// Invocations killed after their k-th chunk (`Faults::crash_after_chunks`).
     pub crashes: u64,
     /// Batches given up on (retries or record age exhausted) and sent to the on-failure
@@ -45,6 +48,7 @@ pub(crate) struct CounterCells {
     pub partial_failures: AtomicU64,
     pub retries: AtomicU64,
     pub duplicate_deliveries: AtomicU64,
+    pub twin_deliveries: AtomicU64,
     pub crashes: AtomicU64,
     pub dlq_batches: AtomicU64,
     pub dlq_records: AtomicU64,
@@ -70,6 +74,7 @@ impl CounterCells {
             partial_failures: get(&self.partial_failures),
             retries: get(&self.retries),
             duplicate_deliveries: get(&self.duplicate_deliveries),
+            twin_deliveries: get(&self.twin_deliveries),
             crashes: get(&self.crashes),
             dlq_batches: get(&self.dlq_batches),
             dlq_records: get(&self.dlq_records),

@@ -244,7 +244,7 @@ const DYNAMODB_JSON: &str = "application/x-amz-json-1.0";
 const COUNTS_PARTITION_KEY: &str = "item_id";
 const COUNTS_SORT_KEY: &str = "shard";
 const COUNT_ROW_PREFIX: &str = "D#";
-const INTENT_PREFIX: &str = "I#";
+const INTENT_PREFIX: &str = "N#";
 
 impl Intercept for CountWriteFaults {
     fn name(&self) -> &'static str {

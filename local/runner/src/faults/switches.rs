@@ -19,6 +19,8 @@ pub struct Faults {
 #[derive(Debug, Default, Clone)]
 struct Switches {
     duplicate_batches: u32,
+    /// Batches to hand a second function instance too, each after its stagger.
+    twins: VecDeque<Duration>,
     recuts: VecDeque<Recut>,
     batch_cap: Option<usize>,
     /// Crashes to play, in order: after how many committed chunks of an invocation.
@@ -44,6 +46,16 @@ impl Faults {
     /// Lambda loses a checkpoint; the second delivery's answer decides what happens next.
     pub fn duplicate_next_batches(&self, n: u32) {
         self.with(|s| s.duplicate_batches += n);
+    }
+
+    /// The next batches, one per entry in order, are also handed to a second instance of the
+    /// function, started the entry's stagger after the first: two consumers of one shard at
+    /// once, as when CloudFormation replaces a mapping (the new one runs beside the old one
+    /// until its cleanup) or Lambda delivers a batch twice. The mapping acts on the first
+    /// instance's answer; the second's is dropped, as the other mapping's checkpoint would
+    /// take it.
+    pub fn deliver_twice_at_once(&self, staggers: impl IntoIterator<Item = Duration>) {
+        self.with(|s| s.twins.extend(staggers));
     }
 
     /// The next retries, one per entry in order, are cut differently from the attempt that
@@ -162,6 +174,7 @@ impl Faults {
     pub fn armed(&self) -> bool {
         self.with(|s| {
             s.duplicate_batches > 0
+                || !s.twins.is_empty()
                 || !s.recuts.is_empty()
                 || !s.crashes.is_empty()
                 || s.failing_invocations > 0
@@ -177,6 +190,10 @@ impl Faults {
 
     pub(crate) fn take_duplicate(&self) -> bool {
         self.with(|s| take_one(&mut s.duplicate_batches))
+    }
+
+    pub(crate) fn take_twin(&self) -> Option<Duration> {
+        self.with(|s| s.twins.pop_front())
     }
 
     pub(crate) fn take_recut(&self) -> Option<Recut> {

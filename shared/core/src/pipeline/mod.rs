@@ -2,11 +2,11 @@
 //! which records a shard's progress already covers, where deltas land ([`routing`]), and
 //! how fresh a count is ([`freshness`]).
 //!
-//! Exactly once without transactions, per stream shard (one consumer at a time): each chunk's
-//! deltas are frozen first as the shard's next **intent** (numbered `n`, rising), then added
-//! to each count row by one plain conditional UpdateItem that also notes `n` for the shard
-//! on the row (so a row takes intent `n` once), then the shard's **progress** moves to the
-//! chunk's last record. A retry finishes a pending intent before anything else and skips the
+//! Exactly once without transactions, per stream shard: each chunk's deltas are frozen first
+//! as the shard's next **intent** (numbered `n`, rising; its row claims the step, so of two
+//! consumers of one shard at once only one writes it), then added to each count row by one
+//! plain conditional UpdateItem that also notes `n` for the shard on the row (so a row takes
+//! intent `n` once), then the shard's **progress** moves to the chunk's last record. A retry finishes a pending intent before anything else and skips the
 //! records the progress covers, however the stream cuts its batches.
 
 pub mod freshness;

@@ -2,13 +2,20 @@
 //!
 //! Beside a shard's watermark row `#wm#<shard>` / `W`, which also holds its progress (the last
 //! record applied, `through_seq`, and the last intent completed, `intent`), each chunk is
-//! frozen as an intent row `I#<n>` before any count row is written. The intent is then
-//! applied, one plain conditional UpdateItem per count row that ADDs the row's delta and notes
-//! `n` for the shard (`i#<shard>`) on condition the row noted a lower one, and completed by
-//! moving the progress, on condition no other consumer moved it. A crash anywhere leaves a
-//! pending intent (numbered above the progress) that the next delivery finishes first; a
-//! row that took it already refuses it. Hundreds of shards adding to a viral item's rows at
-//! once queue on them instead of cancelling each other, and every row write is billed once.
+//! frozen as an intent row before any count row is written. The intent row is the claim of
+//! the shard's next step: its key `N#<m>` names the intent the progress completed when it was
+//! frozen (`m`, 0 before any), and it is put on condition that key is new, so of two
+//! consumers that read the same progress (a replaced mapping running beside the new one, a
+//! batch delivered twice at once) one claims the step and the other is refused before it
+//! writes anything; the refused one reads the shard again and finishes the winner's intent
+//! instead. Every move of `through_seq` completes an intent, so a progress is never claimed
+//! from twice. The intent is then applied, one plain conditional UpdateItem per count row that
+//! ADDs the row's delta and notes `n` for the shard (`i#<shard>`) on condition the row noted
+//! a lower one, and completed by moving the progress, on condition no other consumer moved
+//! it. A crash anywhere leaves a pending intent (numbered above the progress) that the next
+//! delivery finishes first; a row that took it already refuses it. Hundreds of shards adding
+//! to a viral item's rows at once queue on them instead of cancelling each other, and every
+//! row write is billed once.
 //!
 //! Intent rows are never deleted (a delete is billed as a write): their TTL drops them.
 
@@ -24,7 +31,7 @@ use likes_core::reconcile::{
 use likes_core::{Delta, ItemId};
 
 use super::{count_key, COUNT_ROW_PREFIX, OVERFLOW_MARKER};
-use crate::error::{condition_held, progress_moved};
+use crate::error::condition_held;
 use crate::first_epochs::{FirstEpochs, Start, Subtotals, Written};
 use crate::freshness::{watermark_partition, WATERMARK_ROW};
 use crate::reconciliation::CORRECTION_ROW;
@@ -37,8 +44,11 @@ use crate::StoreError;
 
 /// Count row writes of one intent in flight at once.
 const IN_FLIGHT: usize = 32;
-/// Intent rows' sort keys start with this; the number follows in 20 digits.
-const INTENT_PREFIX: &str = "I#";
+/// Intent rows' sort keys start with this; the number of the intent they follow comes next,
+/// in 20 digits, so they sort in the order they were claimed, just before `W`. (Intent rows
+/// written before were keyed `I#<n>` by their own number: they sort before every `N#` row,
+/// so a pending one is still read, and finished, until the first step is claimed.)
+pub const INTENT_PREFIX: &str = "N#";
 /// A count row's note of a shard's last intent: `i#<12 hex digits of the shard id's hash>`.
 pub const INTENT_NOTE_PREFIX: &str = "i#";
 
@@ -135,14 +145,17 @@ impl CountsWriter {
         Ok(state)
     }
 
-    /// Freezes `intent` as the shard's intent row, before any of its count rows is written.
+    /// Freezes `intent` as the shard's intent row, before any of its count rows is written:
+    /// the claim of the step after `progress`. `false` when another consumer of the shard
+    /// claimed that step first: nothing was written, and the shard is to be read again.
     pub async fn begin(
         &self,
         shard: &str,
+        progress: Option<&ShardProgress>,
         intent: &CountIntent,
         now_ms: i64,
-    ) -> Result<(), StoreError> {
-        let row = encode_intent(shard, intent, now_ms)?;
+    ) -> Result<bool, StoreError> {
+        let row = encode_intent(shard, progress.and_then(|p| p.intent), intent, now_ms)?;
         let result = self
             .client
             .put_item()
@@ -151,14 +164,7 @@ impl CountsWriter {
             .condition_expression(format!("attribute_not_exists({ITEM_ID})"))
             .send()
             .await;
-        if condition_held("PutItem", result)? {
-            Ok(())
-        } else {
-            Err(StoreError::Corrupt(format!(
-                "shard {shard} already has intent {}",
-                intent.n
-            )))
-        }
+        condition_held("PutItem", result)
     }
 
     /// Adds each row's delta of `intent` to the rows that have not taken it yet; the number
@@ -207,19 +213,21 @@ impl CountsWriter {
         Ok(added.into_iter().filter(|(took, _)| *took).count())
     }
 
-    /// Moves the shard's progress to `through_seq` (its watermark to `stream_time_ms`) and,
-    /// after an intent, to that intent; on condition the progress is still `was`, since a
-    /// shard has one consumer at a time and a retry reads the progress afresh. Puts off the
-    /// row's expiry to [`REPLAY_HORIZON_MS`] from `now_ms`.
+    /// Moves the shard's watermark to `stream_time_ms` and, after an intent, its progress to
+    /// `through_seq` and to that intent; on condition the progress is still `was`, and the
+    /// watermark not past `stream_time_ms`. `false` when another consumer of the shard moved
+    /// it first: nothing was written. Records that change nothing move the watermark only:
+    /// they are no work to skip, and a progress that moves only with a completed intent is
+    /// never claimed from twice ([`Self::begin`]). Puts off the row's expiry to
+    /// [`REPLAY_HORIZON_MS`] from `now_ms`.
     pub async fn advance(
         &self,
         shard: &str,
         was: Option<&ShardProgress>,
         to: Advance<'_>,
         now_ms: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut sets = vec![
-            format!("{THROUGH_SEQ} = :seq"),
             format!("{STREAM_TIME} = :t"),
             format!("{UPDATED_AT} = :now"),
             "expires_at = :expires".to_owned(),
@@ -232,7 +240,6 @@ impl CountsWriter {
                 watermark_partition(shard),
                 WATERMARK_ROW.into(),
             )))
-            .expression_attribute_values(":seq", AttributeValue::S(to.through_seq.to_owned()))
             .expression_attribute_values(":t", number(to.stream_time_ms))
             .expression_attribute_values(":now", number(now_ms))
             .expression_attribute_values(":expires", number((now_ms + REPLAY_HORIZON_MS) / 1000));
@@ -240,21 +247,31 @@ impl CountsWriter {
             sets.push(format!("{PROBE_KEY} = :p"));
             update = update.expression_attribute_values(":p", AttributeValue::S(probe.to_owned()));
         }
-        if let Some(n) = to.intent {
+        if let Some((through_seq, n)) = to.completed {
+            sets.push(format!("{THROUGH_SEQ} = :seq"));
             sets.push(format!("{INTENT} = :n"));
-            update = update.expression_attribute_values(":n", number(n));
+            update = update
+                .expression_attribute_values(":seq", AttributeValue::S(through_seq.to_owned()))
+                .expression_attribute_values(":n", number(n));
         }
-        update = match was {
-            None => update.condition_expression(format!("attribute_not_exists({THROUGH_SEQ})")),
-            Some(was) => update
-                .condition_expression(format!("{THROUGH_SEQ} = :was"))
-                .expression_attribute_values(":was", AttributeValue::S(was.through_seq.clone())),
+        let unmoved = match was {
+            None => format!("attribute_not_exists({THROUGH_SEQ})"),
+            Some(was) => {
+                update = update.expression_attribute_values(
+                    ":was",
+                    AttributeValue::S(was.through_seq.clone()),
+                );
+                format!("{THROUGH_SEQ} = :was")
+            }
         };
         let result = update
+            .condition_expression(format!(
+                "{unmoved} AND (attribute_not_exists({STREAM_TIME}) OR {STREAM_TIME} <= :t)"
+            ))
             .update_expression(format!("SET {}", sets.join(", ")))
             .send()
             .await;
-        progress_moved(shard, result)
+        condition_held("UpdateItem", result)
     }
 
     /// Tells readers of `item` to add its overflow partitions `1..=partitions`. Written before
@@ -399,14 +416,13 @@ impl CountsWriter {
     }
 }
 
-/// Where [`CountsWriter::advance`] moves a shard's progress.
+/// Where [`CountsWriter::advance`] moves a shard's watermark and progress.
 #[derive(Debug, Clone, Copy)]
 pub struct Advance<'a> {
-    pub through_seq: &'a str,
     pub stream_time_ms: i64,
     pub probe_key: Option<&'a str>,
-    /// The intent just completed; `None` when the records added nothing.
-    pub intent: Option<i64>,
+    /// The intent just completed and its last record; `None` when the records added nothing.
+    pub completed: Option<(&'a str, i64)>,
 }
 
 /// The attribute a count row notes a stream shard's last intent in: short, since a row
@@ -415,9 +431,11 @@ pub fn intent_note(shard: &str) -> String {
     format!("{INTENT_NOTE_PREFIX}{}", shard_tag(shard))
 }
 
-/// The row [`CountsWriter::begin`] puts for `intent` of `shard`, written at `now_ms`.
+/// The row [`CountsWriter::begin`] puts for `intent` of `shard`, which follows intent `after`
+/// (the last one the shard's progress completed), written at `now_ms`.
 pub fn encode_intent(
     shard: &str,
+    after: Option<i64>,
     intent: &CountIntent,
     now_ms: i64,
 ) -> Result<CountIntentRow, StoreError> {
@@ -447,7 +465,7 @@ pub fn encode_intent(
         .collect();
     Ok(CountIntentRow {
         item_id: watermark_partition(shard),
-        shard: format!("{INTENT_PREFIX}{:020}", intent.n),
+        shard: format!("{INTENT_PREFIX}{:020}", after.unwrap_or(0)),
         n: intent.n,
         last_seq: intent.last_seq.clone(),
         stream_time: intent.stream_time_ms,
@@ -568,8 +586,8 @@ mod tests {
             probe_key: Some("#probe#3".into()),
             deltas,
         };
-        let row = encode_intent("shardId-1", &intent, 0).unwrap();
-        assert_eq!(row.shard, "I#00000001796000000000");
+        let row = encode_intent("shardId-1", Some(1_795_000_000_000), &intent, 0).unwrap();
+        assert_eq!(row.shard, "N#00000001795000000000");
         assert!(row.rows.is_none());
         // An intent written before intents were deflated, its deltas as plain JSON, reads
         // back the same.

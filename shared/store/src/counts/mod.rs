@@ -15,7 +15,7 @@ mod intents;
 
 pub use intents::{
     decode_intent, encode_intent, intent_note, Advance, CountIntent, CountsWriter, ShardCounting,
-    ShardProgress, INTENT_NOTE_PREFIX,
+    ShardProgress, INTENT_NOTE_PREFIX, INTENT_PREFIX,
 };
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -73,8 +73,9 @@ pub struct WatermarkRow {
     pub intent: Option<i64>,
 }
 
-/// A chunk's intent, `#wm#<shard>` / `I#<n>` (`n` in 20 digits, so intents sort in order
-/// before `W`): what the chunk adds to each count row, frozen before any is written.
+/// A chunk's intent, `#wm#<shard>` / `N#<m>` (`m`, the intent it follows, in 20 digits, so
+/// intents sort in order before `W`): what the chunk adds to each count row, frozen before
+/// any is written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountIntentRow {
     pub item_id: String,

@@ -12,7 +12,7 @@ fn names(item: &Item) -> Vec<&str> {
 fn rows_use_the_named_attributes() {
     let intent = CountIntentRow {
         item_id: "#wm#s1".into(),
-        shard: "I#00000000000000000001".into(),
+        shard: "N#00000000000000000000".into(),
         n: 1,
         last_seq: "7".into(),
         stream_time: 2,
