@@ -314,5 +314,42 @@ pub fn liker_ids(page: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What a curious client reads out of a cursor the API hands out: the string itself and,
+/// for it and each of its `.`-separated parts, whatever base64 (URL-safe or standard, padded
+/// or not) decodes it to, as lossy UTF-8.
+pub fn cursor_readings(cursor: &str) -> Vec<String> {
+    use base64::alphabet::{STANDARD, URL_SAFE};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine;
+    let lenient = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    let engines = [
+        GeneralPurpose::new(&URL_SAFE, lenient),
+        GeneralPurpose::new(&STANDARD, lenient),
+    ];
+    let mut readings = vec![cursor.to_owned()];
+    for part in std::iter::once(cursor).chain(cursor.split('.')) {
+        for engine in &engines {
+            if let Ok(bytes) = engine.decode(part) {
+                readings.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    readings
+}
+
+/// Panics if any of `readings` (of `what`) holds any of `secrets`, naming which.
+pub fn assert_reveals_none(what: &str, readings: &[String], secrets: &[String]) {
+    for reading in readings {
+        for secret in secrets {
+            assert!(
+                !reading.contains(secret.as_str()),
+                "{what} reveals {secret:?}: {reading:?}"
+            );
+        }
+    }
+}
+
 /// Every item's like and dislike count, recounted from the source of truth.
 pub type Recount = std::collections::BTreeMap<String, likes_core::pipeline::Counts>;

@@ -1,30 +1,62 @@
-//! Opaque page cursors, signed and bound to what they page through: "my liked items" and "my
-//! blocks" cursors to their user, "who liked" cursors to their item.
+//! Opaque page cursors, encrypted and bound to what they page through: "my liked items" and
+//! "my blocks" cursors to their user, "who liked" cursors to their item.
 //!
-//! Wire form: `base64url(payload) "." base64url(HMAC-SHA256(key, domain 0 scope 0 payload))`
-//! (each part length-prefixed). The payload is the position of the last entry on the page; a
-//! cursor made for another user or item, for the other list, or with any byte changed, fails
-//! verification.
+//! A cursor holds the position of the last entry its page examined, which on a likers page
+//! may be a liker hidden from the reader (a private user, a user the reader blocks or who
+//! blocks them): so the position is sealed, not only signed. Wire form:
+//! `base64url(nonce ‖ AES-256-GCM-SIV(key, nonce, position, domain ‖ scope))`, no padding,
+//! where the key is HMAC-SHA256 of the cursor key's secret over a fixed label, the nonce is
+//! random, and the list's domain and its user or item (each length-prefixed) are the
+//! associated data. The position is padded to one length, so every cursor is
+//! [`CURSOR_LEN`] characters whatever it names, and two cursors of one position differ: a
+//! client learns nothing from a cursor, not even whether two name the same entry. A cursor
+//! made for another user or item, for another list, under another key, or with any byte
+//! changed fails to open. GCM-SIV rather than GCM: a repeat of a random nonce over the
+//! key's life then tells only that two cursors are equal, never the key's authenticator.
 
+use std::sync::Arc;
+
+use aws_lc_rs::aead::{Aad, Nonce, RandomizedNonceKey, AES_256_GCM_SIV, NONCE_LEN};
+use aws_lc_rs::hmac;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
-use crate::ids::{ItemId, UserId};
+use crate::ids::{ItemId, UserId, ITEM_ID_MAX_LEN, USER_ID_MAX_LEN};
 use crate::ValidationError;
 
-const LIKED_DOMAIN: &[u8] = b"likes-cursor-v1";
-const LIKERS_DOMAIN: &[u8] = b"likers-cursor-v1";
-const BLOCKS_DOMAIN: &[u8] = b"blocks-cursor-v1";
-/// Longer input is refused before decoding: a real cursor is under 400 characters.
-const MAX_CURSOR_LEN: usize = 512;
+const LIKED_DOMAIN: &[u8] = b"liked-items-cursor-v2";
+const LIKERS_DOMAIN: &[u8] = b"likers-cursor-v2";
+const BLOCKS_DOMAIN: &[u8] = b"blocks-cursor-v2";
+/// What the encryption key is derived for: another use of the secret derives another key.
+const KEY_LABEL: &[u8] = b"likes page cursor encryption key v2";
 
-/// The key cursors are signed with (configuration: `CURSOR_SIGNING_KEY`).
+/// The longest id a position names.
+const ID_MAX_LEN: usize = if ITEM_ID_MAX_LEN > USER_ID_MAX_LEN {
+    ITEM_ID_MAX_LEN
+} else {
+    USER_ID_MAX_LEN
+};
+const _: () = assert!(
+    ID_MAX_LEN <= u8::MAX as usize,
+    "an id's length fits its byte"
+);
+/// A position sealed: when (epoch ms, big-endian), the id's length, the id, zeros.
+const POSITION_LEN: usize = 8 + 1 + ID_MAX_LEN;
+const TAG_LEN: usize = 16;
+const SEALED_LEN: usize = NONCE_LEN + POSITION_LEN + TAG_LEN;
+/// Every cursor's length in characters; any other is refused before decoding.
+pub const CURSOR_LEN: usize = (SEALED_LEN * 4).div_ceil(3);
+
+/// The key cursors are sealed with, derived from the configured secret
+/// (`CURSOR_SIGNING_KEY`).
 #[derive(Clone)]
-pub struct CursorKey(Vec<u8>);
+pub struct CursorKey(Arc<RandomizedNonceKey>);
+
+/// Where a page starts: after the entry at this time with this id.
+struct Position {
+    at_ms: i64,
+    id: String,
+}
 
 impl CursorKey {
     pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, ValidationError> {
@@ -32,49 +64,64 @@ impl CursorKey {
         if secret.len() < 16 {
             return Err(ValidationError::WeakCursorKey);
         }
-        Ok(Self(secret.to_vec()))
+        let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret), KEY_LABEL);
+        let key = RandomizedNonceKey::new(&AES_256_GCM_SIV, derived.as_ref())
+            .expect("HMAC-SHA256 gives an AES-256 key");
+        Ok(Self(Arc::new(key)))
     }
 
-    fn mac(&self, domain: &[u8], scope: &str, payload: &[u8]) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts any key length");
-        for part in [domain, scope.as_bytes(), payload] {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part);
+    /// The list's domain, then its user or item, each length-prefixed: what a cursor is
+    /// bound to.
+    fn bound_to(domain: &[u8], scope: &str) -> Aad<Vec<u8>> {
+        let mut bound = Vec::with_capacity(16 + domain.len() + scope.len());
+        for part in [domain, scope.as_bytes()] {
+            bound.extend((part.len() as u64).to_be_bytes());
+            bound.extend(part);
         }
-        mac
+        Aad::from(bound)
     }
 
-    fn seal(&self, domain: &[u8], scope: &str, position: &impl Serialize) -> String {
-        let payload = serde_json::to_vec(position).expect("cursor serializes");
-        let tag = self.mac(domain, scope, &payload).finalize().into_bytes();
-        format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(&payload),
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+    fn seal(&self, domain: &[u8], scope: &str, position: &Position) -> String {
+        let id = position.id.as_bytes();
+        // Ids are bounded where they are parsed; one longer would make a cursor of another
+        // length, which opening refuses.
+        debug_assert!(id.len() <= ID_MAX_LEN, "{:?}", position.id);
+        let mut sealed = Vec::with_capacity(SEALED_LEN);
+        sealed.extend(position.at_ms.to_be_bytes());
+        sealed.push(id.len() as u8);
+        sealed.extend(id);
+        sealed.resize(POSITION_LEN.max(sealed.len()), 0);
+        let nonce = self
+            .0
+            .seal_in_place_append_tag(Self::bound_to(domain, scope), &mut sealed)
+            .expect("the system's random source gives a nonce");
+        let mut wire = nonce.as_ref().to_vec();
+        wire.append(&mut sealed);
+        URL_SAFE_NO_PAD.encode(wire)
     }
 
-    fn open<T: DeserializeOwned>(
-        &self,
-        domain: &[u8],
-        scope: &str,
-        raw: &str,
-    ) -> Result<T, ValidationError> {
-        if raw.len() > MAX_CURSOR_LEN {
+    fn open(&self, domain: &[u8], scope: &str, raw: &str) -> Result<Position, ValidationError> {
+        if raw.len() != CURSOR_LEN {
             return Err(ValidationError::Cursor);
         }
-        let (payload, tag) = raw.split_once('.').ok_or(ValidationError::Cursor)?;
-        let payload = URL_SAFE_NO_PAD
-            .decode(payload)
+        let mut sealed = URL_SAFE_NO_PAD
+            .decode(raw)
             .map_err(|_| ValidationError::Cursor)?;
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
+        let (nonce, sealed) = sealed.split_at_mut(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| ValidationError::Cursor)?;
+        let position = self
+            .0
+            .open_in_place(nonce, Self::bound_to(domain, scope), sealed)
             .map_err(|_| ValidationError::Cursor)?;
-        // Constant-time comparison: a forger learns nothing from timing.
-        self.mac(domain, scope, &payload)
-            .verify_slice(&tag)
-            .map_err(|_| ValidationError::Cursor)?;
-        serde_json::from_slice(&payload).map_err(|_| ValidationError::Cursor)
+        let (at_ms, rest) = position.split_at(8);
+        let (&len, rest) = rest.split_first().ok_or(ValidationError::Cursor)?;
+        let id = rest
+            .get(..usize::from(len))
+            .ok_or(ValidationError::Cursor)?;
+        Ok(Position {
+            at_ms: i64::from_be_bytes(at_ms.try_into().expect("eight bytes")),
+            id: String::from_utf8(id.to_vec()).map_err(|_| ValidationError::Cursor)?,
+        })
     }
 }
 
@@ -85,11 +132,9 @@ impl std::fmt::Debug for CursorKey {
 }
 
 /// Where the next page of liked items starts: after this (liked_at, item_id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LikedCursor {
-    #[serde(rename = "t")]
     pub liked_at_ms: i64,
-    #[serde(rename = "i")]
     pub item_id: String,
 }
 
@@ -102,54 +147,71 @@ impl LikedCursor {
     }
 
     pub fn encode(&self, key: &CursorKey, user: &UserId) -> String {
-        key.seal(LIKED_DOMAIN, user.as_str(), self)
+        let position = Position {
+            at_ms: self.liked_at_ms,
+            id: self.item_id.clone(),
+        };
+        key.seal(LIKED_DOMAIN, user.as_str(), &position)
     }
 
     pub fn decode(raw: &str, key: &CursorKey, user: &UserId) -> Result<Self, ValidationError> {
-        let cursor: Self = key.open(LIKED_DOMAIN, user.as_str(), raw)?;
-        ItemId::parse(&cursor.item_id).map_err(|_| ValidationError::Cursor)?;
-        Ok(cursor)
+        let position = key.open(LIKED_DOMAIN, user.as_str(), raw)?;
+        ItemId::parse(&position.id).map_err(|_| ValidationError::Cursor)?;
+        Ok(Self {
+            liked_at_ms: position.at_ms,
+            item_id: position.id,
+        })
     }
 }
 
 /// Where the next page of an item's likers starts: after this (liked_at, user_id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LikersCursor {
-    #[serde(rename = "t")]
     pub liked_at_ms: i64,
-    #[serde(rename = "u")]
     pub user_id: String,
 }
 
 impl LikersCursor {
     pub fn encode(&self, key: &CursorKey, item: &ItemId) -> String {
-        key.seal(LIKERS_DOMAIN, item.as_str(), self)
+        let position = Position {
+            at_ms: self.liked_at_ms,
+            id: self.user_id.clone(),
+        };
+        key.seal(LIKERS_DOMAIN, item.as_str(), &position)
     }
 
     pub fn decode(raw: &str, key: &CursorKey, item: &ItemId) -> Result<Self, ValidationError> {
-        let cursor: Self = key.open(LIKERS_DOMAIN, item.as_str(), raw)?;
-        UserId::parse(&cursor.user_id).map_err(|_| ValidationError::Cursor)?;
-        Ok(cursor)
+        let position = key.open(LIKERS_DOMAIN, item.as_str(), raw)?;
+        UserId::parse(&position.id).map_err(|_| ValidationError::Cursor)?;
+        Ok(Self {
+            liked_at_ms: position.at_ms,
+            user_id: position.id,
+        })
     }
 }
 
 /// Where the next page of a user's blocks starts: after this blocked user (they are listed
-/// in user id order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// in user id order, so the position's time is unused).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlocksCursor {
-    #[serde(rename = "u")]
     pub user_id: String,
 }
 
 impl BlocksCursor {
     pub fn encode(&self, key: &CursorKey, user: &UserId) -> String {
-        key.seal(BLOCKS_DOMAIN, user.as_str(), self)
+        let position = Position {
+            at_ms: 0,
+            id: self.user_id.clone(),
+        };
+        key.seal(BLOCKS_DOMAIN, user.as_str(), &position)
     }
 
     pub fn decode(raw: &str, key: &CursorKey, user: &UserId) -> Result<Self, ValidationError> {
-        let cursor: Self = key.open(BLOCKS_DOMAIN, user.as_str(), raw)?;
-        UserId::parse(&cursor.user_id).map_err(|_| ValidationError::Cursor)?;
-        Ok(cursor)
+        let position = key.open(BLOCKS_DOMAIN, user.as_str(), raw)?;
+        UserId::parse(&position.id).map_err(|_| ValidationError::Cursor)?;
+        Ok(Self {
+            user_id: position.id,
+        })
     }
 }
 
@@ -188,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cursor_signed_with_another_key_is_refused() {
+    fn a_cursor_sealed_under_another_key_is_refused() {
         let other = CursorKey::new("another-key-of-enough-length").unwrap();
         let raw = cursor().encode(&other, &user("alice"));
         assert!(LikedCursor::decode(&raw, &key(), &user("alice")).is_err());
@@ -212,7 +274,18 @@ mod tests {
 
     #[test]
     fn garbage_is_refused() {
-        for bad in ["", ".", "abc", "abc.def", "!!!.???", &"a".repeat(600)] {
+        let right_length = "A".repeat(CURSOR_LEN);
+        let wrong_alphabet = "+".repeat(CURSOR_LEN);
+        for bad in [
+            "",
+            ".",
+            "abc",
+            "abc.def",
+            "!!!.???",
+            &"a".repeat(600),
+            &right_length,
+            &wrong_alphabet,
+        ] {
             assert!(
                 LikedCursor::decode(bad, &key(), &user("alice")).is_err(),
                 "{bad:?}"
@@ -260,6 +333,41 @@ mod tests {
         assert!(LikedCursor::decode(&raw, &key(), &user("alice")).is_err());
         let liked = cursor().encode(&key(), &user("alice"));
         assert!(BlocksCursor::decode(&liked, &key(), &user("alice")).is_err());
+    }
+
+    #[test]
+    fn a_cursor_holds_its_position_sealed_not_in_clear() {
+        let item = ItemId::parse("game:a-secret-item").unwrap();
+        let liked_at_ms = 1_700_000_000_123_i64;
+        let raw = LikedCursor::new(liked_at_ms, &item).encode(&key(), &user("alice"));
+        let bytes = URL_SAFE_NO_PAD.decode(&raw).unwrap();
+        let holds = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+        assert!(!holds(item.as_str().as_bytes()), "{raw}");
+        assert!(!holds(&liked_at_ms.to_be_bytes()), "{raw}");
+        assert!(!holds(liked_at_ms.to_string().as_bytes()), "{raw}");
+        assert!(!raw.contains(&liked_at_ms.to_string()), "{raw}");
+    }
+
+    #[test]
+    fn every_cursor_is_one_length_and_no_two_are_alike() {
+        let longest = "u".repeat(crate::ids::USER_ID_MAX_LEN);
+        assert_eq!(CURSOR_LEN, 220, "docs/api.md says so");
+        let mut seen = std::collections::HashSet::new();
+        for id in ["a", "bob", longest.as_str()] {
+            for _ in 0..3 {
+                let raw = BlocksCursor { user_id: id.into() }.encode(&key(), &user("alice"));
+                assert_eq!(raw.len(), CURSOR_LEN, "{id}");
+                assert!(seen.insert(raw), "a fresh nonce each time");
+                let raw = LikersCursor {
+                    liked_at_ms: i64::MIN,
+                    user_id: id.into(),
+                }
+                .encode(&key(), &ItemId::parse("game:1").unwrap());
+                assert_eq!(raw.len(), CURSOR_LEN, "{id}");
+                let opened = LikersCursor::decode(&raw, &key(), &ItemId::parse("game:1").unwrap());
+                assert_eq!(opened.unwrap().user_id, id);
+            }
+        }
     }
 
     #[test]

@@ -376,7 +376,8 @@ pub enum Step<'a> {
 /// the ones shown; it stops at the first shown entry past the page, or at the end of the
 /// list. So every page but the last is full, the last is the only one without a cursor, and
 /// the cursor is the last entry examined before the one past the page: the next page starts
-/// right after this one's hidden tail, and pages list every shown entry exactly once. A user
+/// right after this one's hidden tail, and pages list every shown entry exactly once. The
+/// cursor's entry may be hidden from the reader: the cursor seals it ([`crate::cursor`]). A user
 /// at two likes (while the event that ended the older one is late or lost) is listed once a
 /// page, at the newest: the older counts as hidden. A round examines what the page still needs and the one past it, so a page nothing is
 /// hidden from is one round, and a bucket read is `limit + 1` entries, as an unfiltered

@@ -1,7 +1,7 @@
 //! The caller's liked items through the local HTTP front: newest first, a page at a time with
-//! a cursor, and bad limits and cursors refused.
+//! an opaque cursor, and bad limits and cursors refused.
 
-use likes_tests::{TestResponse, TestStack};
+use likes_tests::{assert_reveals_none, cursor_readings, TestResponse, TestStack};
 use serde_json::Value;
 
 async fn liked_page(stack: &TestStack, user: &str, query: &str) -> TestResponse {
@@ -48,6 +48,14 @@ async fn liked_items_are_listed_newest_first_with_a_cursor() {
         .unwrap()
         .ends_with('Z'));
     let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    // The cursor holds the page's last like, which a client cannot read out of it: no item
+    // id, no time the page showed.
+    let mut shown = ids(&first);
+    for liked in first["items"].as_array().unwrap() {
+        let at = liked["liked_at"].as_str().unwrap();
+        shown.push(likes_core::clock::parse_rfc3339(at).unwrap().to_string());
+    }
+    assert_reveals_none("the cursor", &cursor_readings(&cursor), &shown);
     let second = liked_page(&stack, "carol", &format!("?limit=2&cursor={cursor}"))
         .await
         .json();

@@ -3,12 +3,15 @@
 //! LIKE rows however often the event log and its consumer deliver, re-cut or crash (and the
 //! item's all-time score, which the entries claim its events for, equal to them too); unlikes
 //! and account erasure take users off the list, and a like after an erasure puts them back.
+//! Likers hidden from the reader are skipped at every page size, and nothing a page hands
+//! out (its items, its cursor however decoded, its headers, a refused cursor's problem)
+//! names them or when they liked.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use likes_local::faults::Recut;
-use likes_tests::TestStack;
+use likes_tests::{assert_reveals_none, cursor_readings, TestResponse, TestStack};
 use serde_json::{json, Value};
 
 const ITEM: &str = "viral:1";
@@ -253,4 +256,148 @@ async fn bad_likers_requests_are_problems_and_cursors_are_bound_to_their_item() 
         .send()
         .await
         .assert_status(401);
+}
+
+/// The hidden likers' ids and when they liked (epoch ms), what nothing the reader gets may
+/// hold.
+async fn secrets_of(stack: &TestStack, item: &str, hidden: &[&str]) -> Vec<String> {
+    let mut secrets: Vec<String> = hidden.iter().map(|user| (*user).to_owned()).collect();
+    for row in stack.rows("ReactionsTable").await {
+        let user = row["user_id"].as_s().expect("user_id");
+        if row["item_id"].as_s().expect("item_id") == item && hidden.contains(&user.as_str()) {
+            secrets.push(row["liked_at"].as_n().expect("liked_at").clone());
+        }
+    }
+    assert_eq!(secrets.len(), 2 * hidden.len(), "{secrets:?}");
+    secrets
+}
+
+/// Every header of `response`, as `name: value`.
+fn header_lines(response: &TestResponse) -> Vec<String> {
+    response
+        .headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())))
+        .collect()
+}
+
+/// A page's cursor is the last liker it examined, which may be one hidden from the reader:
+/// decoded as a curious client would, no cursor (nor item, header or problem) may name a
+/// hidden liker or when they liked, while every page size from 1 to 7 still lists each
+/// visible liker once, newest first.
+#[tokio::test]
+async fn hidden_likers_are_skipped_at_every_page_size_and_no_page_or_cursor_reveals_them() {
+    let stack = TestStack::start().await;
+    let item = "game:hidden";
+    // Oldest first: hidden likers before, between and after the visible ann, bea and cal.
+    let private = ["early-private", "private-pia"];
+    let blocked = "blocked-bo";
+    let blockers = ["blocker-kai", "late-blocker"];
+    for user in [
+        "early-private",
+        "ann",
+        "private-pia",
+        "bea",
+        blocked,
+        "blocker-kai",
+        "cal",
+        "late-blocker",
+    ] {
+        stack.like(user, item).await;
+        // liked_at has millisecond resolution: keep the order unambiguous.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    for user in private {
+        stack
+            .request("PUT", "/v1/users/me/settings", Some(user))
+            .json(&json!({"likes_visibility": "private"}))
+            .send()
+            .await
+            .assert_status(200);
+    }
+    // The reader blocks one; two block the reader.
+    let blocks = [
+        ("reader", blocked),
+        (blockers[0], "reader"),
+        (blockers[1], "reader"),
+    ];
+    for (user, other) in blocks {
+        stack
+            .request("PUT", &format!("/v1/users/me/blocks/{other}"), Some(user))
+            .send()
+            .await
+            .assert_status(200);
+    }
+    stack.settle_leaderboard().await;
+    let hidden = [private[0], private[1], blocked, blockers[0], blockers[1]];
+    let secrets = secrets_of(&stack, item, &hidden).await;
+    let visible: Vec<(String, String)> = stack
+        .liked_rows(item)
+        .await
+        .into_iter()
+        .filter(|(user, _)| !hidden.contains(&user.as_str()))
+        .collect();
+    let names: Vec<&str> = visible.iter().map(|(user, _)| user.as_str()).collect();
+    assert_eq!(names, ["cal", "bea", "ann"]);
+
+    let mut cursors = Vec::new();
+    for limit in 1..=7 {
+        let mut listed = Vec::new();
+        let mut query = format!("limit={limit}");
+        loop {
+            let response = stack
+                .request(
+                    "GET",
+                    &format!("/v1/items/{item}/likers?{query}"),
+                    Some("reader"),
+                )
+                .send()
+                .await;
+            response.assert_status(200);
+            let what = format!("limit {limit}, {query}");
+            assert_reveals_none(&what, &header_lines(&response), &secrets);
+            let page = response.json();
+            assert_reveals_none(&what, &[page["items"].to_string()], &secrets);
+            let items = page["items"].as_array().expect("items");
+            for liker in items {
+                listed.push((
+                    liker["user_id"].as_str().expect("user_id").to_owned(),
+                    liker["liked_at"].as_str().expect("liked_at").to_owned(),
+                ));
+            }
+            let Some(cursor) = page["next_cursor"].as_str() else {
+                assert!(!items.is_empty(), "an empty last page at limit {limit}");
+                break;
+            };
+            assert_eq!(items.len(), limit, "only the last page is short: {page}");
+            assert_reveals_none(&what, &cursor_readings(cursor), &secrets);
+            cursors.push(cursor.to_owned());
+            query = format!("limit={limit}&cursor={cursor}");
+        }
+        assert_eq!(
+            listed, visible,
+            "limit {limit}: each visible liker once, newest first"
+        );
+    }
+    assert_eq!(cursors.len(), 3, "two at limit 1, one at limit 2");
+
+    // A cursor refused (changed, or for another item) is a problem that names nobody.
+    let cursor = &cursors[0];
+    let mut changed = cursor.clone().into_bytes();
+    changed[0] = if changed[0] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).expect("ASCII");
+    for (on, raw) in [(item, changed.as_str()), ("game:other", cursor.as_str())] {
+        let response = stack
+            .request(
+                "GET",
+                &format!("/v1/items/{on}/likers?cursor={raw}"),
+                Some("reader"),
+            )
+            .send()
+            .await;
+        let problem = response.problem(400);
+        let mut read = header_lines(&response);
+        read.push(problem.to_string());
+        assert_reveals_none(&format!("the problem on {on}"), &read, &secrets);
+    }
 }

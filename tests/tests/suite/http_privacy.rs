@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use likes_tests::{liker_ids, TestResponse, TestStack};
+use likes_tests::{assert_reveals_none, cursor_readings, liker_ids, TestResponse, TestStack};
 use serde_json::{json, Value};
 
 const ITEM: &str = "privacy:1";
@@ -247,6 +247,7 @@ async fn the_blocks_list_pages_in_user_id_order_behind_a_cursor_bound_to_its_use
     let mut sizes = Vec::new();
     let mut query = "limit=10".to_owned();
     let mut first_cursor = None;
+    let mut cursors = Vec::new();
     loop {
         let page = answer(&blocks_page(&stack, "ann", &query).await, 200);
         let items = page["items"].as_array().expect("items");
@@ -259,10 +260,15 @@ async fn the_blocks_list_pages_in_user_id_order_behind_a_cursor_bound_to_its_use
             break;
         };
         first_cursor.get_or_insert_with(|| cursor.to_owned());
+        cursors.push(cursor.to_owned());
         query = format!("limit=10&cursor={cursor}");
     }
     assert_eq!(sizes, [10, 10, 5]);
     assert_eq!(listed, blocked);
+    // Opaque: no cursor names a blocked user, the one it pages after or any other.
+    for cursor in &cursors {
+        assert_reveals_none("a blocks cursor", &cursor_readings(cursor), &blocked);
+    }
     let default = answer(&blocks_page(&stack, "ann", "").await, 200);
     assert_eq!(default["items"].as_array().map(Vec::len), Some(20));
 
