@@ -11,6 +11,7 @@ use serde_json::Value;
 
 pub use likes_local::stack;
 
+pub mod aws_calls;
 pub mod billing;
 mod builder;
 pub mod docs;

@@ -68,4 +68,5 @@ mod reconcile_read_models;
 mod reconcile_support;
 mod scale_model;
 mod simulator_agreement;
+mod template_permissions;
 mod web_client;

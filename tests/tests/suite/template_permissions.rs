@@ -1,0 +1,330 @@
+//! Each function's IAM policy in template.yaml against the calls its code makes: every
+//! DynamoDB and Kinesis call the handler reaches is granted on the table (or index, or
+//! stream) its environment names, and every item-level DynamoDB action granted is one the
+//! code calls. The local stack does not enforce IAM, so nothing else would see a missing
+//! grant before AWS refuses it, nor a grant left over.
+//!
+//! The functions come from the registry (`functions/src/lib.rs`, checked against
+//! `likes_functions::FUNCTIONS` and the template's `Handler`s); what each reaches is read
+//! from the sources by `likes_tests::aws_calls`.
+//!
+//! A write that returns an item (`ReturnValues`, `ReturnValuesOnConditionCheckFailure`)
+//! needs only its own action: DynamoDB's IAM guide governs returned values with the
+//! `dynamodb:ReturnValues` condition key on the write itself, and its example policies let
+//! an `UpdateItem`-only grant return `UPDATED_OLD`. So no `dynamodb:GetItem` is granted for
+//! them, and this test counts none.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use likes_local::template::{get_att, intrinsic, ref_target, Template};
+use likes_tests::aws_calls::{Call, Code, Resource};
+use serde_yaml::Value;
+
+/// The item-level DynamoDB actions a grant must be called for.
+const ITEM_ACTIONS: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+];
+
+/// The Kinesis writes a grant must be called for (the reads serve event source mappings).
+const STREAM_WRITES: &[&str] = &["kinesis:PutRecord", "kinesis:PutRecords"];
+
+/// Calls the code can reach from a function that the function never makes, each with why:
+/// `(Handler, action, the variable naming its table)`. Each must still be reachable, so a
+/// stale entry fails too.
+const NEVER_MADE: &[(&str, &str, &str, &str)] = &[
+    (
+        "remove-item",
+        "dynamodb:ConditionCheckItem",
+        "MODERATION_TABLE",
+        "an item's removal always starts running; only a job that starts done checks its guard",
+    ),
+    (
+        "remove-item",
+        "dynamodb:UpdateItem",
+        "RATE_LIMITS_TABLE",
+        "an item's removal suspends no one",
+    ),
+];
+
+/// What a statement's `Resource` names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Granted {
+    /// `!GetAtt X.Arn`.
+    Arn(String),
+    /// `!Sub '${X.Arn}/index/...'`.
+    Index(String),
+    Any,
+    Other(String),
+}
+
+fn granted(value: &Value) -> Granted {
+    if value.as_str() == Some("*") {
+        return Granted::Any;
+    }
+    if let Some((resource, attribute)) = get_att(value) {
+        if attribute == "Arn" {
+            return Granted::Arn(resource);
+        }
+        return Granted::Other(format!("{resource}.{attribute}"));
+    }
+    if let Some(("Sub", text)) = intrinsic(value)
+        .as_ref()
+        .map(|(f, v)| (f.as_str(), v.as_str().unwrap_or_default()))
+    {
+        if let Some(rest) = text.strip_prefix("${") {
+            if let Some((arn, path)) = rest.split_once(".Arn}") {
+                if path.starts_with("/index/") {
+                    return Granted::Index(arn.to_owned());
+                }
+            }
+        }
+        return Granted::Other(text.to_owned());
+    }
+    Granted::Other(format!("{value:?}"))
+}
+
+fn strings(value: &Value) -> Vec<Value> {
+    match value {
+        Value::Sequence(items) => items.clone(),
+        other => vec![other.clone()],
+    }
+}
+
+/// Every (action, resource) a list of `Policies` (or a role's) allows; both branches of an
+/// `!If`.
+fn statements(policies: &Value, role: bool, into: &mut BTreeSet<(String, Granted)>) {
+    for policy in strings(policies)
+        .into_iter()
+        .filter(|p| !p.is_null() && ref_target(p) != Some("AWS::NoValue"))
+    {
+        if let Some((_, arguments)) = intrinsic(&policy).filter(|(f, _)| f == "If") {
+            let branches = arguments.as_sequence().expect("!If [cond, a, b]");
+            for branch in &branches[1..] {
+                statements(&Value::Sequence(vec![branch.clone()]), role, into);
+            }
+            continue;
+        }
+        let document = if role {
+            &policy["PolicyDocument"]
+        } else {
+            &policy
+        };
+        let Some(list) = document["Statement"].as_sequence() else {
+            panic!("a policy this test cannot read (a SAM policy template?): {policy:?}");
+        };
+        for statement in list {
+            assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{statement:?}");
+            for action in strings(&statement["Action"]) {
+                let action = action.as_str().expect("an action is a string").to_owned();
+                for resource in strings(&statement["Resource"]) {
+                    into.insert((action.clone(), granted(&resource)));
+                }
+            }
+        }
+    }
+}
+
+/// A function's grants: its own `Policies`, or its `Role`'s.
+fn grants(template: &Template, function: &str) -> BTreeSet<(String, Granted)> {
+    let properties = &template.resource(function).expect("listed")["Properties"];
+    let mut into = BTreeSet::new();
+    statements(&properties["Policies"], false, &mut into);
+    if let Some((role, _)) = get_att(&properties["Role"]) {
+        let role = &template.resource(&role).expect("the function's role")["Properties"];
+        statements(&role["Policies"], true, &mut into);
+    }
+    into
+}
+
+/// The checkout this test was built from: its template and its sources, read together.
+fn checkout() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the checkout")
+        .to_owned()
+}
+
+/// The registry's functions, read from its source: `Handler` → where the code starts
+/// (`(module, function)` of an endpoint's handler, `(Type, "handle")` of any other).
+fn registry(code: &Code) -> BTreeMap<String, (String, String)> {
+    let root = checkout();
+    let read = |path: &str| {
+        std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let api = read("shared/api/src/lib.rs");
+    let lines_with = |needle: &'static str| {
+        api.lines()
+            .filter(move |line| line.contains(needle))
+            .map(str::trim)
+    };
+    // `Self::PutLike => "put-like",` and `Endpoint::PutLike => reactions::put_like(self, ..`
+    let handlers: BTreeMap<&str, &str> = lines_with("=> \"")
+        .filter_map(|line| {
+            let (variant, rest) = line.strip_prefix("Self::")?.split_once(" => \"")?;
+            Some((variant, rest.split('"').next()?))
+        })
+        .collect();
+    let entries: BTreeMap<&str, (String, String)> = lines_with("Endpoint::")
+        .filter_map(|line| {
+            let (variant, rest) = line.strip_prefix("Endpoint::")?.split_once(" => ")?;
+            let (module, function) = rest.split('(').next()?.split_once("::")?;
+            Some((variant, (format!("api::{module}"), function.to_owned())))
+        })
+        .collect();
+    let registry = read("functions/src/lib.rs");
+    let mut functions = BTreeMap::new();
+    for line in registry.lines().map(str::trim) {
+        if let Some(variant) = line
+            .strip_prefix("endpoint!(")
+            .and_then(|l| l.strip_suffix("),"))
+        {
+            let handler = handlers[variant];
+            functions.insert(handler.to_owned(), entries[variant].clone());
+        } else if let Some(rest) = line.strip_prefix("function!(\"") {
+            let (handler, rest) = rest.split_once('"').expect("function!(\"handler\", ..");
+            let ty = rest
+                .split_once("| ")
+                .and_then(|(_, built)| built.split_once("::new("))
+                .map(|(ty, _)| ty.trim().to_owned())
+                .unwrap_or_else(|| panic!("{handler}: its entry builds `Type::new(..)`"));
+            assert!(
+                code.has(&ty, "handle"),
+                "{handler}: no {ty}::handle in the sources"
+            );
+            functions.insert(handler.to_owned(), (ty, "handle".to_owned()));
+        }
+    }
+    functions
+}
+
+/// The logical id a function's environment variable names (`!Ref X`, `!GetAtt X.Arn`).
+fn named(template: &Template, function: &str, variable: &str) -> Option<String> {
+    let value = template.environment(function).remove(variable)?;
+    ref_target(&value)
+        .map(str::to_owned)
+        .or_else(|| get_att(&value).map(|(resource, _)| resource))
+}
+
+#[test]
+fn each_functions_policy_grants_exactly_the_dynamodb_and_kinesis_calls_its_code_makes() {
+    let root = checkout();
+    let template = Template::load(&root.join("template.yaml")).expect("template.yaml");
+    let code = Code::read(
+        &[
+            "shared/api",
+            "shared/store",
+            "shared/consumers",
+            "shared/live",
+            "shared/reconcile",
+        ]
+        .map(|crate_dir| root.join(crate_dir).join("src")),
+    );
+    let registry = registry(&code);
+
+    let mut listed: Vec<&str> = likes_functions::FUNCTIONS
+        .iter()
+        .map(|f| f.handler)
+        .collect();
+    listed.sort_unstable();
+    assert_eq!(
+        registry.keys().map(String::as_str).collect::<Vec<_>>(),
+        listed,
+        "functions/src/lib.rs as read here against its FUNCTIONS"
+    );
+    let functions: BTreeMap<String, String> = template
+        .resources_of("AWS::Serverless::Function")
+        .into_keys()
+        .map(|id| (template.handler(&id).expect("a Handler"), id))
+        .collect();
+    assert_eq!(
+        functions.keys().collect::<Vec<_>>(),
+        registry.keys().collect::<Vec<_>>(),
+        "the template's Handlers against the registry's"
+    );
+
+    let mut problems = Vec::new();
+    for (handler, (owner, entry)) in &registry {
+        let function = &functions[handler];
+        let grants = grants(&template, function);
+        for (action, resource) in &grants {
+            let data_plane = ["dynamodb:", "kinesis:", "s3:", "sqs:"]
+                .iter()
+                .any(|service| action.starts_with(service));
+            if data_plane && *resource == Granted::Any {
+                problems.push(format!("{function}: {action} on '*'"));
+            }
+        }
+        let mut calls = code.calls_from(owner, entry);
+        for (never, action, variable, _why) in NEVER_MADE.iter().filter(|n| n.0 == handler) {
+            let before = calls.len();
+            calls.retain(|call| {
+                !(call.action == *action && call.resource == Resource::Variable((*variable).into()))
+            });
+            if calls.len() == before {
+                problems.push(format!(
+                    "{never}: NEVER_MADE lists {action} on {variable}, which its code no longer reaches"
+                ));
+            }
+        }
+        let mut needed = BTreeSet::new();
+        for Call {
+            action,
+            resource,
+            index,
+            site,
+        } in &calls
+        {
+            let variable = match resource {
+                Resource::Variable(variable) => variable,
+                Resource::Unknown(expr) => {
+                    problems.push(format!(
+                        "{function}: {action} at {site} on `{expr}`, which this test cannot \
+                         name (add it to aws_calls::TABLE_FIELDS)"
+                    ));
+                    continue;
+                }
+            };
+            let Some(target) = named(&template, function, variable) else {
+                problems.push(format!(
+                    "{function}: {action} at {site} on {variable}, which its Environment \
+                     does not set"
+                ));
+                continue;
+            };
+            let resource = if *index {
+                Granted::Index(target)
+            } else {
+                Granted::Arn(target)
+            };
+            if !grants.contains(&(action.to_string(), resource.clone())) {
+                problems.push(format!(
+                    "{function}: {action} on {resource:?} ({site}) is not granted"
+                ));
+            }
+            needed.insert((action.to_string(), resource));
+        }
+        for (action, resource) in &grants {
+            let checked =
+                ITEM_ACTIONS.contains(&action.as_str()) || STREAM_WRITES.contains(&action.as_str());
+            if checked && !needed.contains(&(action.clone(), resource.clone())) {
+                problems.push(format!(
+                    "{function}: {action} on {resource:?} is granted but its code never calls it"
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "template.yaml's policies against the code:\n{}",
+        problems.join("\n")
+    );
+}
