@@ -150,10 +150,12 @@ async fn main() {
     write_section("moderation", &take_said());
 }
 
-/// A stack on the simulator with `parameters`.
+/// A stack on the simulator with `parameters`, its pulse publishing the counts' `as_of` (a
+/// removal ends on it).
 async fn stack(parameters: &[(&str, &str)]) -> TestStack {
     TestStack::builder()
         .on(Aws::Simulator)
+        .fire("PulseFunction")
         .parameters(&UNLIMITED_WRITES)
         .parameters(parameters)
         .start()
@@ -438,9 +440,10 @@ fn removal_section(removal: &Removal, reactors: usize, cold_likes: &Billed) {
     );
     say!(
         "- A removal cannot finish before its settle: its job ends no sooner than {settle:.0} \
-         s after the request (`REMOVAL_SETTLE_MS`, so that a reaction written just before \
-         it has reached the likers read model), so a small item's time is that floor \
-         however few its reactors. \"Retracted in\" runs from the request to the job's last \
+         s after the request (`REMOVAL_SETTLE_MS`, by when every write admitted before it \
+         has landed), and only once the item's counts, as of after its last sweep began, \
+         hold nothing (so a reaction the likers read model has not shown yet is swept \
+         later), so a small item's time is that floor however few its reactors. \"Retracted in\" runs from the request to the job's last \
          retraction (read off the simulator's meter), \"done in\" to the retractor's last \
          invocation; the request itself is answered only after {REMOVAL_CACHE_MS} ms. The \
          projection scales the time to the last retraction, or is the floor where that is \

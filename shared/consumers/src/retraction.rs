@@ -20,19 +20,22 @@ use lambda_runtime::LambdaEvent;
 use likes_aws::AwsError;
 use likes_core::jobs::{paced, query_after, slice_end, slice_rows, SliceEnd};
 use likes_core::likers;
-use likes_core::moderation::{ModerationAction, ModerationEvent, RetractionJob, Target};
+use likes_core::moderation::{
+    counted_out, ModerationAction, ModerationEvent, RetractionJob, Target,
+};
 use likes_core::{JobId, JobStatus, UserId};
 use likes_store::metrics::Report;
 use likes_store::reactions::{Retracted, RetractionWrite};
 use likes_store::rows::{ModerationImage, ACTION_PREFIX, RETRACTION_PREFIX};
-use likes_store::{LikersStore, ModerationStore, ReactionsStore, StoreError};
+use likes_store::{CountsStore, LikersStore, ModerationStore, ReactionsStore, StoreError};
 use tracing::Instrument;
 
 use crate::{ConfigError, EventPublisher};
 
 /// Reaction rows one slice writes at once.
 const CONCURRENT_WRITES: usize = 8;
-/// How long a slice that found nothing waits for the job's settling before it sweeps again.
+/// How long a slice that found nothing waits before it sweeps again: for the job's settling,
+/// or, once settled, for a removed item's counts to show that nothing is left.
 const SETTLE_WAIT_MS: i64 = 2_000;
 
 #[derive(Debug, Clone)]
@@ -40,6 +43,8 @@ pub struct RetractorConfig {
     pub moderation_table: String,
     pub reactions_table: String,
     pub likers_table: String,
+    /// A removal ends on the item's counts (`as_of` and its count rows).
+    pub counts_table: String,
     pub events_stream: String,
     /// Reactions one job turns to NONE a second at most (`ModerationRowsPerSecond`).
     pub rows_per_second: u32,
@@ -58,6 +63,7 @@ impl RetractorConfig {
             moderation_table: var("MODERATION_TABLE")?,
             reactions_table: var("REACTIONS_TABLE")?,
             likers_table: var("LIKERS_TABLE")?,
+            counts_table: var("COUNTS_TABLE")?,
             events_stream: var("EVENTS_STREAM")?,
             rows_per_second,
         })
@@ -77,6 +83,7 @@ pub struct Retractor {
     moderation: ModerationStore,
     reactions: ReactionsStore,
     likers: LikersStore,
+    counts: CountsStore,
     log: EventPublisher,
     rows_per_second: u32,
 }
@@ -99,7 +106,8 @@ impl Retractor {
         Self {
             moderation: ModerationStore::new(dynamodb.clone(), config.moderation_table),
             reactions: ReactionsStore::new(dynamodb.clone(), config.reactions_table),
-            likers: LikersStore::new(dynamodb, config.likers_table),
+            likers: LikersStore::new(dynamodb.clone(), config.likers_table),
+            counts: CountsStore::new(dynamodb, config.counts_table),
             log: EventPublisher::new(kinesis, config.events_stream),
             rows_per_second: config.rows_per_second,
         }
@@ -240,21 +248,31 @@ impl Retractor {
         };
         let pace = paced(job.planned.len(), self.rows_per_second);
         tokio::time::sleep(pace.saturating_sub(started.elapsed())).await;
-        let (applied, done) = match slice_end(&job.planned, page) {
-            SliceEnd::Done if job.may_finish(likes_core::clock::now_ms()) => (
+        let end = slice_end(&job.planned, page);
+        // A sweep from the start that found nothing began with this slice (`now_ms`).
+        let finished = match end {
+            SliceEnd::Done if job.may_finish(now_ms) => self.nothing_left(job, now_ms).await?,
+            _ => false,
+        };
+        let (applied, done) = match end {
+            SliceEnd::Done if finished => (
                 self.moderation
                     .finish(job, retracted, likes_core::clock::now_ms())
                     .await?,
                 true,
             ),
-            // Nothing left, but a suspended user's leased write may still land, or the likers
-            // model still show a removed item's reactor: sweep again nearer the settling,
-            // waiting at most SETTLE_WAIT_MS a slice (ten records of a batch stay well inside
-            // the function's Timeout).
+            // Nothing in sight, but a suspended user's leased write may still land, or the
+            // log not show a removed item's reaction yet: sweep again a little later, waiting
+            // at most SETTLE_WAIT_MS a slice (ten records of a batch stay well inside the
+            // function's Timeout).
             SliceEnd::Done => {
-                let wait = job.settled_at_ms() - likes_core::clock::now_ms();
-                tokio::time::sleep(Duration::from_millis(wait.clamp(0, SETTLE_WAIT_MS) as u64))
-                    .await;
+                let to_settle = job.settled_at_ms() - likes_core::clock::now_ms();
+                let wait = if to_settle > 0 {
+                    to_settle.min(SETTLE_WAIT_MS)
+                } else {
+                    SETTLE_WAIT_MS
+                };
+                tokio::time::sleep(Duration::from_millis(wait as u64)).await;
                 (
                     self.moderation.checkpoint(job, retracted, &[]).await?,
                     false,
@@ -275,6 +293,34 @@ impl Retractor {
         );
         // A step committed by another delivery counted these reactions itself.
         Ok((if applied { retracted } else { 0 }, done && applied))
+    }
+
+    /// Whether a sweep from the start, begun at `swept_from_ms`, that found nothing leaves
+    /// nothing: a user's reactions are read from the Reactions table itself, a removed item's
+    /// from the likers entries the log feeds, so a removal also needs the item's counts to
+    /// hold nothing as of after the sweep began ([`counted_out`]).
+    async fn nothing_left(
+        &self,
+        job: &RetractionJob,
+        swept_from_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let Target::Item { item_id } = job.target() else {
+            return Ok(true);
+        };
+        let as_of = self.counts.as_of().await;
+        let stored = self.counts.stored_sum(item_id).await?;
+        let empty = counted_out(as_of, swept_from_ms, stored.like, stored.dislike);
+        if !empty {
+            tracing::info!(
+                retraction_id = %job.id,
+                item_id = %item_id,
+                as_of,
+                likes = stored.like,
+                dislikes = stored.dislike,
+                "the removed item's counts still hold reactions: sweeping again"
+            );
+        }
+        Ok(empty)
     }
 }
 

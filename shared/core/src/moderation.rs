@@ -15,17 +15,22 @@ use crate::{ItemId, UserId, ValidationError};
 pub const MODERATE_SCOPE: &str = "likes/moderate";
 /// A reason is kept on every reaction row it retracts, which stays under 1 KB with it.
 pub const REASON_MAX_CHARS: usize = 200;
+/// A write an API function admitted has landed within this of its admission, or never will:
+/// Lambda stops the function at its `Timeout` (6 s, template.yaml's Globals, which a test
+/// holds under this), and its last request in flight reaches DynamoDB within the second left.
+pub const WRITES_LAND_WITHIN_MS: i64 = 7_000;
 /// A suspended user's write may still be admitted from a lease its container took before the
-/// suspension ([`LEASE_MS`]) and land a moment later: a retraction with suspension does not
-/// finish before its last sweep starts this long after the request.
-pub const SUSPENSION_SETTLE_MS: i64 = 3 * LEASE_MS;
-/// A removal finds an item's reactors in its likers entries, which the event log feeds a few
-/// seconds behind the writes: a reaction written just before the removal shows there within
-/// this, so the job does not finish before its last sweep starts this long after the request.
-pub const REMOVAL_SETTLE_MS: i64 = 10_000;
+/// suspension ([`LEASE_MS`]) and land as late as a write can: a retraction with suspension
+/// does not finish before its last sweep starts this long after the request.
+pub const SUSPENSION_SETTLE_MS: i64 = LEASE_MS + WRITES_LAND_WITHIN_MS;
 /// How long a container trusts what it read of an item's removal; a removal is answered
 /// only after this, so from its answer on every write of the item is refused.
 pub const REMOVAL_CACHE_MS: i64 = 1_000;
+/// Every write of a removed item admitted before the removal has landed this long after the
+/// request. The removal finds reactions in the likers entries, which the event log feeds
+/// behind the writes (seconds, or much more when the log lags), so it also waits for the
+/// item's counts to hold nothing ([`counted_out`]).
+pub const REMOVAL_SETTLE_MS: i64 = REMOVAL_CACHE_MS + WRITES_LAND_WITHIN_MS;
 
 /// Why a moderator acted: 1–200 characters, no control characters, kept as given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,10 +160,22 @@ impl RetractionJob {
         self.requested_at_ms + settle
     }
 
-    /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job.
+    /// Whether a sweep from the start that found nothing, starting at `now_ms`, ends the job
+    /// (a removal's also needs its item [`counted_out`]).
     pub fn may_finish(&self, now_ms: i64) -> bool {
         now_ms >= self.settled_at_ms()
     }
+}
+
+/// Whether a removal's sweep from the start, begun at `swept_from_ms` after the job settled,
+/// that found nothing in the likers entries has truly nothing left: the item's counts hold
+/// no reaction (`likes` and `dislikes`, summed as stored, not clamped) as of a time past the
+/// sweep's start (`as_of_ms`). Every reaction to the item landed before the settle and every
+/// retraction before the sweep, and each flip is counted exactly once, so counts of zero
+/// that late leave no reaction the log has not shown yet; anything else, and the job sweeps
+/// again. (A count that drifted keeps the job sweeping until reconciliation puts it right.)
+pub fn counted_out(as_of_ms: Option<i64>, swept_from_ms: i64, likes: i64, dislikes: i64) -> bool {
+    as_of_ms.is_some_and(|as_of| as_of >= swept_from_ms) && likes == 0 && dislikes == 0
 }
 
 /// What a moderator did.
@@ -279,6 +296,25 @@ mod tests {
         assert!(!suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS - 1));
         assert!(suspended.may_finish(1_000 + SUSPENSION_SETTLE_MS));
         assert_eq!(suspended.cause(), Cause::Retracted);
+    }
+
+    #[test]
+    fn a_removal_ends_only_on_counts_of_zero_past_its_last_sweep() {
+        assert!(counted_out(Some(5_000), 5_000, 0, 0));
+        assert!(
+            !counted_out(Some(4_999), 5_000, 0, 0),
+            "as_of before the sweep"
+        );
+        assert!(!counted_out(None, 5_000, 0, 0), "as_of unknown");
+        assert!(
+            !counted_out(Some(9_000), 5_000, 1, 0),
+            "a like not swept yet"
+        );
+        assert!(
+            !counted_out(Some(9_000), 5_000, 0, 2),
+            "dislikes not swept yet"
+        );
+        assert!(!counted_out(Some(9_000), 5_000, -1, 0), "a drifted count");
     }
 
     #[test]

@@ -323,7 +323,11 @@ async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
 
 #[tokio::test]
 async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_and_reads() {
-    let stack = TestStack::builder().refreshing_boards().start().await;
+    let stack = TestStack::builder()
+        .refreshing_boards()
+        .fire("PulseFunction")
+        .start()
+        .await;
     const ITEM: &str = "viral:removed";
     // More reactors than one page of any sweep or index: 150, a fifth of them disliking.
     let users: Vec<String> = (0..150).map(|u| format!("fan{u:03}")).collect();
@@ -456,4 +460,112 @@ async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_an
         .map(|event| event.user_id)
         .collect::<std::collections::BTreeSet<_>>();
     assert_eq!(removed_flips.len(), 151);
+}
+
+/// What a suspension and a removal wait for rests on the API functions' `Timeout`: Lambda
+/// stops a function then, so a write it admitted has landed within the timeout and the
+/// second its last request may still be in flight.
+#[test]
+fn every_api_function_ends_before_a_moderation_stops_waiting_for_its_writes() {
+    use likes_local::template::Template;
+    let template = Template::load(&likes_local::template::default_path()).expect("template");
+    let routes = template.http_routes().expect("the HTTP API's routes");
+    assert!(!routes.is_empty());
+    for route in routes {
+        let timeout_s = template
+            .function_property(&route.function, "Timeout")
+            .and_then(serde_yaml::Value::as_i64)
+            .unwrap_or_else(|| panic!("{} has a numeric Timeout", route.function));
+        assert!(
+            timeout_s * 1000 + 1000 <= likes_core::moderation::WRITES_LAND_WITHIN_MS,
+            "{} runs for up to {timeout_s} s: WRITES_LAND_WITHIN_MS must cover it",
+            route.function
+        );
+    }
+}
+
+/// A reaction to a removed item that the log has not shown yet (its user's stream shard
+/// stalled at the publisher, as when the log lags behind a viral item): the removal does not
+/// end until it found and retracted it, however long the log takes, and a second removal
+/// reports the same job.
+#[tokio::test]
+async fn a_removal_waits_for_a_reaction_the_log_has_not_shown_yet() {
+    // The pulse publishes the counts' as_of, which a removal ends on.
+    let stack = TestStack::builder().fire("PulseFunction").start().await;
+    const ITEM: &str = "game:removed-late";
+    let publisher = stack.publisher();
+    let late = publisher.shard_index("late");
+    let early: Vec<String> = (0..)
+        .map(|u| format!("early-{u}"))
+        .filter(|user| publisher.shard_index(user) != late)
+        .take(3)
+        .collect();
+    for user in &early {
+        stack.react(user, ITEM, ReactionState::Like).await;
+    }
+    stack.react("late", "kept:late", ReactionState::Like).await;
+    stack.settle_leaderboard().await;
+    publisher.faults().stall_shard(late);
+    // Admitted before the removal; its event waits at the publisher.
+    stack.react("late", ITEM, ReactionState::Dislike).await;
+    let path = format!("/v1/moderation/items/{ITEM}");
+    let removal = moderate(&stack, "DELETE", &path)
+        .json(&json!({"reason": "counterfeit listing"}))
+        .send()
+        .await;
+    let (id, _) = accepted(&removal);
+    // Well past the time every admitted write has landed, the log still shows three.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let meanwhile = moderate(&stack, "GET", &format!("/v1/moderation/retractions/{id}"))
+        .send()
+        .await
+        .json();
+    publisher.faults().resume_shard(late);
+    let done = wait_for_retraction(&stack, &id).await;
+    assert_eq!(
+        meanwhile["status"], "running",
+        "the removal ended before the log showed every reaction: {meanwhile}"
+    );
+    assert_eq!(done["reactions_retracted"], 4, "{done}");
+    let again = moderate(&stack, "DELETE", &path)
+        .json(&json!({"reason": "again"}))
+        .send()
+        .await;
+    assert_eq!(accepted(&again).0, id);
+    stack.settle().await;
+    for user in [early[0].as_str(), "late"] {
+        assert_eq!(state_of(&stack, user, ITEM).await, "NONE", "{user}");
+    }
+    let recount = stack
+        .assert_counts_match_recount(&[ITEM, "kept:late"])
+        .await;
+    assert_eq!(
+        recount.get(ITEM).copied().unwrap_or_default(),
+        Default::default()
+    );
+    let liked = stack.liked_items("late").await;
+    assert_eq!(liked.len(), 1, "{liked:?}");
+    assert_eq!(liked[0]["item_id"], "kept:late");
+}
+
+/// A write admitted just before a suspension that lands after it (a slow request the SDK
+/// retries for up to the function's timeout, written here through the store as the handler
+/// that admitted it writes): the retraction is not done until it took that one back too.
+#[tokio::test]
+async fn a_suspension_retracts_a_write_admitted_before_it_that_lands_late() {
+    let stack = TestStack::start().await;
+    stack.react("bot2", "game:s1", ReactionState::Like).await;
+    let (id, _) =
+        accepted(&retract(&stack, "bot2", &json!({"reason": "bot", "suspend": true})).await);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stack.react("bot2", "game:s2", ReactionState::Like).await;
+    let done = wait_for_retraction(&stack, &id).await;
+    assert_eq!(done["reactions_retracted"], 2, "{done}");
+    stack.settle().await;
+    for item in ["game:s1", "game:s2"] {
+        assert_eq!(state_of(&stack, "bot2", item).await, "NONE", "{item}");
+    }
+    stack
+        .assert_counts_match_recount(&["game:s1", "game:s2"])
+        .await;
 }

@@ -60,7 +60,7 @@ impl CountsStore {
 
     /// An item's counts: the sum of its count rows (eventually consistent), clamped at zero.
     pub async fn read(&self, item: &ItemId) -> Result<Counts, StoreError> {
-        let sum = sum_counts(&self.item_rows(item).await?);
+        let sum = sum_counts(&self.item_rows(item, false).await?);
         let (counts, clamped) = Counts::clamped(sum);
         if clamped {
             crate::metrics::Report::new("Likes/Counts")
@@ -102,15 +102,26 @@ impl CountsStore {
     /// bucket a counted like went to, in order. A bucket is never unlisted; one emptied later
     /// costs a likers page an empty Query.
     pub async fn liked_buckets(&self, item: &ItemId) -> Result<Vec<u32>, StoreError> {
-        let rows = self.item_rows(item).await?;
+        let rows = self.item_rows(item, false).await?;
         let listed: BTreeSet<u32> = rows.iter().flat_map(CountRow::liked_buckets).collect();
         Ok(listed.into_iter().collect())
     }
 
+    /// An item's likes and dislikes as its count rows hold them now: read strongly consistent
+    /// and summed as stored, not clamped (a removal's last check, which a drifted count must
+    /// not pass).
+    pub async fn stored_sum(&self, item: &ItemId) -> Result<Delta, StoreError> {
+        Ok(sum_counts(&self.item_rows(item, true).await?))
+    }
+
     /// Every row of an item: its base partition's, and those of the overflow partitions its
-    /// marker names, read concurrently.
-    async fn item_rows(&self, item: &ItemId) -> Result<Vec<CountRow>, StoreError> {
-        let mut rows = self.rows(item.as_str()).await?;
+    /// marker names, read concurrently (strongly consistent when `consistent`).
+    async fn item_rows(
+        &self,
+        item: &ItemId,
+        consistent: bool,
+    ) -> Result<Vec<CountRow>, StoreError> {
+        let mut rows = self.rows(item.as_str(), consistent).await?;
         let overflow = rows
             .iter()
             .find(|row| row.shard == OVERFLOW_MARKER)
@@ -120,7 +131,7 @@ impl CountsStore {
         for h in 1..=overflow {
             let store = self.clone();
             let partition = overflow_partition(item, h);
-            reads.spawn(async move { store.rows(&partition).await });
+            reads.spawn(async move { store.rows(&partition, consistent).await });
         }
         while let Some(joined) = reads.join_next().await {
             rows.extend(joined.map_err(StoreError::Task)??);
@@ -131,11 +142,12 @@ impl CountsStore {
     /// Every row under one partition key: K count rows, the correction row and the overflow
     /// marker, read page by page (rows that carry many subtotals can pass 1 MB together, and
     /// `D#C` and the marker sort last).
-    async fn rows(&self, partition: &str) -> Result<Vec<CountRow>, StoreError> {
+    async fn rows(&self, partition: &str, consistent: bool) -> Result<Vec<CountRow>, StoreError> {
         let query = self
             .client
             .query()
             .table_name(&self.table)
+            .consistent_read(consistent)
             .key_condition_expression(format!("{ITEM_ID} = :partition"))
             .expression_attribute_values(":partition", AttributeValue::S(partition.to_owned()));
         query_all(query)
