@@ -25,6 +25,7 @@ mod tables;
 
 pub use builder::{Aws, StackBuilder};
 pub use front::{TestRequest, TestResponse};
+pub use streams::LogArrival;
 
 /// A running stack for one test.
 pub struct TestStack {

@@ -5,6 +5,14 @@ use std::collections::BTreeMap;
 
 use crate::{TestRequest, TestStack};
 
+/// A record of the event log, where and when it arrived.
+#[derive(Debug, Clone)]
+pub struct LogArrival {
+    pub shard_id: String,
+    pub arrival_ms: i64,
+    pub record: likes_core::pipeline::LogRecord,
+}
+
 impl TestStack {
     pub fn kinesis(&self) -> aws_sdk_kinesis::Client {
         aws_sdk_kinesis::Client::new(&self.stack.aws.sdk)
@@ -27,6 +35,16 @@ impl TestStack {
     /// Every record on the Kinesis event log, in no particular order, duplicates included:
     /// each shard read from TRIM_HORIZON to its end.
     pub async fn log_records(&self) -> Vec<likes_core::pipeline::LogRecord> {
+        self.log_arrivals()
+            .await
+            .into_iter()
+            .map(|arrival| arrival.record)
+            .collect()
+    }
+
+    /// Every record on the Kinesis event log as [`Self::log_records`] reads them, each with
+    /// its shard and its arrival on the log (what the boards' `as_of` is a time of).
+    pub async fn log_arrivals(&self) -> Vec<LogArrival> {
         let kinesis = self.kinesis();
         let stream = self.name("EventsStream");
         let shards = kinesis
@@ -55,8 +73,17 @@ impl TestStack {
                     .await
                     .expect("GetRecords of the events stream");
                 records.extend(page.records().iter().map(|record| {
-                    likes_core::pipeline::LogRecord::parse(record.data().as_ref())
-                        .expect("an event, a heartbeat or a moderation record on the event log")
+                    LogArrival {
+                        shard_id: shard.shard_id().to_owned(),
+                        arrival_ms: record
+                            .approximate_arrival_timestamp()
+                            .and_then(|at| at.to_millis().ok())
+                            .expect("a record's arrival on the log"),
+                        record: likes_core::pipeline::LogRecord::parse(record.data().as_ref())
+                            .expect(
+                                "an event, a heartbeat or a moderation record on the event log",
+                            ),
+                    }
                 }));
                 if page.records().is_empty() {
                     break;

@@ -41,6 +41,7 @@ impl LogShards {
                         .sequence_number_range
                         .and_then(|range| range.ending_sequence_number),
                     parent_shard_id: shard.parent_shard_id,
+                    adjacent_parent_shard_id: shard.adjacent_parent_shard_id,
                     starting_hash_key: shard
                         .hash_key_range
                         .map(|range| range.starting_hash_key)

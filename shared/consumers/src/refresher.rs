@@ -120,9 +120,9 @@ impl BoardRefresher {
     /// (or this is the invocation's first), re-ranks `all`, today's board and the days the
     /// shards scored on; when shards only moved over records that score nothing, moves the
     /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
-    /// is the lowest progress of the shards not done with ([`board_as_of`]), read before any
-    /// score. Then puts a heartbeat on each open shard that applied nothing for
-    /// `heartbeat_after`, and retires the shards that have expired from the log
+    /// is the lowest progress of the shards not done with, or the start of one not read yet
+    /// ([`board_as_of`]), read before any score. Then puts a heartbeat on each open shard
+    /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards that have expired from the log
     /// ([`expired_log_shards`]).
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
@@ -173,10 +173,13 @@ impl BoardRefresher {
             shards
                 .iter()
                 .filter(|shard| shard.ending_sequence_number.is_none())
+                // A shard without progress (a child of a reshard, a shard that carried
+                // nothing) holds `as_of` at its start until its consumer applies a record.
                 .filter(|shard| {
                     progress
                         .iter()
-                        .any(|p| p.shard == shard.shard_id && p.applied_through_ms < quiet_since)
+                        .find(|p| p.shard == shard.shard_id)
+                        .is_none_or(|p| p.applied_through_ms < quiet_since)
                 })
                 .filter(|shard| put.get(&shard.shard_id).is_none_or(|at| *at < quiet_since))
                 .collect()

@@ -161,11 +161,23 @@ pub fn item_shard(item_id: &str, shards: u32) -> u32 {
 pub struct LogShard {
     pub shard_id: String,
     pub parent_shard_id: Option<String>,
+    /// The other parent of a shard two merged shards opened.
+    pub adjacent_parent_shard_id: Option<String>,
     /// Set once the shard is closed (split or merged): no record comes after it.
     pub ending_sequence_number: Option<String>,
     /// The lowest hash key the shard takes: a record put with it as its explicit hash key
     /// lands on this shard.
     pub starting_hash_key: String,
+}
+
+impl LogShard {
+    /// The shards a reshard closed to open this one: none, one (a split), two (a merge).
+    pub fn parents(&self) -> impl Iterator<Item = &str> {
+        self.parent_shard_id
+            .iter()
+            .chain(&self.adjacent_parent_shard_id)
+            .map(String::as_str)
+    }
 }
 
 /// Where the leaderboard's consumer is on one log shard.
@@ -178,13 +190,26 @@ pub struct LogProgress {
     pub applied_through_ms: i64,
 }
 
-/// The boards' `as_of`: the lowest arrival time applied over the log shards that have
-/// carried events, leaving out a closed shard that is done with: read to its ending sequence
-/// number, or continued by a child that has carried events (Lambda reads a parent to its end
-/// before its children). Without that, a shard closed by a reshard would hold `as_of` at the
-/// split for ever. A shard not listed (expired with its records) is left out too.
+/// The boards' `as_of`: the lowest arrival time applied over the log's shards, so every
+/// record that arrived before it on any shard is applied. It leaves out a closed shard that
+/// is done with: read to its ending sequence number, or continued by a child that has
+/// carried records (Lambda reads a parent to its end before its children); without that, a
+/// shard closed by a reshard would hold `as_of` at the split for ever. A shard not listed
+/// (expired with its records) is left out too.
+///
+/// A listed shard without progress (a child of a reshard not read yet, a shard that has
+/// carried nothing) has records nobody applied, each arrived after it opened: it holds
+/// `as_of` at its start, which the log does not say but its parents' progress bounds, since
+/// it opened when they closed, after every record on them arrived ([`log_shard_start`]).
+/// Where no ancestor's progress is known, nothing bounds it and there is no `as_of`; the
+/// refresher's heartbeat gives such a shard progress within seconds.
 pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64> {
-    let started = |id: &str| progress.iter().any(|p| p.shard_id == id);
+    let progress_of = |id: &str| progress.iter().find(|p| p.shard_id == id);
+    let continued = |id: &str| {
+        shards
+            .iter()
+            .any(|child| child.parents().any(|p| p == id) && progress_of(&child.shard_id).is_some())
+    };
     let done = |p: &LogProgress| {
         let Some(shard) = shards.iter().find(|s| s.shard_id == p.shard_id) else {
             return true;
@@ -196,17 +221,47 @@ pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64>
             .through_seq
             .as_deref()
             .is_some_and(|through| !sequence_after(end, through));
-        read_to_end
-            || shards.iter().any(|child| {
-                child.parent_shard_id.as_deref() == Some(shard.shard_id.as_str())
-                    && started(&child.shard_id)
-            })
+        read_to_end || continued(&shard.shard_id)
     };
+    let mut held = Vec::new();
+    for shard in shards {
+        if progress_of(&shard.shard_id).is_some()
+            || (shard.ending_sequence_number.is_some() && continued(&shard.shard_id))
+        {
+            continue;
+        }
+        held.push(log_shard_start(shards, progress, &shard.shard_id)?);
+    }
     progress
         .iter()
         .filter(|p| !done(p))
         .map(|p| p.applied_through_ms)
+        .chain(held)
         .min()
+}
+
+/// A time no record of log shard `id` arrived before, as far as the shards' progress says:
+/// the latest arrival applied on one of its parents (each closed as it opened, so every
+/// record on them arrived before any on it), or, for a parent without progress, that
+/// parent's own start. `None` where no ancestor has progress.
+pub fn log_shard_start(shards: &[LogShard], progress: &[LogProgress], id: &str) -> Option<i64> {
+    // Reshards form a graph without cycles; the bound only guards a corrupt listing.
+    fn start(shards: &[LogShard], progress: &[LogProgress], id: &str, depth: usize) -> Option<i64> {
+        let shard = shards.iter().find(|s| s.shard_id == id)?;
+        if depth > shards.len() {
+            return None;
+        }
+        shard
+            .parents()
+            .filter_map(
+                |parent| match progress.iter().find(|p| p.shard_id == parent) {
+                    Some(p) => Some(p.applied_through_ms),
+                    None => start(shards, progress, parent, depth + 1),
+                },
+            )
+            .max()
+    }
+    start(shards, progress, id, 0)
 }
 
 /// The log shards whose progress is no longer needed: not listed by the log (a closed shard
@@ -388,6 +443,7 @@ mod tests {
         LogShard {
             shard_id: id.into(),
             parent_shard_id: parent.map(str::to_owned),
+            adjacent_parent_shard_id: None,
             ending_sequence_number: end.map(str::to_owned),
             starting_hash_key: "0".into(),
         }
@@ -414,9 +470,13 @@ mod tests {
             board_as_of(&shards, &[at("p", "850", 1_000), at("q", "5", 9_000)]),
             Some(1_000)
         );
-        // Read to its ending sequence number (compared as numbers, not text).
+        // Read to its ending sequence number (compared as numbers, not text), its children
+        // not listed yet.
         assert_eq!(
-            board_as_of(&shards, &[at("p", "900", 1_000), at("q", "5", 9_000)]),
+            board_as_of(
+                &[shards[0].clone(), shards[3].clone()],
+                &[at("p", "900", 1_000), at("q", "5", 9_000)]
+            ),
             Some(9_000)
         );
         // A child carried events: the parent was read to its end before it.
@@ -425,6 +485,7 @@ mod tests {
                 &shards,
                 &[
                     at("p", "850", 1_000),
+                    at("c1", "1001", 8_000),
                     at("c2", "1000", 7_000),
                     at("q", "5", 9_000)
                 ]
@@ -433,10 +494,83 @@ mod tests {
         );
         // An open shard behind still holds it, and a shard the log no longer lists does not.
         assert_eq!(
-            board_as_of(&shards, &[at("q", "5", 9_000), at("gone", "1", 10)]),
+            board_as_of(
+                &shards,
+                &[
+                    at("q", "5", 9_000),
+                    at("gone", "1", 10),
+                    at("c1", "1001", 9_500),
+                    at("c2", "1000", 9_500)
+                ]
+            ),
             Some(9_000)
         );
         assert_eq!(board_as_of(&shards, &[]), None);
+    }
+
+    #[test]
+    fn a_shard_not_read_yet_holds_the_boards_as_of_at_its_parents_last_record() {
+        let shards = [
+            log_shard("p", None, Some("900")),
+            log_shard("c1", Some("p"), None),
+            log_shard("c2", Some("p"), None),
+            log_shard("q", None, None),
+        ];
+        // The parent is read to its end and one child scores on: the other child's records
+        // all arrived after the parent's last, which is where it holds as_of.
+        assert_eq!(
+            board_as_of(
+                &shards,
+                &[
+                    at("p", "900", 1_000),
+                    at("c2", "1000", 7_000),
+                    at("q", "5", 9_000)
+                ]
+            ),
+            Some(1_000)
+        );
+        // Read to its end, neither child read yet.
+        assert_eq!(
+            board_as_of(&shards, &[at("p", "900", 1_000), at("q", "5", 9_000)]),
+            Some(1_000)
+        );
+        // Once each child has progress, they hold it at their own.
+        assert_eq!(
+            board_as_of(
+                &shards,
+                &[
+                    at("p", "900", 1_000),
+                    at("c1", "1001", 8_000),
+                    at("c2", "1000", 7_000),
+                    at("q", "5", 9_000)
+                ]
+            ),
+            Some(7_000)
+        );
+        // A shard that never carried a record, with no ancestor's progress: nothing bounds
+        // its records, so there is no as_of until it has progress.
+        assert_eq!(board_as_of(&shards, &[at("q", "5", 9_000)]), None);
+    }
+
+    #[test]
+    fn a_grandchild_and_a_merge_child_start_after_their_ancestors_last_records() {
+        let mut merged = log_shard("m", Some("c1"), None);
+        merged.adjacent_parent_shard_id = Some("c2".into());
+        let shards = [
+            log_shard("p", None, Some("900")),
+            log_shard("c1", Some("p"), Some("1500")),
+            log_shard("c2", Some("p"), Some("1600")),
+            merged,
+            log_shard("g", Some("x"), None),
+            log_shard("x", Some("p"), Some("2000")),
+        ];
+        let progress = [at("p", "900", 1_000), at("c1", "1500", 4_000)];
+        // The merge child opened after both its parents' records: the later bound holds.
+        assert_eq!(log_shard_start(&shards, &progress, "m"), Some(4_000));
+        // A grandchild through a parent without progress: the grandparent's bound.
+        assert_eq!(log_shard_start(&shards, &progress, "g"), Some(1_000));
+        assert_eq!(log_shard_start(&shards, &progress, "p"), None);
+        assert_eq!(board_as_of(&shards, &progress), Some(1_000));
     }
 
     #[test]

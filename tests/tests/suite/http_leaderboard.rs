@@ -1,7 +1,8 @@
 //! `GET /v1/leaderboard` through the local front: the exact ranking from the Kinesis event
 //! log, each event counted once however often it is delivered or its invocation dies.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use likes_local::faults::Recut;
@@ -143,36 +144,27 @@ async fn bad_windows_and_limits_are_400_problems() {
     assert_eq!(empty["as_of"], Value::Null);
 }
 
-/// A reshard of the event log (on demand, AWS splits shards as the load grows) closes the
-/// shards it splits: their last progress must not hold the boards' `as_of` at the split for
-/// ever, and the events after it, on the children, are scored once.
-#[tokio::test]
-async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
-    let stack = TestStack::builder().refreshing_boards().start().await;
-    stack.like("u0", "game:before").await;
-    stack.settle_leaderboard().await;
-    stack
-        .leaderboard_until(
-            "window=all",
-            &json!([{"item_id": "game:before", "like_count": 1}]),
-        )
-        .await;
-
+/// Splits every open shard of the event log in two, as an on-demand log does as its load
+/// grows: each child's id, by parent.
+async fn split_every_open_log_shard(stack: &TestStack) -> BTreeMap<String, Vec<String>> {
     let stream = stack
         .stack
         .function_environment(likes_tests::LEADERBOARD_REFRESH_FUNCTION)
         .unwrap_or_else(|err| panic!("{err}"))["EVENTS_STREAM_ARN"]
         .clone();
     let kinesis = stack.kinesis();
-    let shards = kinesis
-        .list_shards()
-        .stream_arn(&stream)
-        .send()
-        .await
-        .unwrap()
-        .shards
-        .unwrap_or_default();
-    let mut split = 0;
+    let list = || async {
+        kinesis
+            .list_shards()
+            .stream_arn(&stream)
+            .send()
+            .await
+            .unwrap()
+            .shards
+            .unwrap_or_default()
+    };
+    let shards = list().await;
+    let mut children = BTreeMap::new();
     for shard in shards.iter().filter(|s| {
         s.sequence_number_range
             .as_ref()
@@ -189,9 +181,40 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
             .send()
             .await
             .unwrap();
-        split += 1;
+        children.insert(shard.shard_id.clone(), Vec::new());
     }
-    assert!(split > 0, "the log has open shards to split: {shards:?}");
+    assert!(
+        !children.is_empty(),
+        "the log has open shards to split: {shards:?}"
+    );
+    for shard in list().await {
+        if let Some(siblings) = shard
+            .parent_shard_id
+            .as_ref()
+            .and_then(|parent| children.get_mut(parent))
+        {
+            siblings.push(shard.shard_id);
+        }
+    }
+    children
+}
+
+/// A reshard of the event log (on demand, AWS splits shards as the load grows) closes the
+/// shards it splits: their last progress must not hold the boards' `as_of` at the split for
+/// ever, and the events after it, on the children, are scored once.
+#[tokio::test]
+async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    stack.like("u0", "game:before").await;
+    stack.settle_leaderboard().await;
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([{"item_id": "game:before", "like_count": 1}]),
+        )
+        .await;
+
+    split_every_open_log_shard(&stack).await;
     let split_at = likes_core::clock::now_ms();
 
     // Events after the split go to the children, read once their parents are done.
@@ -221,6 +244,151 @@ async fn a_reshard_of_the_event_log_keeps_the_boards_as_of_moving() {
         ))
     })
     .await;
+}
+
+/// A reshard while likes flow: a child shard the consumer has not read yet has no progress,
+/// and its likes must hold the boards' `as_of` back until they are scored. One child of each
+/// split shard is held back (as a slow start or a failing first batch would) while its
+/// sibling scores on: every like that reached the log before a board's `as_of` is in the
+/// score that board answers with, before and after the held children are read.
+#[tokio::test]
+async fn a_reshard_while_likes_flow_never_puts_the_boards_as_of_past_an_uncounted_like() {
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    let item = "game:flowing";
+    stack.like("w0", item).await;
+    stack.settle_leaderboard().await;
+    let liked_ms = likes_core::clock::now_ms();
+    eventually(Duration::from_secs(30), async || {
+        let board = board(&stack, "window=all").await;
+        match as_of_ms(&board) {
+            Some(as_of) if as_of > liked_ms => Ok(()),
+            _ => Err(format!("the first like is not behind as_of yet: {board}")),
+        }
+    })
+    .await;
+
+    let reading = AtomicBool::new(true);
+    // Every answer of the board while the log is resharded: its as_of and the item's score.
+    let reads = async {
+        let mut reads = Vec::new();
+        while reading.load(Ordering::Relaxed) {
+            let board = board(&stack, "window=all").await;
+            let score = board["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|entry| entry["item_id"] == item)
+                .map_or(0, |entry| entry["like_count"].as_i64().unwrap());
+            if let Some(as_of) = as_of_ms(&board) {
+                reads.push((as_of, score));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        reads
+    };
+    let flow = async {
+        let children = split_every_open_log_shard(&stack).await;
+        let held: BTreeSet<String> = children
+            .values()
+            .filter_map(|siblings| siblings.first().cloned())
+            .collect();
+        assert_eq!(held.len(), children.len(), "every split shard has children");
+        for child in &held {
+            stack.leaderboard().faults().stall_stream_shard(child);
+        }
+        for n in 1..=24 {
+            stack.like(&format!("w{n}"), item).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        stack.settle_events().await;
+        let likes = likes_of(&stack, item).await;
+        let (on_held, scoring): (Vec<_>, Vec<_>) =
+            likes.iter().partition(|(shard, _)| held.contains(shard));
+        assert!(
+            !on_held.is_empty() && !scoring.is_empty(),
+            "likes went to held and to free children: {likes:?}"
+        );
+        // The free children score theirs and move on past the held likes (a heartbeat, once
+        // quiet): their progress alone would put as_of past every held like.
+        let last_held = on_held.iter().map(|(_, at)| *at).max().unwrap();
+        let store = stack.leaderboard_store();
+        eventually(Duration::from_secs(45), async || {
+            let progress = store.progress().await.unwrap();
+            let behind: Vec<_> = children
+                .values()
+                .flatten()
+                .filter(|child| !held.contains(*child))
+                .filter(|child| {
+                    !progress
+                        .iter()
+                        .any(|p| &p.shard == *child && p.applied_through_ms > last_held)
+                })
+                .collect();
+            match behind.is_empty() {
+                true => Ok(()),
+                false => Err(format!("free children behind the held likes: {behind:?}")),
+            }
+        })
+        .await;
+        // A few of the refresher's ticks (one a second) over that progress.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for child in &held {
+            stack.leaderboard().faults().resume_stream_shard(child);
+        }
+        stack.settle_leaderboard().await;
+        stack
+            .leaderboard_until("window=all", &json!([{"item_id": item, "like_count": 25}]))
+            .await;
+        let last = likes.iter().map(|(_, at)| *at).max().unwrap();
+        eventually(Duration::from_secs(30), async || {
+            let board = board(&stack, "window=all").await;
+            match as_of_ms(&board) {
+                Some(as_of) if as_of > last => Ok(()),
+                _ => Err(format!(
+                    "as_of did not pass the last like at {last}: {board}"
+                )),
+            }
+        })
+        .await;
+        reading.store(false, Ordering::Relaxed);
+    };
+    let (reads, ()) = tokio::join!(reads, flow);
+
+    let arrivals: Vec<i64> = likes_of(&stack, item)
+        .await
+        .into_iter()
+        .map(|(_, at)| at)
+        .collect();
+    assert_eq!(arrivals.len(), 25);
+    assert!(!reads.is_empty());
+    for (as_of, score) in &reads {
+        let before = arrivals.iter().filter(|at| **at < *as_of).count() as i64;
+        assert!(
+            *score >= before,
+            "as_of {as_of} covers {before} likes on the log, but the board scores {score} \
+             (arrivals {arrivals:?})"
+        );
+    }
+}
+
+/// Each like of `item` on the event log: its shard and its arrival (epoch ms).
+async fn likes_of(stack: &TestStack, item: &str) -> Vec<(String, i64)> {
+    stack
+        .log_arrivals()
+        .await
+        .into_iter()
+        .filter_map(|arrival| {
+            let event = arrival.record.event()?;
+            (event.item_id == item && event.like_delta > 0)
+                .then_some((arrival.shard_id, arrival.arrival_ms))
+        })
+        .collect()
+}
+
+fn as_of_ms(board: &Value) -> Option<i64> {
+    board["as_of"]
+        .as_str()
+        .and_then(|t| likes_core::clock::parse_rfc3339(t).ok())
 }
 
 /// The boards' `as_of` through a quiet spell: the refresher puts a heartbeat on each log
