@@ -66,6 +66,8 @@ pub struct RefreshReport {
     pub heartbeats: usize,
     /// Log shards whose progress went because they expired from the log.
     pub log_shards_retired: usize,
+    /// Intents left pending on those shards, given up with them.
+    pub intents_abandoned: usize,
 }
 
 /// A log shard's progress as the last tick read it: its last record and intents applied.
@@ -122,8 +124,9 @@ impl BoardRefresher {
     /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
     /// is the lowest progress of the shards not done with, or the start of one not read yet
     /// ([`board_as_of`]), read before any score. Then puts a heartbeat on each open shard
-    /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards that have expired from the log
-    /// ([`expired_log_shards`]).
+    /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards
+    /// that have expired from the log ([`expired_log_shards`]), giving up an intent one left
+    /// pending.
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
@@ -191,20 +194,38 @@ impl BoardRefresher {
                 .expect("heartbeats")
                 .insert(shard.shard_id.clone(), started_ms);
         }
-        let mut retired = 0;
+        let (mut retired, mut abandoned) = (0, 0);
         for shard in expired_log_shards(&shards, &logged, started_ms) {
+            let id = shard.shard_id.as_str();
+            let through = shard.through_seq.as_deref();
             let intents = progress
                 .iter()
-                .find(|p| p.shard == shard.shard_id)
+                .find(|p| p.shard == id)
                 .map_or(0, |p| p.intents);
-            // Refused: an intent of it is pending, or its progress moved; the next tick
-            // decides again.
-            if self
-                .store
-                .retire(&shard.shard_id, shard.through_seq.as_deref(), intents)
-                .await?
-            {
+            if self.store.retire(id, through, intents).await? {
                 retired += 1;
+                continue;
+            }
+            // Refused: an intent of it is pending, or its progress moved. No record of an
+            // expired shard is delivered again, so no consumer will finish a pending intent:
+            // it is given up with the shard, or its head would refuse the retirement on
+            // every tick for ever. Where the progress moved, the next tick decides again.
+            let state = self.store.shard_state(id).await?;
+            let Some(intent) = state
+                .pending
+                .filter(|_| state.through_seq.as_deref() == through)
+            else {
+                continue;
+            };
+            if self.store.abandon(id, through, intent.n).await? {
+                tracing::error!(
+                    shard = id,
+                    intent = intent.n,
+                    score_rows = intent.rows.len(),
+                    "an intent left pending on a log shard that expired is given up; reconciliation repairs the all-time board"
+                );
+                retired += 1;
+                abandoned += 1;
             }
         }
         let report = RefreshReport {
@@ -212,6 +233,7 @@ impl BoardRefresher {
             as_of_ms,
             heartbeats: quiet.len(),
             log_shards_retired: retired,
+            intents_abandoned: abandoned,
         };
         Report::new("Likes/Leaderboard")
             .value("BoardsRefreshed", "Count", report.boards_refreshed as f64)
@@ -220,6 +242,11 @@ impl BoardRefresher {
                 "LogShardsRetired",
                 "Count",
                 report.log_shards_retired as f64,
+            )
+            .value(
+                "LeaderboardIntentsAbandoned",
+                "Count",
+                report.intents_abandoned as f64,
             )
             .emit();
         Ok(report)

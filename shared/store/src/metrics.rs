@@ -145,6 +145,16 @@ pub fn capture() -> Capture {
 }
 
 impl Capture {
+    /// The reports emitted since [`capture`] so far, kept on being captured: for a reader
+    /// that waits for a report.
+    pub fn so_far(&self) -> Vec<Report> {
+        CAPTURED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+
     /// The reports emitted since [`capture`]; later ones go to stdout again.
     pub fn finish(self) -> Vec<Report> {
         CAPTURED

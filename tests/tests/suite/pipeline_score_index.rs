@@ -3,9 +3,11 @@
 //! like costs no index write; any later write ranks a row at its score, from a consumer
 //! that knows the row or one that does not; and a refreshed board still lists the items
 //! the index leaves out wherever its top reaches down to them. A shard's intent head stays
-//! once done, pending no more, until the shard's next intent replaces it.
+//! once done, pending no more, until the shard's next intent replaces it; one still pending
+//! when its shard expires from the log is given up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::leaderboard::{item_shard, Entry, ScoreDelta, Window};
@@ -13,7 +15,7 @@ use likes_core::reconcile::Period;
 use likes_store::leaderboard::SCORE_INDEX;
 use likes_store::rows::attr::{BOARD, ITEM_ID, RANKED, SCORE};
 use likes_store::LeaderboardStore;
-use likes_tests::TestStack;
+use likes_tests::{eventually, TestStack};
 
 /// Applies `likes` (item, delta) on `board` as one intent of log shard `shard`, on both
 /// boards its time is on, as the leaderboard's consumer does.
@@ -338,6 +340,10 @@ async fn a_done_intent_head_is_pending_no_more_until_the_next_intent_replaces_it
         !board.retire(shard, Some("20"), 1).await.unwrap(),
         "a pending intent keeps its shard"
     );
+    assert!(
+        !board.abandon(shard, Some("20"), 3).await.unwrap(),
+        "only the intent pending is given up"
+    );
     board.complete(shard, &second, Some("20")).await.unwrap();
     assert_eq!(score(&stack, &Window::All, "game:head").await, 3);
 
@@ -353,4 +359,87 @@ async fn a_done_intent_head_is_pending_no_more_until_the_next_intent_replaces_it
         .await
         .unwrap();
     assert_eq!(head.item, None, "the done head went with the shard");
+}
+
+/// A log shard that expired from the log with an intent still pending (its consumer died
+/// between freezing the intent and moving its progress, and no record of the shard came
+/// again to finish it) is retired all the same: the refresher gives the intent up, reported
+/// as `LeaderboardIntentsAbandoned`, instead of retrying a retirement the pending head
+/// refuses every second for ever. Reconciliation repairs the all-time board.
+#[tokio::test]
+async fn an_intent_left_pending_on_an_expired_log_shard_is_abandoned_and_the_shard_retired() {
+    let metrics = likes_store::metrics::capture();
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    let board = stack.leaderboard_store();
+    // Closed and gone from the listing long ago: past every replay.
+    let gone = "shardId-000000009998";
+    let item = "game:abandoned";
+    let three_days_ago = likes_core::clock::now_ms() - 3 * 86_400_000;
+    board
+        .advance(gone, None, "42", three_days_ago, 7)
+        .await
+        .unwrap();
+    board
+        .begin(
+            gone,
+            8,
+            &deltas_of(three_days_ago, &[(item, 1)], true),
+            "50",
+            three_days_ago,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        board.shard_state(gone).await.unwrap().pending.map(|i| i.n),
+        Some(8)
+    );
+
+    eventually(Duration::from_secs(30), async || {
+        let progress = board.progress().await.unwrap();
+        match progress.iter().any(|p| p.shard == gone) {
+            false => Ok(()),
+            true => Err(format!(
+                "the expired shard's progress stayed, its intent pending: {progress:?}"
+            )),
+        }
+    })
+    .await;
+    eventually(Duration::from_secs(5), async || {
+        let abandoned: f64 = metrics
+            .so_far()
+            .iter()
+            .filter(|report| report.namespace() == "Likes/Leaderboard")
+            .flat_map(|report| report.values_of("LeaderboardIntentsAbandoned"))
+            .sum();
+        match abandoned {
+            1.0 => Ok(()),
+            n => Err(format!("LeaderboardIntentsAbandoned reported {n} times")),
+        }
+    })
+    .await;
+    assert_eq!(
+        board.retired().await.unwrap(),
+        BTreeSet::from(["9998".to_owned()]),
+        "its marker waits for the cleaning pass"
+    );
+    let state = board.shard_state(gone).await.unwrap();
+    assert!(
+        state.pending.is_none() && state.through_seq.is_none(),
+        "the head went with the progress"
+    );
+    let row = stack
+        .dynamodb()
+        .get_item()
+        .table_name(stack.name("LeaderboardTable"))
+        .key(
+            BOARD,
+            AttributeValue::S(Window::All.board_key(item_shard(item, board.board_shards()))),
+        )
+        .key(ITEM_ID, AttributeValue::S(item.into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(row.item, None, "given up, not applied");
+    drop(metrics.finish());
 }

@@ -530,6 +530,33 @@ impl LeaderboardStore {
         through_seq: Option<&str>,
         intents: u64,
     ) -> Result<bool, StoreError> {
+        self.retire_with(shard, through_seq, Head::Done(intents))
+            .await
+    }
+
+    /// Retires a log shard that has expired from the log with its intent `pending` never
+    /// finished, which is given up: no record of the shard is delivered again, so no
+    /// consumer would ever finish it, and its head would refuse [`Self::retire`] for ever.
+    /// As `retire`, the head going on condition it is still intent `pending`. The score rows
+    /// that took the intent keep its number until reconciliation's cleaning pass; what it
+    /// did not add, reconciliation repairs on the all-time board. `false` when a condition
+    /// failed.
+    pub async fn abandon(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        pending: u64,
+    ) -> Result<bool, StoreError> {
+        self.retire_with(shard, through_seq, Head::Pending(pending))
+            .await
+    }
+
+    async fn retire_with(
+        &self,
+        shard: &str,
+        through_seq: Option<&str>,
+        expected: Head,
+    ) -> Result<bool, StoreError> {
         let build = StoreError::Request;
         let retired = Update::builder()
             .table_name(&self.table)
@@ -560,12 +587,18 @@ impl LeaderboardStore {
             .table_name(&self.table)
             .key(BOARD, AttributeValue::S(intent_board(shard)))
             .key(ITEM_ID, AttributeValue::S(INTENT_HEAD.into()))
-            .condition_expression("attribute_not_exists(#board) OR #n <= :intents")
-            .expression_attribute_names("#board", BOARD)
-            .expression_attribute_names("#n", INTENT_N)
-            .expression_attribute_values(":intents", number(intents))
-            .build()
-            .map_err(build)?;
+            .expression_attribute_names("#n", INTENT_N);
+        let head = match expected {
+            Head::Done(intents) => head
+                .condition_expression("attribute_not_exists(#board) OR #n <= :intents")
+                .expression_attribute_names("#board", BOARD)
+                .expression_attribute_values(":intents", number(intents)),
+            Head::Pending(n) => head
+                .condition_expression("#n = :n")
+                .expression_attribute_values(":n", number(n)),
+        }
+        .build()
+        .map_err(build)?;
         let result = self
             .client
             .transact_write_items()
@@ -610,6 +643,15 @@ impl LeaderboardStore {
             .map_err(|e| StoreError::aws("UpdateItem", e))
             .map(drop)
     }
+}
+
+/// What a retirement expects of a log shard's intent head.
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// None, or one done: its number is at most the progress's intents.
+    Done(u64),
+    /// This intent, pending: it is given up with the shard.
+    Pending(u64),
 }
 
 /// An item's score rows in an intent.
