@@ -63,8 +63,9 @@ const INTENT_HEAD: &str = "head";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Board {
     pub entries: Vec<Entry>,
-    /// Every event that reached the log before this time (epoch ms), on every shard that
-    /// carried events, is on the board; `None` before any was.
+    /// Every event that reached the log before this time (epoch ms), on any of its shards,
+    /// is on the board; `None` while a shard not read yet has no start to count from
+    /// ([`likes_core::leaderboard::board_as_of`]).
     pub as_of_ms: Option<i64>,
 }
 
