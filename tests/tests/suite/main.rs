@@ -53,6 +53,7 @@ mod pipeline_records;
 mod pipeline_score_index;
 mod pipeline_shards;
 mod pipeline_two_consumers;
+mod pipeline_two_consumers_log;
 mod reactions_races;
 mod reactions_store;
 mod reactions_tables;
