@@ -164,6 +164,30 @@ impl TestStack {
         .await
     }
 
+    /// Polls moderation job `id` as a moderator until it is done (panics after 60 s);
+    /// returns its last answer.
+    pub async fn wait_for_retraction(&self, id: &str) -> Value {
+        let moderator = format!("Bearer {}", self.moderator_token("moderator"));
+        eventually(std::time::Duration::from_secs(60), async || {
+            let response = self
+                .request("GET", &format!("/v1/moderation/retractions/{id}"), None)
+                .header("authorization", &moderator)
+                .send()
+                .await;
+            response.assert_status(200);
+            let body = response.json();
+            if body["status"] == "done" {
+                return Ok(body);
+            }
+            assert_eq!(body["status"], "running", "{body}");
+            Err(format!(
+                "retraction {id} is {body}; retractor {:?}",
+                self.retractor().counters()
+            ))
+        })
+        .await
+    }
+
     /// Polls `user`'s erasure `id` until it is done (panics after `timeout`), checking each
     /// answer is a private 200; returns every answer seen.
     pub async fn wait_for_erasure(

@@ -49,26 +49,6 @@ fn accepted(response: &TestResponse) -> (String, Value) {
     (id, body)
 }
 
-/// Polls the retraction until it is done (panics after 60 s); returns its last answer.
-async fn wait_for_retraction(stack: &TestStack, id: &str) -> Value {
-    eventually(Duration::from_secs(60), async || {
-        let response = moderate(stack, "GET", &format!("/v1/moderation/retractions/{id}"))
-            .send()
-            .await;
-        response.assert_status(200);
-        let body = response.json();
-        if body["status"] == "done" {
-            return Ok(body);
-        }
-        assert_eq!(body["status"], "running", "{body}");
-        Err(format!(
-            "retraction {id} is {body}; retractor {:?}",
-            stack.retractor().counters()
-        ))
-    })
-    .await
-}
-
 async fn state_of(stack: &TestStack, user: &str, item: &str) -> Value {
     let response = stack
         .request("GET", &format!("/v1/items/{item}/reaction"), Some(user))
@@ -130,7 +110,7 @@ async fn a_retracted_bots_likes_leave_counts_likers_and_the_leaderboard_as_if_it
     fresh.problem(403);
     assert_eq!(state_of(&stack, "bot", "mod:fresh").await, "NONE");
 
-    let done = wait_for_retraction(&stack, &id).await;
+    let done = stack.wait_for_retraction(&id).await;
     assert_eq!(done["reactions_retracted"], 200, "{done}");
     assert_eq!(done["reason"], "bought likes");
     assert_eq!(state_of(&stack, "bot", "mod:007").await, "NONE");
@@ -304,7 +284,7 @@ async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
         .await,
     );
     assert_eq!(
-        wait_for_retraction(&stack, &one).await["reactions_retracted"],
+        stack.wait_for_retraction(&one).await["reactions_retracted"],
         1
     );
     assert_eq!(state_of(&stack, "pair", "pair:a").await, "NONE");
@@ -316,7 +296,7 @@ async fn moderation_needs_the_scope_and_refuses_bad_input_writing_nothing() {
         accepted(&retract(&stack, "pair", &json!({"reason": "all", "suspend": true})).await);
     let (again, _) = accepted(&retract(&stack, "pair", &json!({"reason": "again"})).await);
     assert_eq!(again, first);
-    let done = wait_for_retraction(&stack, &first).await;
+    let done = stack.wait_for_retraction(&first).await;
     assert_eq!(done["reactions_retracted"], 1, "{done}");
     assert_eq!(state_of(&stack, "pair", "pair:b").await, "NONE");
 }
@@ -411,7 +391,7 @@ async fn a_removed_viral_item_drops_to_zero_everywhere_and_refuses_its_writes_an
         .await;
     assert_eq!(accepted(&again).0, id);
 
-    let done = wait_for_retraction(&stack, &id).await;
+    let done = stack.wait_for_retraction(&id).await;
     assert_eq!(done["reactions_retracted"], 151, "{done}");
     stack.settle().await;
     stack.settle_events().await;
@@ -521,7 +501,7 @@ async fn a_removal_waits_for_a_reaction_the_log_has_not_shown_yet() {
         .await
         .json();
     publisher.faults().resume_shard(late);
-    let done = wait_for_retraction(&stack, &id).await;
+    let done = stack.wait_for_retraction(&id).await;
     assert_eq!(
         meanwhile["status"], "running",
         "the removal ended before the log showed every reaction: {meanwhile}"
@@ -559,7 +539,7 @@ async fn a_suspension_retracts_a_write_admitted_before_it_that_lands_late() {
         accepted(&retract(&stack, "bot2", &json!({"reason": "bot", "suspend": true})).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     stack.react("bot2", "game:s2", ReactionState::Like).await;
-    let done = wait_for_retraction(&stack, &id).await;
+    let done = stack.wait_for_retraction(&id).await;
     assert_eq!(done["reactions_retracted"], 2, "{done}");
     stack.settle().await;
     for item in ["game:s1", "game:s2"] {

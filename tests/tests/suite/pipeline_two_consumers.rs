@@ -9,10 +9,17 @@ use std::time::Duration;
 use likes_core::ReactionState::{Dislike, Like, None as Neutral};
 use likes_tests::TestStack;
 
-const ITEMS: [&str; 3] = ["game:1", "avatar:2", "exp:3"];
+pub(super) const ITEMS: [&str; 3] = ["game:1", "avatar:2", "exp:3"];
 
-/// Users `<tag>-u<i>` each like an item, every fourth then dislikes it, every fifth unlikes.
-async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<usize>) {
+/// Every 3 ms from 0 to 60 ms: on the emulator (a few milliseconds a request) the second
+/// instance's reads and writes fall before, between and after each of the first's.
+pub(super) fn staggers() -> Vec<Duration> {
+    (0..=60).step_by(3).map(Duration::from_millis).collect()
+}
+
+/// Users `<tag>-u<i>` each like an item, every fourth then dislikes it, every fifth unlikes
+/// it, every third likes a second item.
+pub(super) async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<usize>) {
     for u in users {
         let user = format!("{tag}-u{u}");
         let item = ITEMS[u % ITEMS.len()];
@@ -22,6 +29,9 @@ async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<usize>) {
         }
         if u % 5 == 0 {
             stack.react(&user, item, Neutral).await;
+        }
+        if u % 3 == 0 {
+            stack.react(&user, ITEMS[(u + 1) % ITEMS.len()], Like).await;
         }
     }
 }
@@ -34,7 +44,7 @@ async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<usize>) {
 #[tokio::test]
 async fn a_batch_at_two_consumers_staggered_at_every_step_counts_each_flip_once() {
     let stack = TestStack::start().await;
-    let staggers: Vec<Duration> = (0..=60).step_by(3).map(Duration::from_millis).collect();
+    let staggers = staggers();
     let twins = staggers.len() as u64;
     stack.pipeline().faults().deliver_twice_at_once(staggers);
     let mut round = 0;

@@ -10,40 +10,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use likes_core::ReactionState::{Dislike, Like, None as Neutral};
-use likes_tests::{eventually, TestStack};
+use likes_core::ReactionState::{Dislike, Like};
+use likes_tests::TestStack;
 use serde_json::{json, Value};
 
-const ITEMS: [&str; 3] = ["game:1", "avatar:2", "exp:3"];
+use super::pipeline_two_consumers::{flips, staggers, ITEMS};
 
 /// Rows an erasure deletes, or a retraction turns to NONE, a second: a job of a few
 /// reactions takes several slices, so the second instances meet slices that write.
 const JOB_ROWS_PER_SECOND: &str = "4";
-
-/// Every 3 ms from 0 to 60 ms: on the emulator (a few milliseconds a request) the second
-/// instance's reads and writes fall before, between and after each of the first's.
-fn staggers() -> Vec<Duration> {
-    (0..=60).step_by(3).map(Duration::from_millis).collect()
-}
-
-/// Users `<tag>-u<i>` each like an item, every fourth then dislikes it, every fifth unlikes
-/// it, every third likes a second item.
-async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<usize>) {
-    for u in users {
-        let user = format!("{tag}-u{u}");
-        let item = ITEMS[u % ITEMS.len()];
-        stack.react(&user, item, Like).await;
-        if u % 4 == 0 {
-            stack.react(&user, item, Dislike).await;
-        }
-        if u % 5 == 0 {
-            stack.react(&user, item, Neutral).await;
-        }
-        if u % 3 == 0 {
-            stack.react(&user, ITEMS[(u + 1) % ITEMS.len()], Like).await;
-        }
-    }
-}
 
 /// Each item's score summed over its all-time rows and over its day rows (a like and its
 /// end may fall on two days; their sum is the item's likes).
@@ -288,23 +263,7 @@ async fn a_retraction_slice_at_two_consumers_staggered_retracts_each_reaction_on
             .as_str()
             .expect("a retraction id")
             .to_owned();
-        let done = eventually(Duration::from_secs(60), async || {
-            let response = stack
-                .request("GET", &format!("/v1/moderation/retractions/{id}"), None)
-                .header("authorization", &moderator)
-                .send()
-                .await;
-            response.assert_status(200);
-            let body = response.json();
-            if body["status"] == "done" {
-                return Ok(body);
-            }
-            Err(format!(
-                "retraction {id} is {body}; retractor {:?}",
-                stack.retractor().counters()
-            ))
-        })
-        .await;
+        let done = stack.wait_for_retraction(&id).await;
         assert_eq!(done["reactions_retracted"], reactions, "{user}: {done}");
         assert_eq!(
             reactions_of(&stack, &user).await,
