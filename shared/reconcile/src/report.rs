@@ -78,6 +78,10 @@ pub struct DriftReport {
     pub leaderboard_behind: bool,
     #[serde(default)]
     pub leaderboard_incomplete: bool,
+    /// Overflow markers named again: a hot item's overflow rows no marker named, so no
+    /// reader added them.
+    #[serde(default)]
+    pub overflow_markers_restored: u64,
     /// The cuts given up since the last run that completed (the last 168), and how many
     /// more were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -164,6 +168,11 @@ impl DriftReport {
             .value("LikersAdded", "Count", self.likers_added as f64)
             .value("LikersRemoved", "Count", self.likers_removed as f64)
             .value(
+                "OverflowMarkersRestored",
+                "Count",
+                self.overflow_markers_restored as f64,
+            )
+            .value(
                 "LeaderboardCorrected",
                 "Count",
                 self.leaderboard_corrected as f64,
@@ -223,6 +232,12 @@ impl DriftReport {
             text.push_str(&format!(
                 "\n  {}: likes {:+}, dislikes {:+}",
                 drift.item_id, drift.like_drift, drift.dislike_drift
+            ));
+        }
+        if self.overflow_markers_restored > 0 {
+            text.push_str(&format!(
+                "\n{} overflow markers restored",
+                self.overflow_markers_restored
             ));
         }
         if self.unknown_state_rows > 0 {

@@ -313,7 +313,7 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
         .await
         .unwrap()
     {
-        count_rows.insert(item, rows.into_iter().map(|(_, row)| row).collect());
+        count_rows.insert(item, rows.states());
     }
     let (expected, in_sync, deferred) = function_verdicts(&recount.per_item, &count_rows, cut);
     assert!(

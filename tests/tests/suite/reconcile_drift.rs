@@ -339,3 +339,109 @@ async fn a_row_in_an_unknown_state_counts_as_no_change_and_every_later_run_succe
         "{later:?}"
     );
 }
+
+/// Deletes rows of the Counts table behind the service: every row of `partition`, or only
+/// its row `shard`.
+async fn delete_count_rows(stack: &TestStack, partition: &str, shard: Option<&str>) {
+    for row in stack.rows("CountsTable").await {
+        let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+            (row.get("item_id"), row.get("shard"))
+        else {
+            continue;
+        };
+        if pk != partition || shard.is_some_and(|shard| shard != sk) {
+            continue;
+        }
+        stack
+            .dynamodb()
+            .delete_item()
+            .table_name(stack.name("CountsTable"))
+            .key("item_id", AttributeValue::S(pk.clone()))
+            .key("shard", AttributeValue::S(sk.clone()))
+            .send()
+            .await
+            .expect("DeleteItem of a count row");
+    }
+}
+
+/// A hot item's count lives in its base partition, its overflow marker, an overflow
+/// partition and its correction row. Whichever of them is lost, one run brings the count a
+/// reader reads back to the recount: the run judges the rows a reader adds up, and finds
+/// the overflow rows a lost marker hides.
+#[tokio::test]
+async fn a_hot_item_read_short_of_any_of_its_rows_is_exact_after_one_run() {
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
+    let (base, marker, overflow, correction) = (
+        "game:hot-base",
+        "game:hot-marker",
+        "game:hot-overflow",
+        "game:hot-correction",
+    );
+    let items = [base, marker, overflow, correction];
+    // One like of each item a batch: every write is cold, to the base partition.
+    for u in 0..5 {
+        for item in items {
+            stack.react(&format!("u{u}"), item, Like).await;
+        }
+        stack.settle().await;
+    }
+    // Each item as a burst leaves it: 3 of its 5 likes in overflow partition 1, which the
+    // marker in its base partition names; the correcting item holds one on its correction
+    // row as well.
+    for item in items {
+        stack.edit_count_row(item, "D#0", -3).await;
+        stack.edit_count_row(&format!("{item}#1"), "D#0", 3).await;
+        stack
+            .dynamodb()
+            .put_item()
+            .table_name(stack.name("CountsTable"))
+            .item("item_id", AttributeValue::S(item.into()))
+            .item("shard", AttributeValue::S("H".into()))
+            .item("partitions", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+    stack.edit_count_row(correction, "D#0", -1).await;
+    stack.edit_count_row(correction, "D#C", 1).await;
+    let counts = stack.counts_store();
+    let read = |item: &'static str| {
+        let counts = counts.clone();
+        async move {
+            let id = likes_core::ItemId::parse(item).unwrap();
+            counts.read(&id).await.unwrap().like_count
+        }
+    };
+    for item in items {
+        assert_eq!(read(item).await, 5, "{item} reads its burst whole");
+    }
+    // Lost behind the service, one part of each.
+    delete_count_rows(&stack, base, None).await;
+    delete_count_rows(&stack, marker, Some("H")).await;
+    delete_count_rows(&stack, &format!("{overflow}#1"), None).await;
+    delete_count_rows(&stack, correction, Some("D#C")).await;
+    let damaged = [
+        read(base).await,
+        read(marker).await,
+        read(overflow).await,
+        read(correction).await,
+    ];
+    assert_eq!(damaged, [0, 2, 2, 4], "what a reader reads of each");
+
+    let report = reconcile_next(&stack).await;
+    assert_eq!(report.items_clamped, 0, "{report:?}");
+    stack.assert_counts_match_recount(&items).await;
+    for item in items {
+        assert_eq!(read(item).await, 5, "{item}: {report:?}");
+    }
+    let rerun = reconcile_next(&stack).await;
+    assert_eq!(
+        (rerun.items_drifted, rerun.items_corrected),
+        (0, 0),
+        "one run made every item exact: {rerun:?}"
+    );
+    stack.assert_counts_match_recount(&items).await;
+}

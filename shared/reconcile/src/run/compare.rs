@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::pipeline::Counts;
-use likes_core::reconcile::{judge, CountRowState, Verdict};
+use likes_core::reconcile::{judge, Verdict};
 use likes_core::ItemId;
-use likes_store::reconciliation::RunState;
+use likes_store::reconciliation::{ItemCountRows, RunState};
 use likes_store::StoreError;
 
 use crate::athena::{AthenaJudge, Judged, JudgedLine, Judgement, ResultLines};
@@ -169,16 +169,15 @@ impl Reconciler {
                     .expect("this invocation judged the item before this one");
                 return self.pause(comparison, last, total).await.map(Some);
             }
-            let states: Vec<_> = rows
-                .get(item)
-                .map(|rows| rows.iter().map(|(_, row)| row.clone()).collect())
-                .unwrap_or_default();
+            let none = ItemCountRows::default();
             let counted = recount
                 .per_item
                 .get(item)
                 .copied()
                 .unwrap_or(Counts::default());
-            self.judge_item(state, item, counted, &states, cut, &mut comparison.report)
+            let rows = rows.get(item).unwrap_or(&none);
+            let judging = (counted, rows);
+            self.judge_item(state, item, judging, cut, &mut comparison.report)
                 .await?;
             every_so_often(progress, comparison.report.items_checked, total);
         }
@@ -250,8 +249,8 @@ impl Reconciler {
                     return self.pause(comparison, last, total).await.map(Some);
                 }
             }
-            let live = self.store.item_rows(&item).await?;
-            self.judge_item(state, &item, recount, &live, cut, &mut comparison.report)
+            let live = self.store.item_count_rows(&item, 0).await?;
+            self.judge_item(state, &item, (recount, &live), cut, &mut comparison.report)
                 .await?;
             every_so_often(progress, comparison.report.items_checked, total);
             last = Some(item);
@@ -260,20 +259,29 @@ impl Reconciler {
         Ok(None)
     }
 
-    /// Judges one item's count rows against its recount, corrects a drift once per cut, and
-    /// tallies the verdict. Where its likes drifted, the count rows may also miss the likers
+    /// Judges one item's count rows, as a reader adds them up, against its recount, corrects
+    /// a drift once per cut, and tallies the verdict. Overflow rows no marker names are rows
+    /// no reader adds: their marker is named again first, so what is judged is what a reader
+    /// reads after the run. Where its likes drifted, the count rows may also miss the likers
     /// buckets of likes the aggregator never took: the buckets that hold a like are listed
     /// beside the correction.
     pub(super) async fn judge_item(
         &self,
         state: &RunState,
         item: &ItemId,
-        recount: Counts,
-        rows: &[CountRowState],
+        (recount, rows): (Counts, &ItemCountRows),
         cut: i64,
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
-        let verdict = judge(recount, rows, cut);
+        if rows.overflow > rows.marked
+            && self
+                .store
+                .restore_overflow_marker(item, rows.overflow)
+                .await?
+        {
+            report.overflow_markers_restored += 1;
+        }
+        let verdict = judge(recount, &rows.states(), cut);
         let written = match verdict {
             Verdict::Correct(delta) | Verdict::Clamped(delta) => {
                 let written = self

@@ -18,12 +18,14 @@ use crate::rows::{attr, from_item, listed_buckets, Attribute, CountRow, Item, Re
 use crate::StoreError;
 
 use super::{
-    n, remove_attributes, s, ItemRows, ReconciliationStore, RowKey, CORRECTION_ROW, SCAN_SEGMENTS,
+    n, remove_attributes, s, ItemCountRows, ItemRows, ReconciliationStore, RowKey, CORRECTION_ROW,
+    SCAN_SEGMENTS,
 };
 
 impl ReconciliationStore {
-    /// Every item's count rows (base, overflow and correction rows), by item. A full Scan in
-    /// parallel segments.
+    /// Every item's count rows (base, overflow and correction rows), by item, with its
+    /// overflow marker and the likers buckets its rows list. A full Scan in parallel
+    /// segments: it finds every overflow partition, those no marker names too.
     pub async fn count_rows(&self) -> Result<ItemRows, StoreError> {
         let mut segments = tokio::task::JoinSet::new();
         for segment in 0..SCAN_SEGMENTS {
@@ -32,9 +34,8 @@ impl ReconciliationStore {
         }
         let mut rows = ItemRows::new();
         while let Some(joined) = segments.join_next().await {
-            let found = joined.map_err(StoreError::Task)??;
-            for (item, key, row) in found {
-                rows.entry(item).or_default().push((key, row));
+            for row in joined.map_err(StoreError::Task)?? {
+                add_row(&mut rows, row)?;
             }
         }
         Ok(rows)
@@ -44,8 +45,18 @@ impl ReconciliationStore {
     /// strongly consistent: the base partition, then every overflow partition its marker
     /// names, each read page by page.
     pub async fn item_rows(&self, item: &ItemId) -> Result<Vec<CountRowState>, StoreError> {
-        let mut rows = Vec::new();
-        let mut partitions = 0;
+        Ok(self.item_count_rows(item, 0).await?.states())
+    }
+
+    /// As [`Self::item_rows`], with the marker and the listed likers buckets, reading the
+    /// overflow partitions up to `beyond` too where the marker names fewer (rows a lost
+    /// marker hides, which Athena found in an export).
+    pub async fn item_count_rows(
+        &self,
+        item: &ItemId,
+        beyond: u32,
+    ) -> Result<ItemCountRows, StoreError> {
+        let mut rows = ItemRows::new();
         let mut partition = item.as_str().to_owned();
         let mut h = 0;
         loop {
@@ -57,29 +68,45 @@ impl ReconciliationStore {
                 .key_condition_expression(format!("{} = :partition", attr::ITEM_ID))
                 .expression_attribute_values(":partition", s(&partition));
             for row in query_all(query).await? {
-                let shard = row.get(attr::SHARD).and_then(|v| v.as_s().ok());
-                if h == 0 && shard.is_some_and(|shard| shard == OVERFLOW_MARKER) {
-                    partitions = from_item::<CountRow>(row)?.partitions.unwrap_or(0);
-                } else if let Some((_, _, state)) = parse_count_row(row)? {
-                    rows.push(state);
-                }
+                add_row(&mut rows, row)?;
             }
+            let marked = rows.get(item).map_or(0, |rows| rows.marked);
             h += 1;
-            if h > partitions {
-                return Ok(rows);
+            if h > marked.max(beyond) {
+                return Ok(rows.remove(item).unwrap_or_default());
             }
             partition = overflow_partition(item, h);
         }
     }
 
-    pub(super) async fn scan_segment(
+    /// Names overflow partitions `1..=partitions` of `item` on its marker again, as the
+    /// aggregator's marker does (it only grows), so readers add the rows a lost marker hid.
+    /// `false` when the marker names as many already.
+    pub async fn restore_overflow_marker(
         &self,
-        segment: i32,
-    ) -> Result<Vec<(ItemId, RowKey, CountRowState)>, StoreError> {
+        item: &ItemId,
+        partitions: u32,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.counts_table)
+            .key(attr::ITEM_ID, s(item.as_str()))
+            .key(attr::SHARD, s(OVERFLOW_MARKER))
+            .update_expression("SET #partitions = :h")
+            .condition_expression("attribute_not_exists(#partitions) OR #partitions < :h")
+            .expression_attribute_names("#partitions", attr::PARTITIONS)
+            .expression_attribute_values(":h", n(i64::from(partitions)))
+            .send()
+            .await;
+        condition_held("UpdateItem", result)
+    }
+
+    pub(super) async fn scan_segment(&self, segment: i32) -> Result<Vec<Item>, StoreError> {
         let mut found = Vec::new();
         let mut start = None;
         loop {
-            let (rows, next) = self.scan_page(segment, start).await?;
+            let (rows, next) = self.scan_items(segment, start).await?;
             found.extend(rows);
             match next {
                 Some(key) => start = Some(key),
@@ -95,6 +122,22 @@ impl ReconciliationStore {
         segment: i32,
         start: Option<Item>,
     ) -> Result<(Vec<(ItemId, RowKey, CountRowState)>, Option<Item>), StoreError> {
+        let (rows, next) = self.scan_items(segment, start).await?;
+        let mut found = Vec::new();
+        for row in rows {
+            if let Some(parsed) = parse_count_row(row)? {
+                found.push(parsed);
+            }
+        }
+        Ok((found, next))
+    }
+
+    /// One page of Scan segment `segment` as it is, and where the next starts.
+    async fn scan_items(
+        &self,
+        segment: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
         let page = self
             .client
             .scan()
@@ -105,13 +148,10 @@ impl ReconciliationStore {
             .send()
             .await
             .map_err(|err| StoreError::aws("Scan", err))?;
-        let mut found = Vec::new();
-        for row in page.items.unwrap_or_default() {
-            if let Some(parsed) = parse_count_row(row)? {
-                found.push(parsed);
-            }
-        }
-        Ok((found, page.last_evaluated_key.filter(|key| !key.is_empty())))
+        Ok((
+            page.items.unwrap_or_default(),
+            page.last_evaluated_key.filter(|key| !key.is_empty()),
+        ))
     }
 
     /// Lists likers buckets of `item` on its correction row, as the aggregator lists the
@@ -296,6 +336,45 @@ pub(crate) fn row_state(total: Delta, others: &BTreeMap<String, Attribute>) -> C
         }
     }
     state
+}
+
+/// Adds one row of the Counts table to the item it belongs to: a count row with its listed
+/// likers buckets, or a base partition's overflow marker. Other rows are left out.
+fn add_row(rows: &mut ItemRows, row: Item) -> Result<(), StoreError> {
+    let text = |name: &str| row.get(name).and_then(|v| v.as_s().ok()).cloned();
+    let (Some(partition), Some(shard)) = (text(attr::ITEM_ID), text(attr::SHARD)) else {
+        return Ok(());
+    };
+    if partition.starts_with('#') {
+        return Ok(());
+    }
+    if shard == OVERFLOW_MARKER && !partition.contains('#') {
+        let item = ItemId::parse(&partition)
+            .map_err(|err| StoreError::Corrupt(format!("overflow marker {partition}: {err}")))?;
+        let marked = from_item::<CountRow>(row)?.partitions.unwrap_or(0);
+        rows.entry(item).or_default().marked = marked;
+        return Ok(());
+    }
+    let liked: Vec<u32> = match shard.starts_with("D#") {
+        true => from_item::<CountRow>(row.clone())?
+            .liked_buckets()
+            .collect(),
+        false => return Ok(()),
+    };
+    let Some((item, key, state)) = parse_count_row(row)? else {
+        return Ok(());
+    };
+    // An overflow partition is `<item>#<h>`.
+    let h = key
+        .partition
+        .split_once('#')
+        .and_then(|(_, h)| h.parse::<u32>().ok())
+        .unwrap_or(0);
+    let entry = rows.entry(item).or_default();
+    entry.overflow = entry.overflow.max(h);
+    entry.liked_buckets.extend(liked);
+    entry.rows.push((key, state));
+    Ok(())
 }
 
 /// A count row as (item, state), with its key kept for cleanup; `None` for rows that are not

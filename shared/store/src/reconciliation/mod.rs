@@ -15,7 +15,7 @@ pub use count_rows::{reconciled_attributes, stale_intent_notes};
 use state::parse_state;
 pub use state::{ComparePause, DerivedExports, GivenUpCut, Phase, RunState, GIVEN_UP_KEPT};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -44,8 +44,31 @@ pub struct RowKey {
     pub sort_key: String,
 }
 
-/// An item's count rows as reconciliation reads them.
-pub type ItemRows = BTreeMap<ItemId, Vec<(RowKey, CountRowState)>>;
+/// An item's count rows as reconciliation reads them, with what its readers go by besides:
+/// the overflow partitions its marker names and the likers buckets its rows list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemCountRows {
+    /// Its count rows: base, overflow and correction rows.
+    pub rows: Vec<(RowKey, CountRowState)>,
+    /// The overflow partitions its marker names (0 without a marker): a reader adds
+    /// `1..=marked` to its base partition.
+    pub marked: u32,
+    /// The highest overflow partition that holds a row of it (0 for none). Above `marked`,
+    /// its rows are there but no reader adds them: the marker was lost.
+    pub overflow: u32,
+    /// The likers buckets its rows list: a likers page reads these alone.
+    pub liked_buckets: BTreeSet<u32>,
+}
+
+impl ItemCountRows {
+    /// The rows' states, for [`likes_core::reconcile::judge`].
+    pub fn states(&self) -> Vec<CountRowState> {
+        self.rows.iter().map(|(_, row)| row.clone()).collect()
+    }
+}
+
+/// Every item's count rows as reconciliation reads them.
+pub type ItemRows = BTreeMap<ItemId, ItemCountRows>;
 
 #[derive(Debug, Clone)]
 pub struct ReconciliationStore {
