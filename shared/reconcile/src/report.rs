@@ -82,6 +82,10 @@ pub struct DriftReport {
     /// reader added them.
     #[serde(default)]
     pub overflow_markers_restored: u64,
+    /// Likers buckets holding a like of the export that no count row of its item listed, so
+    /// no likers page read them, listed now.
+    #[serde(default)]
+    pub likers_buckets_listed: u64,
     /// The cuts given up since the last run that completed (the last 168), and how many
     /// more were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,6 +177,11 @@ impl DriftReport {
                 self.overflow_markers_restored as f64,
             )
             .value(
+                "LikersBucketsListed",
+                "Count",
+                self.likers_buckets_listed as f64,
+            )
+            .value(
                 "LeaderboardCorrected",
                 "Count",
                 self.leaderboard_corrected as f64,
@@ -234,10 +243,10 @@ impl DriftReport {
                 drift.item_id, drift.like_drift, drift.dislike_drift
             ));
         }
-        if self.overflow_markers_restored > 0 {
+        if self.overflow_markers_restored + self.likers_buckets_listed > 0 {
             text.push_str(&format!(
-                "\n{} overflow markers restored",
-                self.overflow_markers_restored
+                "\n{} overflow markers restored, {} likers buckets listed",
+                self.overflow_markers_restored, self.likers_buckets_listed
             ));
         }
         if self.unknown_state_rows > 0 {

@@ -248,3 +248,48 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
         "a rerun finds the board repaired: {rerun:?}"
     );
 }
+
+/// A like whose count write was lost lost its bucket's listing too. When the item's count
+/// comes out right anyway (a hand edit makes up for it), no correction lists the bucket; the
+/// run still lists every bucket that holds a like in its export, so the liker shows on the
+/// likers page again.
+#[tokio::test]
+async fn a_like_in_an_unlisted_bucket_is_listed_though_the_count_is_right() {
+    let stack = TestStack::builder()
+        .for_reconciliation("function")
+        .start()
+        .await;
+    let item = "game:unlisted";
+    let users = ["first", "second"];
+    for user in users {
+        stack.react(user, item, Like).await;
+    }
+    stack.settle().await;
+    stack.settle_leaderboard().await;
+    // Its count writes lost (the likes taken off and their buckets unlisted), and the count
+    // made up by hand: the drift nets to zero.
+    assert_eq!(stack.uncount_likes(item).await, 2);
+    stack.edit_count_row(item, "D#0", 2).await;
+    let item_id = likes_core::ItemId::parse(item).unwrap();
+    assert_eq!(
+        stack
+            .counts_store()
+            .read(&item_id)
+            .await
+            .unwrap()
+            .like_count,
+        2
+    );
+    assert_eq!(likers_of(&stack, item).await, Vec::<String>::new());
+
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
+    let report = reconcile(&stack, cut).await;
+    assert_eq!(
+        (report.items_drifted, report.likers_added),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(likers_of(&stack, item).await, ["second", "first"]);
+    stack.assert_counts_match_recount(&[item]).await;
+}

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use likes_core::clock::{now_ms, rfc3339};
+use likes_core::likers::bucket_of;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, Verdict};
 use likes_core::ItemId;
@@ -11,7 +12,7 @@ use likes_store::reconciliation::{ItemCountRows, RunState};
 use likes_store::StoreError;
 
 use crate::athena::{AthenaJudge, Judged, JudgedLine, Judgement, ResultLines};
-use crate::export::{Export, Recount, UnknownStateRow, FOREIGN_REPORTED};
+use crate::export::{Export, ExportedLikes, Recount, UnknownStateRow, FOREIGN_REPORTED};
 use crate::report::{DriftReport, GivenUp};
 use crate::ReconcileError;
 
@@ -175,8 +176,12 @@ impl Reconciler {
                 .get(item)
                 .copied()
                 .unwrap_or(Counts::default());
+            let liked = recount
+                .likes
+                .as_ref()
+                .map(|likes| liked_buckets(likes, item));
             let rows = rows.get(item).unwrap_or(&none);
-            let judging = (counted, rows);
+            let judging = (counted, rows, liked.as_ref());
             self.judge_item(state, item, judging, cut, &mut comparison.report)
                 .await?;
             every_so_often(progress, comparison.report.items_checked, total);
@@ -250,8 +255,14 @@ impl Reconciler {
                 }
             }
             let live = self.store.item_count_rows(&item, 0).await?;
-            self.judge_item(state, &item, (recount, &live), cut, &mut comparison.report)
-                .await?;
+            self.judge_item(
+                state,
+                &item,
+                (recount, &live, None),
+                cut,
+                &mut comparison.report,
+            )
+            .await?;
             every_so_often(progress, comparison.report.items_checked, total);
             last = Some(item);
         }
@@ -264,12 +275,13 @@ impl Reconciler {
     /// no reader adds: their marker is named again first, so what is judged is what a reader
     /// reads after the run. Where its likes drifted, the count rows may also miss the likers
     /// buckets of likes the aggregator never took: the buckets that hold a like are listed
-    /// beside the correction.
+    /// beside the correction; and every bucket holding a like of the export (`liked`, when
+    /// the export was read here) is listed too, however the count came out.
     pub(super) async fn judge_item(
         &self,
         state: &RunState,
         item: &ItemId,
-        (recount, rows): (Counts, &ItemCountRows),
+        (recount, rows, liked): (Counts, &ItemCountRows, Option<&BTreeSet<u32>>),
         cut: i64,
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
@@ -281,6 +293,7 @@ impl Reconciler {
         {
             report.overflow_markers_restored += 1;
         }
+        let mut listed = rows.liked_buckets.clone();
         let verdict = judge(recount, &rows.states(), cut);
         let written = match verdict {
             Verdict::Correct(delta) | Verdict::Clamped(delta) => {
@@ -292,6 +305,7 @@ impl Reconciler {
                     let liked = self.likers.buckets_with_likes(item).await?;
                     if !liked.is_empty() {
                         self.store.list_liked_buckets(item, &liked).await?;
+                        listed.extend(liked);
                     }
                 }
                 written
@@ -299,6 +313,18 @@ impl Reconciler {
             Verdict::InSync | Verdict::Deferred => false,
         };
         report.record(item, verdict, written);
+        // A like's count write that was lost lost its bucket's listing too, though the
+        // count may have come out right: a bucket is listed whatever the verdict.
+        let unlisted: BTreeSet<u32> = liked
+            .into_iter()
+            .flatten()
+            .filter(|bucket| !listed.contains(bucket))
+            .copied()
+            .collect();
+        if !unlisted.is_empty() {
+            self.store.list_liked_buckets(item, &unlisted).await?;
+            report.likers_buckets_listed += unlisted.len() as u64;
+        }
         Ok(())
     }
 
@@ -362,6 +388,15 @@ pub(super) fn check_rows_read(
             read: read.unwrap_or(0),
         }),
     }
+}
+
+/// The likers buckets that hold a like of `item` in the export.
+fn liked_buckets(likes: &ExportedLikes, item: &ItemId) -> BTreeSet<u32> {
+    likes
+        .range((item.clone(), String::new())..)
+        .take_while(|((liked, _), _)| liked == item)
+        .map(|((_, user), _)| bucket_of(user))
+        .collect()
 }
 
 /// Reports the compare's progress every [`PROGRESS_EVERY`] items, and at its last.
