@@ -86,6 +86,10 @@ pub struct DriftReport {
     /// no likers page read them, listed now.
     #[serde(default)]
     pub likers_buckets_listed: u64,
+    /// Reactions to removed items the export held (the removal's job never saw them),
+    /// turned to NONE now.
+    #[serde(default)]
+    pub removed_reactions_retracted: u64,
     /// The cuts given up since the last run that completed (the last 168), and how many
     /// more were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -182,6 +186,11 @@ impl DriftReport {
                 self.likers_buckets_listed as f64,
             )
             .value(
+                "RemovedReactionsRetracted",
+                "Count",
+                self.removed_reactions_retracted as f64,
+            )
+            .value(
                 "LeaderboardCorrected",
                 "Count",
                 self.leaderboard_corrected as f64,
@@ -243,10 +252,16 @@ impl DriftReport {
                 drift.item_id, drift.like_drift, drift.dislike_drift
             ));
         }
-        if self.overflow_markers_restored + self.likers_buckets_listed > 0 {
+        let repaired = self.overflow_markers_restored
+            + self.likers_buckets_listed
+            + self.removed_reactions_retracted;
+        if repaired > 0 {
             text.push_str(&format!(
-                "\n{} overflow markers restored, {} likers buckets listed",
-                self.overflow_markers_restored, self.likers_buckets_listed
+                "\n{} overflow markers restored, {} likers buckets listed, {} reactions to \
+                 removed items retracted",
+                self.overflow_markers_restored,
+                self.likers_buckets_listed,
+                self.removed_reactions_retracted
             ));
         }
         if self.unknown_state_rows > 0 {

@@ -202,6 +202,38 @@ impl ModerationStore {
         Ok(output.item.is_some())
     }
 
+    /// Every removed item with the id of its removal: the marks, by a Scan of the table (a
+    /// few rows per moderation action), page by page.
+    pub async fn removals(&self) -> Result<Vec<(ItemId, JobId)>, StoreError> {
+        let mut removals = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("begins_with(#key, :removed)")
+                .expression_attribute_names("#key", attr::KEY)
+                .expression_attribute_values(":removed", AttributeValue::S(REMOVED_PREFIX.into()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| StoreError::aws("Scan (removed items)", err))?;
+            for row in page.items.unwrap_or_default() {
+                let mark: ModerationGuardRow = rows::from_item(row)?;
+                let corrupt =
+                    |err| StoreError::Corrupt(format!("removal mark {}: {err}", mark.key));
+                let item = ItemId::parse(&mark.key[REMOVED_PREFIX.len()..]).map_err(corrupt)?;
+                let job = JobId::parse(&mark.active_id).map_err(corrupt)?;
+                removals.push((item, job));
+            }
+            start = page.last_evaluated_key.filter(|key| !key.is_empty());
+            if start.is_none() {
+                return Ok(removals);
+            }
+        }
+    }
+
     /// Retraction `id`, strongly consistent; `None` when it never existed or was forgotten.
     pub async fn retraction(&self, id: &JobId) -> Result<Option<RetractionJob>, StoreError> {
         let output = self

@@ -66,6 +66,7 @@ mod reconcile_export;
 mod reconcile_local_export;
 mod reconcile_long_life;
 mod reconcile_read_models;
+mod reconcile_removed;
 mod reconcile_support;
 mod scale_model;
 mod simulator_agreement;

@@ -1,6 +1,6 @@
 //! One line of a data file: parsed into a row, classified, and added to the recount.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
 use likes_core::likers::LikeAt;
@@ -89,6 +89,9 @@ pub struct Recount {
     /// lists are repaired from. Likes whose order is unreadable are counted apart.
     pub likes: Option<ExportedLikes>,
     pub unreadable_likes: u64,
+    /// Every dislike, kept beside the likes: with them, every reaction a removed item must
+    /// not hold.
+    pub dislikes: BTreeSet<(ItemId, String)>,
 }
 
 /// Reaction rows in a state that is not LIKE, DISLIKE or NONE: one row with its keys, as the
@@ -161,7 +164,15 @@ impl Recount {
                     }
                 }
             }
-            Some(ReactionState::Dislike) => counts.dislike_count += 1,
+            Some(ReactionState::Dislike) => {
+                counts.dislike_count += 1;
+                // A row whose order is no number is never written again (a retraction adds
+                // to it), as a like of one is never listed.
+                let readable = row.op_id.as_ref().and_then(|op| op.as_u64()).is_some();
+                if self.likes.is_some() && readable {
+                    self.dislikes.insert((item_id, row.user_id));
+                }
+            }
             Some(ReactionState::None) => {}
             None => {
                 tracing::warn!(

@@ -93,6 +93,7 @@ impl Reconciler {
                 let report = &mut comparison.report;
                 self.repair_leaderboard(state, &recount.per_item, deadline_ms, report, progress)
                     .await?;
+                self.retract_removed(state, &recount, report).await?;
                 Some((recount.likes.unwrap_or_default(), recount.unreadable_likes))
             }
             Judging::InAthena { athena, judged } => {

@@ -12,6 +12,10 @@ use crate::ReconcileError;
 pub struct ReconcileConfig {
     pub reactions_table_arn: String,
     pub counts_table: String,
+    /// The Reactions table's name, for the retraction of reactions to removed items.
+    pub reactions_table: String,
+    /// Where removed items are marked.
+    pub moderation_table: String,
     /// The likers lists, repaired from the same export.
     pub likers_table: String,
     pub leaderboard_table: String,
@@ -53,6 +57,8 @@ impl ReconcileConfig {
         Ok(Self {
             reactions_table_arn: var("REACTIONS_TABLE_ARN")?,
             counts_table: var("COUNTS_TABLE")?,
+            reactions_table: var("REACTIONS_TABLE")?,
+            moderation_table: var("MODERATION_TABLE")?,
             likers_table: var("LIKERS_TABLE")?,
             leaderboard_table: var("LEADERBOARD_TABLE")?,
             leaderboard_shards: ConfigError::in_range(

@@ -19,7 +19,7 @@ use std::time::Duration;
 use likes_core::clock::{now_ms, rfc3339};
 use likes_store::pruning::PruningStore;
 use likes_store::reconciliation::{Phase, ReconciliationStore, RunState};
-use likes_store::{FreshnessStore, LeaderboardStore, LikersStore};
+use likes_store::{FreshnessStore, LeaderboardStore, LikersStore, ModerationStore, ReactionsStore};
 
 use crate::athena::AthenaJudge;
 use crate::export::{ExportReader, TableExports};
@@ -48,6 +48,8 @@ pub struct Reconciler {
     freshness: FreshnessStore,
     likers: LikersStore,
     leaderboard: LeaderboardStore,
+    reactions: ReactionsStore,
+    moderation: ModerationStore,
     reader: ExportReader,
     athena: Option<AthenaJudge>,
 }
@@ -71,6 +73,8 @@ impl Reconciler {
             pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
             likers: LikersStore::new(dynamodb.clone(), config.likers_table.clone()),
+            reactions: ReactionsStore::new(dynamodb.clone(), config.reactions_table.clone()),
+            moderation: ModerationStore::new(dynamodb.clone(), config.moderation_table.clone()),
             leaderboard: LeaderboardStore::new(dynamodb.clone(), config.leaderboard_table.clone())
                 .with_board_shards(config.leaderboard_shards),
             reader: ExportReader::new(s3.clone()),

@@ -6,17 +6,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use likes_core::clock::now_ms;
 use likes_core::leaderboard::Window;
 use likes_core::likers::{repair, LikerChange, LikerUpdate};
+use likes_core::moderation::Cause;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, CountRowState, Verdict};
 use likes_core::ItemId;
+use likes_store::reactions::{Retracted, RetractionWrite};
 use likes_store::reconciliation::RunState;
 
 use crate::athena::{JudgedLine, ResultLines};
-use crate::export::ExportedLikes;
+use crate::export::{ExportedLikes, Recount};
 use crate::report::DriftReport;
 use crate::ReconcileError;
 
 use super::{Progress, Reconciler, DEADLINE_MARGIN_MS};
+
+/// The reason a retraction of a removed item's reaction gives when its removal's job row
+/// is gone.
+const REMOVED: &str = "item removed";
 
 impl Reconciler {
     /// Repairs the all-time leaderboard from the recount, as the counts are: every score row
@@ -265,6 +271,61 @@ impl Reconciler {
                     }
                 }
                 _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Retracts every reaction to a removed item that the export holds, a backstop for
+    /// reactions its removal's job never saw (a row written behind the service, or one the
+    /// job's plan of likers entries missed): each is turned to NONE by the removal's own
+    /// conditional retract write (cause `removed`, its job's id and reason), only if it
+    /// is still as the export saw it (written by the cut), so the pipeline takes the counts
+    /// down as for any retraction.
+    pub(super) async fn retract_removed(
+        &self,
+        state: &RunState,
+        recount: &Recount,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        let now = now_ms();
+        for (item, job_id) in self.moderation.removals().await? {
+            let reacted = recount.per_item.get(&item).copied().unwrap_or_default();
+            if reacted.like_count + reacted.dislike_count == 0 {
+                continue;
+            }
+            let job = self.moderation.retraction(&job_id).await?;
+            let write = RetractionWrite {
+                job_id: job_id.as_str(),
+                // The job row may have expired since; its removal's mark stays.
+                reason: job.as_ref().map_or(REMOVED, |job| job.reason.as_str()),
+                cause: Cause::Removed,
+                step: job.as_ref().map_or(0, |job| job.step),
+                cut_ms: Some(state.cut_ms),
+            };
+            let from = (item.clone(), String::new());
+            let liked = recount
+                .likes
+                .iter()
+                .flat_map(|likes| likes.range(from.clone()..));
+            let users = liked
+                .map(|((of, user), _)| (of, user))
+                .take_while(|(of, _)| **of == item)
+                .chain(
+                    recount
+                        .dislikes
+                        .range(from.clone()..)
+                        .map(|(of, user)| (of, user))
+                        .take_while(|(of, _)| **of == item),
+                );
+            for (_, user) in users {
+                let retracted = self
+                    .reactions
+                    .retract(user, item.as_str(), write, now)
+                    .await?;
+                if retracted == Retracted::Now {
+                    report.removed_reactions_retracted += 1;
+                }
             }
         }
         Ok(())
