@@ -270,7 +270,7 @@ fn split(lines: Vec<JudgedLine>) -> (BTreeMap<ItemId, Counts>, BTreeMap<String, 
     let mut totals = BTreeMap::new();
     for line in lines {
         match line {
-            JudgedLine::Drift { item, recount } => {
+            JudgedLine::Drift { item, recount, .. } => {
                 assert!(
                     drifted.insert(item, recount).is_none(),
                     "an item listed twice"

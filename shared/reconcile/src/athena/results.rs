@@ -39,8 +39,14 @@ pub enum JudgedLine {
     Total { kind: String, n: u64 },
     /// An item with rows in no known state: they counted as no change.
     Unknown { item_id: String, rows: u64 },
-    /// An item whose read model differs from its recount, with the recount.
-    Drift { item: ItemId, recount: Counts },
+    /// An item whose read model differs from its recount, with the recount; for counts,
+    /// also an item with overflow rows beyond its marker, which no reader adds, and the
+    /// highest overflow partition holding one (`overflow`, 0 for none).
+    Drift {
+        item: ItemId,
+        recount: Counts,
+        overflow: u32,
+    },
     /// A user's entry in an item's likers list that may need repair: the entry's like when
     /// it is liked, the export's when the user liked the item at the cut.
     Liker {
@@ -212,6 +218,12 @@ impl ResultLines {
                         _ => 0,
                     },
                 },
+                overflow: match field("n") {
+                    "" => 0,
+                    text => text
+                        .parse()
+                        .map_err(|_| self.invalid(format!("overflow {text:?} is not a number")))?,
+                },
             },
             (_, other) => return Err(self.invalid(format!("{other:?} is not a kind of line"))),
         }))
@@ -255,6 +267,7 @@ mod tests {
                 like_count,
                 dislike_count,
             },
+            overflow: 0,
         }
     }
 

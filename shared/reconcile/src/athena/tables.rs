@@ -23,11 +23,13 @@ pub(super) const LIKER_ATTRIBUTES: [(&str, &str); 5] = [
     ("op_id", "N"),
     ("liked_at", "N"),
 ];
-pub(super) const COUNT_ATTRIBUTES: [(&str, &str); 4] = [
+pub(super) const COUNT_ATTRIBUTES: [(&str, &str); 5] = [
     ("item_id", "S"),
     ("shard", "S"),
     ("like_count", "N"),
     ("dislike_count", "N"),
+    // The overflow marker's: rows beyond it are no reader's.
+    ("partitions", "N"),
 ];
 pub(super) const SCORE_ATTRIBUTES: [(&str, &str); 3] =
     [("board", "S"), ("item_id", "S"), ("score", "N")];

@@ -209,7 +209,7 @@ impl Reconciler {
         let mut drifts_begun = false;
         let mut last: Option<ItemId> = None;
         while let Some(line) = lines.next().await? {
-            let (item, recount) = match line {
+            let (item, recount, overflow) = match line {
                 JudgedLine::Total { kind, n } => {
                     match kind.as_str() {
                         "rows" => rows_read = Some(n),
@@ -235,7 +235,11 @@ impl Reconciler {
                     }
                     continue;
                 }
-                JudgedLine::Drift { item, recount } => (item, recount),
+                JudgedLine::Drift {
+                    item,
+                    recount,
+                    overflow,
+                } => (item, recount, overflow),
                 // Only a likers result has these.
                 JudgedLine::Liker { .. } => continue,
             };
@@ -255,7 +259,7 @@ impl Reconciler {
                     return self.pause(comparison, last, total).await.map(Some);
                 }
             }
-            let live = self.store.item_count_rows(&item, 0).await?;
+            let live = self.store.item_count_rows(&item, overflow).await?;
             self.judge_item(
                 state,
                 &item,

@@ -106,7 +106,7 @@ impl Reconciler {
                     _ => {}
                 },
                 JudgedLine::Unknown { .. } | JudgedLine::Liker { .. } => {}
-                JudgedLine::Drift { item, recount } => {
+                JudgedLine::Drift { item, recount, .. } => {
                     if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
                         report.leaderboard_incomplete = true;
                         break;
