@@ -9,7 +9,7 @@ use likes_core::likers::{repair, LikerChange, LikerUpdate};
 use likes_core::moderation::Cause;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, CountRowState, Verdict};
-use likes_core::ItemId;
+use likes_core::{ItemId, JobStatus};
 use likes_store::reactions::{Retracted, RetractionWrite};
 use likes_store::reconciliation::RunState;
 
@@ -295,6 +295,14 @@ impl Reconciler {
                 continue;
             }
             let job = self.moderation.retraction(&job_id).await?;
+            // A removal still running retracts these itself; its next slice would take a
+            // row written under its step for its own. What it misses, a later run finds.
+            if job
+                .as_ref()
+                .is_some_and(|job| job.status == JobStatus::Running)
+            {
+                continue;
+            }
             let write = RetractionWrite {
                 job_id: job_id.as_str(),
                 // The job row may have expired since; its removal's mark stays.
