@@ -164,11 +164,12 @@ impl TestStack {
         .await
     }
 
-    /// Polls moderation job `id` as a moderator until it is done (panics after 60 s);
-    /// returns its last answer.
+    /// Polls moderation job `id` as a moderator until it is done (panics after 120 s: a
+    /// removal sweeps its item's likers buckets until the log and the counts show nothing
+    /// left, a minute on a busy emulator); returns its last answer.
     pub async fn wait_for_retraction(&self, id: &str) -> Value {
         let moderator = format!("Bearer {}", self.moderator_token("moderator"));
-        eventually(std::time::Duration::from_secs(60), async || {
+        eventually(std::time::Duration::from_secs(120), async || {
             let response = self
                 .request("GET", &format!("/v1/moderation/retractions/{id}"), None)
                 .header("authorization", &moderator)

@@ -1,12 +1,10 @@
 //! Removed items against the export: a reaction to an item a moderator removed, which the
 //! removal's job never saw (written behind the service), is retracted by the next run.
 
-use std::time::Duration;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 use likes_core::clock::now_ms;
 use likes_core::ReactionState::Like;
-use likes_tests::{eventually, TestStack};
+use likes_tests::TestStack;
 use serde_json::json;
 
 use crate::reconcile_support::reconcile_next;
@@ -52,22 +50,7 @@ async fn a_reaction_to_a_removed_item_found_in_the_export_is_retracted() {
         .await;
     removal.assert_status(202);
     let id = removal.json()["retraction_id"].as_str().unwrap().to_owned();
-    eventually(Duration::from_secs(60), async || {
-        let job = stack
-            .request("GET", &format!("/v1/moderation/retractions/{id}"), None)
-            .header(
-                "authorization",
-                &format!("Bearer {}", stack.moderator_token("moderator")),
-            )
-            .send()
-            .await
-            .json();
-        if job["status"] == "done" {
-            return Ok(());
-        }
-        Err(format!("the removal is {job}"))
-    })
-    .await;
+    stack.wait_for_retraction(&id).await;
     assert_eq!(state_of(&stack, "fan", removed).await, "NONE");
     // Behind the service, after the removal: a like it never saw.
     let now = now_ms().to_string();
