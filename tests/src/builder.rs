@@ -116,8 +116,8 @@ impl StackBuilder {
     }
 
     /// For reconciliation runs the test starts itself ([`TestStack::reconciler`]) with
-    /// `RecountEngine` `engine` (`function`, or `athena`: the emulator's Athena runs the
-    /// recount query in DuckDB): the pulse is fired, the scheduled reconciliation is not,
+    /// `RecountEngine` `engine` (`function`; `athena`, where the emulator's Athena runs the
+    /// recount query in DuckDB; or `auto`, by the export's size): the pulse is fired, the scheduled reconciliation is not,
     /// and epochs are [`TEST_EPOCH_SECONDS`] long with an export uncertainty of one second,
     /// so a test reaches a cut in seconds. No refresher ranks the boards unless the test
     /// fires it too, so a run leaves the all-time board unchecked (`leaderboard_behind`).

@@ -62,6 +62,10 @@ pub const WHOLE_VARIABLES: &[(&str, usize)] = &[
     ("RECONCILE_LEASE_SECONDS", 3600),
     // Subtotals older than this are pruned whether or not a run completes.
     ("RECONCILE_HORIZON_SECONDS", 7 * 24 * 3600),
+    // Export items the recount by size keeps in the function; Lambda's largest memory
+    // (10,240 MB) holds no more than this at the bytes a row `make bench-reconcile-size`
+    // measures.
+    ("RECOUNT_FUNCTION_MAX_ROWS", 40_000_000),
     ("ERASURE_ROWS_PER_SECOND", 10_000),
     ("MODERATION_ROWS_PER_SECOND", 10_000),
     ("LEADERBOARD_SHARDS", 4096),

@@ -43,7 +43,11 @@ impl Reconciler {
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
             export_arn: export_arn.to_owned(),
-            recounted_by: self.recounted_by().to_owned(),
+            recounted_by: match judging {
+                Judging::InFunction(_) => "function",
+                Judging::InAthena { .. } => "athena",
+            }
+            .to_owned(),
             cuts_given_up: state
                 .given_up
                 .iter()

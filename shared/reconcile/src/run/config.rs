@@ -36,12 +36,42 @@ pub struct ReconcileConfig {
     pub engine: RecountEngine,
 }
 
-/// Where the export is recounted: in the function, which reads every data file (up to some
-/// 10^9 rows in one run), or by Athena over the same files (platform size).
+/// Where the export is recounted: in the function, which reads every data file and holds the
+/// recount, the export's likes and the count rows at once (so its memory grows with the
+/// table), or by Athena over the same files (its work in the function grows with the drift).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecountEngine {
     Function,
     Athena(AthenaConfig),
+    /// Chosen per run from the export's `manifest-summary.json`: in the function up to
+    /// `function_max_rows` items, in Athena above. The bound is measured (`make
+    /// bench-reconcile-size`), not guessed: past it an invocation would not fit its memory.
+    BySize {
+        athena: AthenaConfig,
+        function_max_rows: u64,
+    },
+}
+
+impl RecountEngine {
+    /// Athena's resources, where this engine may use them.
+    pub fn athena(&self) -> Option<&AthenaConfig> {
+        match self {
+            Self::Function => None,
+            Self::Athena(athena) | Self::BySize { athena, .. } => Some(athena),
+        }
+    }
+
+    /// Whether an export of `export_items` items (its manifest-summary's `itemCount`) is
+    /// recounted in Athena.
+    pub fn in_athena(&self, export_items: u64) -> bool {
+        match self {
+            Self::Function => false,
+            Self::Athena(_) => true,
+            Self::BySize {
+                function_max_rows, ..
+            } => export_items > *function_max_rows,
+        }
+    }
 }
 
 impl ReconcileConfig {
@@ -74,24 +104,76 @@ impl ReconcileConfig {
             },
             lease: Duration::from_secs(seconds("RECONCILE_LEASE_SECONDS")? as u64),
             horizon: Duration::from_secs(seconds("RECONCILE_HORIZON_SECONDS")? as u64),
-            engine: match var("RECOUNT_ENGINE")?.as_str() {
-                "function" => RecountEngine::Function,
-                "athena" => RecountEngine::Athena(AthenaConfig {
-                    workgroup: var("ATHENA_WORKGROUP")?,
-                    database: var("GLUE_DATABASE")?,
-                    counts_table_arn: var("COUNTS_TABLE_ARN")?,
-                    leaderboard_table_arn: var("LEADERBOARD_TABLE_ARN")?,
-                    likers_table_arn: var("LIKERS_TABLE_ARN")?,
-                }),
-                other => {
-                    return Err(ConfigError::Choice {
-                        name: "RECOUNT_ENGINE",
-                        allowed: &["function", "athena"],
-                        value: other.to_owned(),
+            engine: {
+                let athena = || -> Result<AthenaConfig, ReconcileError> {
+                    Ok(AthenaConfig {
+                        workgroup: var("ATHENA_WORKGROUP")?,
+                        database: var("GLUE_DATABASE")?,
+                        counts_table_arn: var("COUNTS_TABLE_ARN")?,
+                        leaderboard_table_arn: var("LEADERBOARD_TABLE_ARN")?,
+                        likers_table_arn: var("LIKERS_TABLE_ARN")?,
+                    })
+                };
+                match var("RECOUNT_ENGINE")?.as_str() {
+                    "function" => RecountEngine::Function,
+                    "athena" => RecountEngine::Athena(athena()?),
+                    "auto" => RecountEngine::BySize {
+                        athena: athena()?,
+                        function_max_rows: ConfigError::in_range(
+                            "RECOUNT_FUNCTION_MAX_ROWS",
+                            var("RECOUNT_FUNCTION_MAX_ROWS")?,
+                        )? as u64,
+                    },
+                    other => {
+                        return Err(ConfigError::Choice {
+                            name: "RECOUNT_ENGINE",
+                            allowed: &["auto", "function", "athena"],
+                            value: other.to_owned(),
+                        }
+                        .into())
                     }
-                    .into())
                 }
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(engine: &str) -> Result<ReconcileConfig, ReconcileError> {
+        ReconcileConfig::from_lookup(|name| {
+            Some(
+                match name {
+                    "RECOUNT_ENGINE" => engine,
+                    "LEADERBOARD_SHARDS" | "RECONCILE_EPOCH_SECONDS" => "300",
+                    "EXPORT_UNCERTAINTY_SECONDS" => "60",
+                    "RECONCILE_LEASE_SECONDS" => "900",
+                    "RECONCILE_HORIZON_SECONDS" => "21600",
+                    "RECOUNT_FUNCTION_MAX_ROWS" => "1000",
+                    _ => "x",
+                }
+                .to_owned(),
+            )
+        })
+    }
+
+    #[test]
+    fn by_size_recounts_in_the_function_up_to_the_bound_and_in_athena_past_it() {
+        let engine = config("auto").unwrap().engine;
+        assert!(engine.athena().is_some());
+        assert!(!engine.in_athena(1000));
+        assert!(engine.in_athena(1001));
+    }
+
+    #[test]
+    fn a_fixed_engine_ignores_the_export_size() {
+        let function = config("function").unwrap().engine;
+        assert!(function.athena().is_none());
+        assert!(!function.in_athena(u64::MAX));
+        let athena = config("athena").unwrap().engine;
+        assert!(athena.in_athena(0));
+        assert!(config("spark").is_err());
     }
 }

@@ -55,7 +55,7 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    /// `athena` is used only when the config's engine is Athena.
+    /// `athena` is used only when the config's engine may recount in Athena.
     pub fn new(
         config: ReconcileConfig,
         dynamodb: aws_sdk_dynamodb::Client,
@@ -63,12 +63,10 @@ impl Reconciler {
         athena: aws_sdk_athena::Client,
     ) -> Self {
         Self {
-            athena: match &config.engine {
-                RecountEngine::Function => None,
-                RecountEngine::Athena(athena_config) => {
-                    Some(AthenaJudge::new(athena, s3.clone(), athena_config.clone()))
-                }
-            },
+            athena: config
+                .engine
+                .athena()
+                .map(|athena_config| AthenaJudge::new(athena, s3.clone(), athena_config.clone())),
             store: ReconciliationStore::new(dynamodb.clone(), config.counts_table.clone()),
             pruning: PruningStore::new(dynamodb.clone(), config.counts_table.clone()),
             freshness: FreshnessStore::new(dynamodb.clone(), config.counts_table.clone()),
@@ -318,7 +316,13 @@ impl Reconciler {
                     }
                     progress(Progress::Recounting);
                     let export = self.open_export(export_arn).await?;
-                    let derived = match &self.athena {
+                    // By size, the choice is the export's: every invocation of the run reads
+                    // the same manifest, so every one makes the same choice.
+                    let athena = self
+                        .athena
+                        .as_ref()
+                        .filter(|_| self.config.engine.in_athena(export.summary.item_count));
+                    let derived = match athena {
                         None => None,
                         Some(athena) => {
                             match self

@@ -3,7 +3,7 @@
 
 use likes_aws::AwsError;
 use likes_core::clock::rfc3339;
-use likes_store::reconciliation::RunState;
+use likes_store::reconciliation::{Phase, RunState};
 
 use super::{Reconciler, RecountEngine};
 use crate::report::DriftReport;
@@ -29,7 +29,7 @@ impl Reconciler {
             run_id: state.run_id(),
             cut_ms: state.cut_ms,
             cut: rfc3339(state.cut_ms),
-            recounted_by: self.recounted_by().to_owned(),
+            recounted_by: self.recounted_by(state).to_owned(),
             given_up: Some(reason.clone()),
             ..DriftReport::default()
         };
@@ -44,10 +44,19 @@ impl Reconciler {
         }
     }
 
-    pub(super) fn recounted_by(&self) -> &'static str {
+    /// Where the run's export was to be recounted. By size, a run given up has chosen Athena
+    /// once it asked for the read models' exports; otherwise it says `auto` (the run state
+    /// keeps no choice of its own: the export's manifest makes it).
+    pub(super) fn recounted_by(&self, state: &RunState) -> &'static str {
         match self.config.engine {
             RecountEngine::Function => "function",
             RecountEngine::Athena(_) => "athena",
+            RecountEngine::BySize { .. } => match &state.phase {
+                Phase::Comparing {
+                    derived: Some(_), ..
+                } => "athena",
+                _ => "auto",
+            },
         }
     }
 
