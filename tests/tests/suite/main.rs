@@ -60,6 +60,7 @@ mod reactions_tables;
 mod reconcile_athena_judge;
 mod reconcile_athena_runs;
 mod reconcile_bounds;
+mod reconcile_by_size;
 mod reconcile_cuts;
 mod reconcile_drift;
 mod reconcile_export;
