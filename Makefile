@@ -29,7 +29,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstrap run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-live bench-moderation
+.PHONY: .venv chromium lock lint-template lint-openapi test-web check build build-native check-bootstrap run reconcile test bench-write bench-counts bench-reads bench-cold-start bench-scale bench-reconcile bench-reconcile-size bench-live bench-moderation
 
 # Rebuilt from scratch whenever the pins change, so .venv is exactly the lock.
 $(VENV_STAMP): $(REQUIREMENTS) $(CONSTRAINTS)
@@ -175,6 +175,12 @@ bench-reads: .venv
 # (docs/performance.md).
 bench-reconcile: .venv
 	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench reconcile
+
+# What the in-function recount holds and reads per row at sizes past one invocation's memory,
+# over exports synthesized in AWS's layout (LIKES_BENCH_RECONCILE_SIZES), and where the
+# template's RecountEngine auto sends each.
+bench-reconcile-size: .venv
+	cargo run -q -p likes-local --bin likes-local -- exec -- cargo bench -q -p likes-tests --bench reconcile_size
 
 # Figures, not a timed test: bootstrap size, and cold start (spawn -> first invocation served)
 # of the release bootstrap for the host (x86_64: the arm64 std is not installed here), each
