@@ -5,7 +5,8 @@
 //!   a lease, and a paused compare's checkpoint). Every step is a conditional write on it,
 //!   so two overlapping invocations never both start, or both compare, the same cut.
 //! - `<item>` / `D#C`: the item's correction row, a count row like the others (readers sum
-//!   it), whose `runs` set names every run that corrected it, so a correction is added once.
+//!   it), whose `last_cut` names the last cut that corrected it (runs go forward in cut
+//!   order), so a correction is added once.
 
 mod count_rows;
 mod state;
