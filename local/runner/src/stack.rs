@@ -138,9 +138,12 @@ impl Stack {
     pub async fn start(aws: AwsTarget, options: StackOptions) -> Result<Self, StackError> {
         let web_listener = listen(options.web_addr).await?;
         let web_addr = local_addr(&web_listener, options.web_addr)?;
-        let template = Template::load(&template::default_path())?.with_parameters(
-            local_parameters(options.parameters.clone(), &format!("http://{web_addr}")),
-        );
+        let template =
+            Template::load(&template::default_path())?.with_parameters(local_parameters(
+                options.parameters.clone(),
+                &format!("http://{web_addr}"),
+                aws.serves_athena(),
+            ));
         let secrets: BTreeMap<String, String> = template
             .resources_of("AWS::SecretsManager::Secret")
             .into_keys()
@@ -322,7 +325,15 @@ fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, S
 fn local_parameters(
     mut parameters: BTreeMap<String, String>,
     web_origin: &str,
+    serves_athena: bool,
 ) -> BTreeMap<String, String> {
+    // Where no Athena answers (the simulator), the recount stays in the function: its work
+    // group would have nothing to be created in.
+    if !serves_athena {
+        parameters
+            .entry("RecountEngine".to_owned())
+            .or_insert_with(|| "function".to_owned());
+    }
     for (name, value) in [
         ("AllowedOrigins", web_origin.to_owned()),
         ("JwtIssuer", LOCAL_ISSUER.to_owned()),
