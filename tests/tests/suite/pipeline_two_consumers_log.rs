@@ -301,13 +301,10 @@ async fn a_broadcaster_batch_at_two_consumers_staggered_pushes_counts_that_end_e
     stack.broadcaster().faults().deliver_twice_at_once(staggers);
     // A batch keeps pushing until its counts cover its events (a second or two), so the
     // flips go on without waiting for it, and the log shards' batches overlap.
-    let started = std::time::Instant::now();
+    // Bounded by rounds, not by the clock: a busy machine delivers fewer batches a second.
     let mut round = 0;
     while stack.broadcaster().faults().armed() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the staggered deliveries were not all played"
-        );
+        assert!(round < 300, "the staggered deliveries were not all played");
         flips(&stack, "a", round * 4..(round + 1) * 4).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         round += 1;
