@@ -56,6 +56,21 @@ impl LogShards {
         }
     }
 
+    /// When the stream was created (epoch millis): no record on any of its shards arrived
+    /// before, so a shard nobody has read yet starts no earlier.
+    pub async fn created_ms(&self) -> Result<i64, AwsError> {
+        let summary = self
+            .client
+            .describe_stream_summary()
+            .stream_arn(&self.stream_arn)
+            .send()
+            .await
+            .map_err(|err| AwsError::new("DescribeStreamSummary", err))?;
+        Ok(summary.stream_description_summary.map_or(0, |stream| {
+            stream.stream_creation_timestamp.to_millis().unwrap_or(0)
+        }))
+    }
+
     /// Puts a heartbeat at `at_ms` on `shard` (by its starting hash key).
     pub async fn put_heartbeat(&self, shard: &LogShard, at_ms: i64) -> Result<(), AwsError> {
         self.client

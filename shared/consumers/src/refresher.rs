@@ -83,6 +83,9 @@ pub struct BoardRefresher {
     seen: Mutex<Option<Seen>>,
     /// When this invocation last put a heartbeat on each shard.
     heartbeats: Mutex<BTreeMap<String, i64>>,
+    /// When the log was created, read once per container: the start of a shard nobody has
+    /// read yet and whose ancestors have no progress.
+    log_created_ms: tokio::sync::OnceCell<i64>,
 }
 
 impl BoardRefresher {
@@ -98,6 +101,7 @@ impl BoardRefresher {
             config,
             seen: Mutex::new(None),
             heartbeats: Mutex::new(BTreeMap::new()),
+            log_created_ms: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -139,7 +143,11 @@ impl BoardRefresher {
                 applied_through_ms: p.applied_through_ms,
             })
             .collect();
-        let as_of_ms = board_as_of(&shards, &logged);
+        let log_created_ms = *self
+            .log_created_ms
+            .get_or_try_init(|| self.log_shards.created_ms())
+            .await?;
+        let as_of_ms = board_as_of(&shards, &logged, log_created_ms);
         let today = Window::day_of(started_ms);
         let mut boards = BTreeSet::new();
         let mut moved = false;

@@ -200,10 +200,14 @@ pub struct LogProgress {
 /// A listed shard without progress (a child of a reshard not read yet, a shard that has
 /// carried nothing) has records nobody applied, each arrived after it opened: it holds
 /// `as_of` at its start, which the log does not say but its parents' progress bounds, since
-/// it opened when they closed, after every record on them arrived ([`log_shard_start`]).
-/// Where no ancestor's progress is known, nothing bounds it and there is no `as_of`; the
-/// refresher's heartbeat gives such a shard progress within seconds.
-pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64> {
+/// it opened when they closed, after every record on them arrived ([`log_shard_start`]);
+/// where no ancestor's progress is known, the log's own creation (`log_opened_ms`) bounds
+/// it. The refresher's heartbeat gives such a shard progress within seconds.
+pub fn board_as_of(
+    shards: &[LogShard],
+    progress: &[LogProgress],
+    log_opened_ms: i64,
+) -> Option<i64> {
     let progress_of = |id: &str| progress.iter().find(|p| p.shard_id == id);
     let continued = |id: &str| {
         shards
@@ -230,7 +234,12 @@ pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64>
         {
             continue;
         }
-        held.push(log_shard_start(shards, progress, &shard.shard_id)?);
+        held.push(log_shard_start(
+            shards,
+            progress,
+            log_opened_ms,
+            &shard.shard_id,
+        ));
     }
     progress
         .iter()
@@ -243,25 +252,39 @@ pub fn board_as_of(shards: &[LogShard], progress: &[LogProgress]) -> Option<i64>
 /// A time no record of log shard `id` arrived before, as far as the shards' progress says:
 /// the latest arrival applied on one of its parents (each closed as it opened, so every
 /// record on them arrived before any on it), or, for a parent without progress, that
-/// parent's own start. `None` where no ancestor has progress.
-pub fn log_shard_start(shards: &[LogShard], progress: &[LogProgress], id: &str) -> Option<i64> {
+/// parent's own start; for a shard without parents, or none the log still lists, the log's
+/// creation (`log_opened_ms`), before which nothing arrived.
+pub fn log_shard_start(
+    shards: &[LogShard],
+    progress: &[LogProgress],
+    log_opened_ms: i64,
+    id: &str,
+) -> i64 {
     // Reshards form a graph without cycles; the bound only guards a corrupt listing.
-    fn start(shards: &[LogShard], progress: &[LogProgress], id: &str, depth: usize) -> Option<i64> {
-        let shard = shards.iter().find(|s| s.shard_id == id)?;
+    fn start(
+        shards: &[LogShard],
+        progress: &[LogProgress],
+        opened: i64,
+        id: &str,
+        depth: usize,
+    ) -> i64 {
+        let Some(shard) = shards.iter().find(|s| s.shard_id == id) else {
+            return opened;
+        };
         if depth > shards.len() {
-            return None;
+            return opened;
         }
         shard
             .parents()
-            .filter_map(
+            .map(
                 |parent| match progress.iter().find(|p| p.shard_id == parent) {
-                    Some(p) => Some(p.applied_through_ms),
-                    None => start(shards, progress, parent, depth + 1),
+                    Some(p) => p.applied_through_ms,
+                    None => start(shards, progress, opened, parent, depth + 1),
                 },
             )
-            .max()
+            .fold(opened, i64::max)
     }
-    start(shards, progress, id, 0)
+    start(shards, progress, log_opened_ms, id, 0)
 }
 
 /// The log shards whose progress is no longer needed: not listed by the log (a closed shard
@@ -449,6 +472,9 @@ mod tests {
         }
     }
 
+    /// When the log was created, before any record on it.
+    const OPENED: i64 = 500;
+
     fn at(id: &str, through: &str, applied_ms: i64) -> LogProgress {
         LogProgress {
             shard_id: id.into(),
@@ -467,7 +493,11 @@ mod tests {
         ];
         // Closed but not read to its end, and no child started: it still holds as_of.
         assert_eq!(
-            board_as_of(&shards, &[at("p", "850", 1_000), at("q", "5", 9_000)]),
+            board_as_of(
+                &shards,
+                &[at("p", "850", 1_000), at("q", "5", 9_000)],
+                OPENED
+            ),
             Some(1_000)
         );
         // Read to its ending sequence number (compared as numbers, not text), its children
@@ -475,7 +505,8 @@ mod tests {
         assert_eq!(
             board_as_of(
                 &[shards[0].clone(), shards[3].clone()],
-                &[at("p", "900", 1_000), at("q", "5", 9_000)]
+                &[at("p", "900", 1_000), at("q", "5", 9_000)],
+                OPENED
             ),
             Some(9_000)
         );
@@ -488,7 +519,8 @@ mod tests {
                     at("c1", "1001", 8_000),
                     at("c2", "1000", 7_000),
                     at("q", "5", 9_000)
-                ]
+                ],
+                OPENED
             ),
             Some(7_000)
         );
@@ -501,11 +533,14 @@ mod tests {
                     at("gone", "1", 10),
                     at("c1", "1001", 9_500),
                     at("c2", "1000", 9_500)
-                ]
+                ],
+                OPENED
             ),
             Some(9_000)
         );
-        assert_eq!(board_as_of(&shards, &[]), None);
+        // Nothing read yet: every record arrived after the log was created.
+        assert_eq!(board_as_of(&shards, &[], OPENED), Some(OPENED));
+        assert_eq!(board_as_of(&[], &[], OPENED), None);
     }
 
     #[test]
@@ -525,13 +560,18 @@ mod tests {
                     at("p", "900", 1_000),
                     at("c2", "1000", 7_000),
                     at("q", "5", 9_000)
-                ]
+                ],
+                OPENED
             ),
             Some(1_000)
         );
         // Read to its end, neither child read yet.
         assert_eq!(
-            board_as_of(&shards, &[at("p", "900", 1_000), at("q", "5", 9_000)]),
+            board_as_of(
+                &shards,
+                &[at("p", "900", 1_000), at("q", "5", 9_000)],
+                OPENED
+            ),
             Some(1_000)
         );
         // Once each child has progress, they hold it at their own.
@@ -543,13 +583,17 @@ mod tests {
                     at("c1", "1001", 8_000),
                     at("c2", "1000", 7_000),
                     at("q", "5", 9_000)
-                ]
+                ],
+                OPENED
             ),
             Some(7_000)
         );
-        // A shard that never carried a record, with no ancestor's progress: nothing bounds
-        // its records, so there is no as_of until it has progress.
-        assert_eq!(board_as_of(&shards, &[at("q", "5", 9_000)]), None);
+        // A shard that never carried a record, with no ancestor's progress: its records
+        // arrived after the log was created, which holds as_of until it has progress.
+        assert_eq!(
+            board_as_of(&shards, &[at("q", "5", 9_000)], OPENED),
+            Some(OPENED)
+        );
     }
 
     #[test]
@@ -566,11 +610,11 @@ mod tests {
         ];
         let progress = [at("p", "900", 1_000), at("c1", "1500", 4_000)];
         // The merge child opened after both its parents' records: the later bound holds.
-        assert_eq!(log_shard_start(&shards, &progress, "m"), Some(4_000));
+        assert_eq!(log_shard_start(&shards, &progress, OPENED, "m"), 4_000);
         // A grandchild through a parent without progress: the grandparent's bound.
-        assert_eq!(log_shard_start(&shards, &progress, "g"), Some(1_000));
-        assert_eq!(log_shard_start(&shards, &progress, "p"), None);
-        assert_eq!(board_as_of(&shards, &progress), Some(1_000));
+        assert_eq!(log_shard_start(&shards, &progress, OPENED, "g"), 1_000);
+        assert_eq!(log_shard_start(&shards, &progress, OPENED, "p"), OPENED);
+        assert_eq!(board_as_of(&shards, &progress, OPENED), Some(1_000));
     }
 
     #[test]

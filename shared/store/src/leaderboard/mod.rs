@@ -64,7 +64,7 @@ const INTENT_HEAD: &str = "head";
 pub struct Board {
     pub entries: Vec<Entry>,
     /// Every event that reached the log before this time (epoch ms), on any of its shards,
-    /// is on the board; `None` while a shard not read yet has no start to count from
+    /// is on the board; `None` before the first refresh
     /// ([`likes_core::leaderboard::board_as_of`]).
     pub as_of_ms: Option<i64>,
 }
