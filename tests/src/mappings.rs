@@ -14,16 +14,19 @@ impl TestStack {
             .expect("template.yaml maps the Reactions stream to AggregatorFunction")
     }
 
-    /// A second mapping of the aggregator on the Reactions stream, identical to the
-    /// template's (its own checkpoints, from its starting position): what CloudFormation
-    /// runs beside the old mapping while it replaces it. Dropping it stops it.
-    pub fn second_aggregator_mapping(&self) -> likes_local::event_source_mapping::Pipeline {
+    /// A second mapping identical to `mapping` (its own checkpoints, from its starting
+    /// position): what CloudFormation runs beside the old mapping while it replaces it.
+    /// Dropping it stops it.
+    pub fn second_mapping(
+        &self,
+        mapping: &likes_local::event_source_mapping::Pipeline,
+    ) -> likes_local::event_source_mapping::Pipeline {
         likes_local::event_source_mapping::Pipeline::start(
-            self.pipeline().config().clone(),
+            mapping.config().clone(),
             crate::stream_shards(),
             &self.stack.aws.sdk,
         )
-        .expect("the aggregator's mapping starts a second time")
+        .expect("the mapping starts a second time")
     }
 
     /// The publisher's event source mapping: the event log's faults and counters.

@@ -36,6 +36,30 @@ pub(super) async fn flips(stack: &TestStack, tag: &str, users: std::ops::Range<u
     }
 }
 
+/// Flips by users `during-u<i>`, `per_round` of them at a time with `pause` after each
+/// round, for `load`: the traffic a replaced mapping meets.
+pub(super) async fn flip_for(stack: &TestStack, load: Duration, per_round: usize, pause: Duration) {
+    let started = std::time::Instant::now();
+    let mut round = 0;
+    while started.elapsed() < load {
+        flips(stack, "during", round * per_round..(round + 1) * per_round).await;
+        tokio::time::sleep(pause).await;
+        round += 1;
+    }
+}
+
+/// Waits until a second mapping applied everything it read, which must be something.
+pub(super) async fn settle_second(second: &likes_local::event_source_mapping::Pipeline) {
+    let counters = second
+        .settle(Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        counters.records_delivered > 0 && counters.invocations > 0,
+        "the second mapping delivered nothing: {counters:?}"
+    );
+}
+
 /// One batch after another handed to a second instance too, started 0 to 60 ms after the
 /// first: on the emulator (a few milliseconds a request) its reads and writes fall before,
 /// between and after each of the first's (the shard's progress read, the intent, each count
@@ -66,21 +90,9 @@ async fn a_batch_at_two_consumers_staggered_at_every_step_counts_each_flip_once(
 async fn a_second_mapping_beside_the_first_under_load_counts_each_flip_once() {
     let stack = TestStack::start().await;
     flips(&stack, "before", 0..30).await;
-    let second = stack.second_aggregator_mapping();
-    let started = std::time::Instant::now();
-    let mut round = 0;
-    while started.elapsed() < Duration::from_secs(40) {
-        flips(&stack, "during", round * 20..(round + 1) * 20).await;
-        round += 1;
-    }
+    let second = stack.second_mapping(stack.pipeline());
+    flip_for(&stack, Duration::from_secs(40), 20, Duration::ZERO).await;
     stack.settle().await;
-    let both = second
-        .settle(Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        both.records_delivered > 0 && both.invocations > 0,
-        "the second mapping delivered nothing: {both:?}"
-    );
+    settle_second(&second).await;
     stack.assert_counts_match_recount(&ITEMS).await;
 }

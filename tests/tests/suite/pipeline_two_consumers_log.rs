@@ -14,7 +14,7 @@ use likes_core::ReactionState::{Dislike, Like};
 use likes_tests::TestStack;
 use serde_json::{json, Value};
 
-use super::pipeline_two_consumers::{flips, staggers, ITEMS};
+use super::pipeline_two_consumers::{flip_for, flips, settle_second, staggers, ITEMS};
 
 /// Rows an erasure deletes, or a retraction turns to NONE, a second: a job of a few
 /// reactions takes several slices, so the second instances meet slices that write.
@@ -116,28 +116,16 @@ async fn a_second_leaderboard_mapping_beside_the_first_scores_and_lists_each_fli
     let stack = TestStack::start().await;
     flips(&stack, "before", 0..30).await;
     stack.settle_leaderboard().await;
-    let second = likes_local::event_source_mapping::Pipeline::start(
-        stack.leaderboard().config().clone(),
-        likes_tests::stream_shards(),
-        &stack.stack.aws.sdk,
+    let second = stack.second_mapping(stack.leaderboard());
+    flip_for(
+        &stack,
+        Duration::from_secs(15),
+        5,
+        Duration::from_millis(200),
     )
-    .expect("the leaderboard's mapping starts a second time");
-    let started = std::time::Instant::now();
-    let mut round = 0;
-    while started.elapsed() < Duration::from_secs(15) {
-        flips(&stack, "during", round * 5..(round + 1) * 5).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        round += 1;
-    }
+    .await;
     stack.settle_leaderboard().await;
-    let both = second
-        .settle(Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        both.records_delivered > 0 && both.invocations > 0,
-        "the second mapping delivered nothing: {both:?}"
-    );
+    settle_second(&second).await;
     assert_read_models_equal_the_reactions_table(&stack).await;
 }
 
