@@ -66,6 +66,8 @@ impl LogShards {
             .send()
             .await
             .map_err(|err| AwsError::new("DescribeStreamSummary", err))?;
+        // A summary without its time (never, on AWS) falls back to the epoch: still a time
+        // before every record, only a useless one.
         Ok(summary.stream_description_summary.map_or(0, |stream| {
             stream.stream_creation_timestamp.to_millis().unwrap_or(0)
         }))
