@@ -307,3 +307,108 @@ async fn the_event_log_holds_exactly_the_flips_even_when_puts_fail() {
     assert_eq!(seen, log.flips);
     stack.assert_counts_match_recount(&items).await;
 }
+
+/// A stream record of `user`'s row on `item`, as Lambda hands it to the aggregator: a
+/// LIKE's INSERT (`like`) or a MODIFY that changes nothing, stamped `stamped_ms`.
+fn stream_record(
+    user: &str,
+    item: &str,
+    sequence: u64,
+    stamped_ms: i64,
+    like: bool,
+) -> serde_json::Value {
+    let row = |state: &str| {
+        serde_json::json!({
+            "user_id": {"S": user}, "item_id": {"S": item}, "state": {"S": state},
+            "op_id": {"N": "1"}, "updated_at": {"N": stamped_ms.to_string()},
+            "liked_at": {"N": stamped_ms.to_string()},
+        })
+    };
+    let mut change = serde_json::json!({
+        "ApproximateCreationDateTime": stamped_ms as f64 / 1000.0,
+        "Keys": {"user_id": {"S": user}, "item_id": {"S": item}},
+        "NewImage": row("LIKE"),
+        "SequenceNumber": format!("{sequence:021}"),
+        "SizeBytes": 100,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    });
+    if !like {
+        change["OldImage"] = row("LIKE");
+    }
+    serde_json::json!({
+        "eventID": format!("{sequence}"),
+        "eventName": if like { "INSERT" } else { "MODIFY" },
+        "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": change,
+    })
+}
+
+/// Stream times are approximate: a record may be stamped before one ahead of it on its
+/// shard. Such a record is applied like any other, whether it changes nothing (the
+/// watermark already covers it) or adds a like (the progress moves past it while the
+/// watermark stays ahead); neither leaves the shard retrying the batch for ever.
+#[tokio::test]
+async fn a_record_stamped_before_the_watermark_is_applied_and_the_watermark_never_goes_back() {
+    use aws_lambda_events::event::dynamodb::{TimeWindowEvent, TimeWindowEventResponse};
+    use likes_consumers::{Aggregator, AggregatorConfig};
+
+    let stack = TestStack::start().await;
+    let mut environment = stack
+        .stack
+        .function_environment(likes_tests::AGGREGATOR_FUNCTION)
+        .unwrap();
+    // A chunk per record: each record is its own step.
+    environment.insert("CHUNK_RECORDS".into(), "1".into());
+    let config = AggregatorConfig::from_lookup(|name| environment.get(name).cloned()).unwrap();
+    let aggregator = Aggregator::new(config, stack.dynamodb());
+    let item = "game:stamped";
+    // Stamped in whole seconds, as DynamoDB Streams stamps them.
+    let t = likes_core::clock::now_ms() / 1000 * 1000 - 10_000;
+    // A like, a no-op stamped 3 s later, then a no-op and a like both stamped before it.
+    let records = [
+        stream_record("first", item, 100, t, true),
+        stream_record("second", item, 200, t + 3_000, false),
+        stream_record("third", item, 300, t + 2_000, false),
+        stream_record("fourth", item, 400, t + 1_000, true),
+    ];
+    let shard = "shardId-stamped";
+    let batch = serde_json::json!({
+        "Records": records,
+        "window": {"start": "2026-12-07T00:00:00Z", "end": "2026-12-07T00:01:00Z"},
+        "state": {},
+        "shardId": shard,
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/Reactions/stream/1",
+        "isFinalInvokeForWindow": false,
+        "isWindowTerminatedEarly": false,
+    });
+    let event: TimeWindowEvent = serde_json::from_value(batch).unwrap();
+    // Delivered, then delivered again (a duplicate changes nothing).
+    for delivery in 0..2 {
+        let response: TimeWindowEventResponse = aggregator
+            .handle(lambda_runtime::LambdaEvent::new(
+                event.clone(),
+                lambda_runtime::Context::default(),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            response.batch_item_failures.is_empty(),
+            "delivery {delivery} failed at {:?}",
+            response
+                .batch_item_failures
+                .iter()
+                .map(|f| &f.item_identifier)
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(counts(&stack, item).await.like_count, 2);
+    let watermarks = likes_store::FreshnessStore::new(stack.dynamodb(), stack.name("CountsTable"))
+        .watermarks(&[shard.to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(
+        watermarks[shard].stream_time_ms,
+        t + 3_000,
+        "the watermark stays at the latest stamp it reached"
+    );
+}

@@ -21,6 +21,9 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -214,12 +217,15 @@ impl CountsWriter {
     }
 
     /// Moves the shard's watermark to `stream_time_ms` and, after an intent, its progress to
-    /// `through_seq` and to that intent; on condition the progress is still `was`, and the
-    /// watermark not past `stream_time_ms`. `false` when another consumer of the shard moved
-    /// it first: nothing was written. Records that change nothing move the watermark only:
-    /// they are no work to skip, and a progress that moves only with a completed intent is
-    /// never claimed from twice ([`Self::begin`]). Puts off the row's expiry to
-    /// [`REPLAY_HORIZON_MS`] from `now_ms`.
+    /// `through_seq` and to that intent; on condition the progress is still `was`. `false`
+    /// when another consumer of the shard moved it first: nothing was written. Records that
+    /// change nothing move the watermark only: they are no work to skip, and a progress that
+    /// moves only with a completed intent is never claimed from twice ([`Self::begin`]).
+    /// The watermark never goes back: stream times are approximate, so a record may be
+    /// stamped before one the watermark already passed (and a retry may deliver fewer
+    /// records than a watermark-only move covered); the watermark then stays where it is,
+    /// and only the progress moves. Puts off the row's expiry to [`REPLAY_HORIZON_MS`] from
+    /// `now_ms`.
     pub async fn advance(
         &self,
         shard: &str,
@@ -227,8 +233,42 @@ impl CountsWriter {
         to: Advance<'_>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
+        let result = self.move_progress(shard, was, to, true, now_ms).await;
+        let held = match result {
+            Ok(_) => return Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed
+                    .item()
+                    .and_then(|old| old.get(THROUGH_SEQ))
+                    .and_then(|seq| seq.as_s().ok())
+                    .cloned(),
+                _ => return Err(StoreError::aws("UpdateItem", err)),
+            },
+        };
+        if held.as_deref() != was.map(|was| was.through_seq.as_str()) {
+            return Ok(false);
+        }
+        // Refused only for the watermark, already past these records: what else moves
+        // (the progress, the probe key the shard saw last) moves without it.
+        if to.completed.is_none() && to.probe_key.is_none() {
+            return Ok(true);
+        }
+        let result = self.move_progress(shard, was, to, false, now_ms).await;
+        condition_held("UpdateItem", result)
+    }
+
+    /// The UpdateItem of [`Self::advance`]: the progress and the probe key on condition the
+    /// progress is still `was`, and with `watermark` the watermark too, on condition it is
+    /// not past `to.stream_time_ms` (the row as it was comes back when refused).
+    async fn move_progress(
+        &self,
+        shard: &str,
+        was: Option<&ShardProgress>,
+        to: Advance<'_>,
+        watermark: bool,
+        now_ms: i64,
+    ) -> Result<UpdateItemOutput, SdkError<UpdateItemError, HttpResponse>> {
         let mut sets = vec![
-            format!("{STREAM_TIME} = :t"),
             format!("{UPDATED_AT} = :now"),
             "expires_at = :expires".to_owned(),
         ];
@@ -240,9 +280,26 @@ impl CountsWriter {
                 watermark_partition(shard),
                 WATERMARK_ROW.into(),
             )))
-            .expression_attribute_values(":t", number(to.stream_time_ms))
             .expression_attribute_values(":now", number(now_ms))
-            .expression_attribute_values(":expires", number((now_ms + REPLAY_HORIZON_MS) / 1000));
+            .expression_attribute_values(":expires", number((now_ms + REPLAY_HORIZON_MS) / 1000))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let mut condition = match was {
+            None => format!("attribute_not_exists({THROUGH_SEQ})"),
+            Some(was) => {
+                update = update.expression_attribute_values(
+                    ":was",
+                    AttributeValue::S(was.through_seq.clone()),
+                );
+                format!("{THROUGH_SEQ} = :was")
+            }
+        };
+        if watermark {
+            sets.push(format!("{STREAM_TIME} = :t"));
+            condition.push_str(&format!(
+                " AND (attribute_not_exists({STREAM_TIME}) OR {STREAM_TIME} <= :t)"
+            ));
+            update = update.expression_attribute_values(":t", number(to.stream_time_ms));
+        }
         if let Some(probe) = to.probe_key {
             sets.push(format!("{PROBE_KEY} = :p"));
             update = update.expression_attribute_values(":p", AttributeValue::S(probe.to_owned()));
@@ -254,24 +311,11 @@ impl CountsWriter {
                 .expression_attribute_values(":seq", AttributeValue::S(through_seq.to_owned()))
                 .expression_attribute_values(":n", number(n));
         }
-        let unmoved = match was {
-            None => format!("attribute_not_exists({THROUGH_SEQ})"),
-            Some(was) => {
-                update = update.expression_attribute_values(
-                    ":was",
-                    AttributeValue::S(was.through_seq.clone()),
-                );
-                format!("{THROUGH_SEQ} = :was")
-            }
-        };
-        let result = update
-            .condition_expression(format!(
-                "{unmoved} AND (attribute_not_exists({STREAM_TIME}) OR {STREAM_TIME} <= :t)"
-            ))
+        update
+            .condition_expression(condition)
             .update_expression(format!("SET {}", sets.join(", ")))
             .send()
-            .await;
-        condition_held("UpdateItem", result)
+            .await
     }
 
     /// Tells readers of `item` to add its overflow partitions `1..=partitions`. Written before
