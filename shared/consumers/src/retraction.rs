@@ -251,7 +251,7 @@ impl Retractor {
         let end = slice_end(&job.planned, page);
         // A sweep from the start that found nothing began with this slice (`now_ms`).
         let finished = match end {
-            SliceEnd::Done if job.may_finish(now_ms) => self.nothing_left(job, now_ms).await?,
+            SliceEnd::Done if job.may_finish(now_ms) => self.nothing_left(job).await?,
             _ => false,
         };
         let (applied, done) = match end {
@@ -295,21 +295,17 @@ impl Retractor {
         Ok((if applied { retracted } else { 0 }, done && applied))
     }
 
-    /// Whether a sweep from the start, begun at `swept_from_ms`, that found nothing leaves
-    /// nothing: a user's reactions are read from the Reactions table itself, a removed item's
-    /// from the likers entries the log feeds, so a removal also needs the item's counts to
-    /// hold nothing as of after the sweep began ([`counted_out`]).
-    async fn nothing_left(
-        &self,
-        job: &RetractionJob,
-        swept_from_ms: i64,
-    ) -> Result<bool, StoreError> {
+    /// Whether a settled sweep from the start that found nothing leaves nothing: a user's
+    /// reactions are read from the Reactions table itself, a removed item's from the likers
+    /// entries the log feeds, so a removal also needs the item's counts to hold nothing as
+    /// of after the job settled ([`counted_out`]).
+    async fn nothing_left(&self, job: &RetractionJob) -> Result<bool, StoreError> {
         let Target::Item { item_id } = job.target() else {
             return Ok(true);
         };
         let as_of = self.counts.as_of().await;
         let stored = self.counts.stored_sum(item_id).await?;
-        let empty = counted_out(as_of, swept_from_ms, stored.like, stored.dislike);
+        let empty = counted_out(as_of, job.settled_at_ms(), stored.like, stored.dislike);
         if !empty {
             tracing::info!(
                 retraction_id = %job.id,

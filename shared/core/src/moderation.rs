@@ -167,15 +167,17 @@ impl RetractionJob {
     }
 }
 
-/// Whether a removal's sweep from the start, begun at `swept_from_ms` after the job settled,
-/// that found nothing in the likers entries has truly nothing left: the item's counts hold
-/// no reaction (`likes` and `dislikes`, summed as stored, not clamped) as of a time past the
-/// sweep's start (`as_of_ms`). Every reaction to the item landed before the settle and every
-/// retraction before the sweep, and each flip is counted exactly once, so counts of zero
-/// that late leave no reaction the log has not shown yet; anything else, and the job sweeps
-/// again. (A count that drifted keeps the job sweeping until reconciliation puts it right.)
-pub fn counted_out(as_of_ms: Option<i64>, swept_from_ms: i64, likes: i64, dislikes: i64) -> bool {
-    as_of_ms.is_some_and(|as_of| as_of >= swept_from_ms) && likes == 0 && dislikes == 0
+/// Whether a removal that found nothing in the likers entries has truly nothing left: the
+/// item's counts hold no reaction (`likes` and `dislikes`, summed as stored, not clamped) as
+/// of a time past the job's settle (`as_of_ms` against `settled_at_ms`). Every reaction to
+/// the item landed before the settle, so by then each one is counted, and each flip is
+/// counted exactly once; a user's flips alternate, so each user adds a like (or a dislike)
+/// to the sum until their retraction is counted too. Counts of zero that late therefore
+/// leave no reaction the log has not shown yet, however far it lags; anything else, and the
+/// job sweeps again. (A count that drifted keeps the job sweeping until reconciliation puts
+/// it right.)
+pub fn counted_out(as_of_ms: Option<i64>, settled_at_ms: i64, likes: i64, dislikes: i64) -> bool {
+    as_of_ms.is_some_and(|as_of| as_of >= settled_at_ms) && likes == 0 && dislikes == 0
 }
 
 /// What a moderator did.
@@ -299,11 +301,11 @@ mod tests {
     }
 
     #[test]
-    fn a_removal_ends_only_on_counts_of_zero_past_its_last_sweep() {
+    fn a_removal_ends_only_on_counts_of_zero_past_its_settle() {
         assert!(counted_out(Some(5_000), 5_000, 0, 0));
         assert!(
             !counted_out(Some(4_999), 5_000, 0, 0),
-            "as_of before the sweep"
+            "as_of before the settle"
         );
         assert!(!counted_out(None, 5_000, 0, 0), "as_of unknown");
         assert!(
