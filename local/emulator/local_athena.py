@@ -40,7 +40,8 @@ CREATE_TABLE = re.compile(
     re.I | re.S,
 )
 DROP_TABLE = re.compile(rf"^\s*DROP\s+TABLE\s+(IF\s+EXISTS\s+)?({NAME})\s*$", re.I)
-TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN)\s+({NAME}(?:\.{NAME})?)\b", re.I)
+# A table a statement reads; `JOIN UNNEST(...)` and other calls are not tables.
+TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN)\s+({NAME}(?:\.{NAME})?)\b(?!\s*\()", re.I)
 # A common table expression's name (`WITH name AS (`, `, name AS (`): not a table of the catalog.
 CTE_NAME = re.compile(rf"(?:\bWITH|,)\s+({NAME})\s+AS\s*\(", re.I)
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
