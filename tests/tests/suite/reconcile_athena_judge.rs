@@ -87,6 +87,7 @@ impl Exports {
             cut_epoch: cut,
             last_epoch: cut + 1,
             settled_before_ms: cut * period.length_ms - period.uncertainty_ms,
+            removed: &[],
         }
     }
 }
@@ -282,7 +283,9 @@ fn split(lines: Vec<JudgedLine>) -> (BTreeMap<ItemId, Counts>, BTreeMap<String, 
             JudgedLine::Unknown { item_id, rows } => {
                 totals.insert(format!("unknown {item_id}"), rows);
             }
-            liker @ JudgedLine::Liker { .. } => panic!("{liker:?} in a counts result"),
+            liker @ (JudgedLine::Liker { .. }
+            | JudgedLine::Unlisted { .. }
+            | JudgedLine::Removed { .. }) => panic!("{liker:?} in a counts result"),
         }
     }
     (drifted, totals)
@@ -412,10 +415,17 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
     let mut exported = recount.likes.clone().expect("the likes were kept");
     let mut expected = BTreeSet::new();
     let store = likes_store::LikersStore::new(stack.dynamodb(), stack.name("LikersTable"));
+    // And every bucket holding a liked entry that no count row of its item lists.
+    let mut expected_unlisted = BTreeSet::new();
     let mut start = None;
     loop {
         let (entries, next) = store.liked_page(start).await.unwrap();
         for (item, user, listed) in entries {
+            let bucket = likes_core::likers::bucket_of(&user);
+            let buckets = stack.counts_store().liked_buckets(&item).await.unwrap();
+            if !buckets.contains(&bucket) {
+                expected_unlisted.insert((item.clone(), bucket));
+            }
             let key = (item.clone(), user.clone());
             let export = exported.get(&key).copied();
             if export.is_some_and(|export| listed.order() >= export.order()) {
@@ -441,17 +451,22 @@ async fn athena_judges_counts_and_scores_as_the_functions_compare_does() {
     }
     expected.extend(exported.into_keys());
     let mut listed = BTreeSet::new();
+    let mut unlisted = BTreeSet::new();
     let mut unreadable = None;
     for line in lines(&athena, &result.likers, Judgement::Likers).await {
         match line {
             JudgedLine::Liker { item, user_id, .. } => {
                 assert!(listed.insert((item, user_id)), "a pair listed twice");
             }
+            JudgedLine::Unlisted { item, bucket } => {
+                assert!(unlisted.insert((item, bucket)), "a bucket listed twice");
+            }
             JudgedLine::Total { kind, n } if kind == "unreadable" => unreadable = Some(n),
-            other => panic!("{other:?} in a likers result"),
+            other => panic!("{other:?} in a likers result (no item is removed)"),
         }
     }
     assert_eq!(listed, expected);
+    assert_eq!(unlisted, expected_unlisted);
     assert_eq!(
         listed
             .iter()
@@ -494,6 +509,7 @@ async fn a_corrupt_data_file_fails_the_athena_judgement_after_its_retries() {
         cut_epoch: cut,
         last_epoch: cut + 1,
         settled_before_ms: 0,
+        removed: &[],
     };
 
     match judged(&athena_judge(&stack), &unique_prefix(), &inputs).await {

@@ -28,11 +28,21 @@ async fn state_of(stack: &TestStack, user: &str, item: &str) -> String {
 
 /// A LIKE row of a removed item, put behind the service after its removal finished, is
 /// counted by the pipeline; the next run finds it in its export and turns it to NONE by
-/// the removal's own retract write, and the count drops back to zero.
+/// the removal's own retract write, and the count drops back to zero: recounted in the
+/// function, and judged in Athena.
 #[tokio::test]
 async fn a_reaction_to_a_removed_item_found_in_the_export_is_retracted() {
+    a_reaction_to_a_removed_item_is_retracted_by("function").await;
+}
+
+#[tokio::test]
+async fn a_reaction_to_a_removed_item_found_in_the_export_is_retracted_in_athena() {
+    a_reaction_to_a_removed_item_is_retracted_by("athena").await;
+}
+
+async fn a_reaction_to_a_removed_item_is_retracted_by(engine: &str) {
     let stack = TestStack::builder()
-        .for_reconciliation("function")
+        .for_reconciliation(engine)
         .start()
         .await;
     let (removed, kept) = ("game:removed", "game:kept");

@@ -10,11 +10,16 @@
 //! times, then the run stops with the reasons: a transient Athena failure costs a query, not
 //! the cut, and a lasting one (a table that cannot be read) surfaces.
 
+use std::collections::BTreeSet;
+
 use aws_sdk_athena::types::{QueryExecutionContext, QueryExecutionState};
 use likes_aws::AwsError;
+use likes_core::likers::LIKER_BUCKETS;
 use likes_core::reconcile::{
     near_cut_attribute, subtotal_attributes, BEFORE_FIRST_LIKES, FIRST_EPOCH, FIRST_NEAR_CUTS,
 };
+use likes_core::ItemId;
+use likes_store::rows::listed_buckets;
 use md5::{Digest, Md5};
 
 use crate::export::Export;
@@ -63,6 +68,8 @@ pub struct JudgedExports<'a> {
     /// attributed to.
     pub cut_epoch: i64,
     pub last_epoch: i64,
+    /// The items removed so far, in order: their reactions in the export are retracted.
+    pub removed: &'a [ItemId],
 }
 
 /// Where the judging queries' results are (`s3://` locations of their CSV).
@@ -188,7 +195,10 @@ impl AthenaJudge {
         let query = without_comments(JUDGE_LIKERS_SQL)
             .replace("${reactions}", &reactions)
             .replace("${likers}", &likers)
-            .replace("${settled_before}", &exports.settled_before_ms.to_string());
+            .replace("${counts}", &counts)
+            .replace("${settled_before}", &exports.settled_before_ms.to_string())
+            .replace("${bucket_blobs}", &bucket_blobs())
+            .replace("${removed}", &quoted(exports.removed));
         let likers_result = self.statement(run_id, "judge-likers", &query).await?;
         Ok(match (counts_result, scores_result, likers_result) {
             (Some(counts), Some(scores), Some(likers)) => Some(Judged {
@@ -340,6 +350,38 @@ fn without_comments(sql: &str) -> String {
         .trim_end()
         .trim_end_matches(';')
         .to_owned()
+}
+
+/// Every likers bucket beside its member of a count row's `lbs` set as the export writes it
+/// (base64): `(VALUES (0, 'AA=='), ...) AS blobs(bucket, encoded)`.
+fn bucket_blobs() -> String {
+    use base64::Engine;
+    let rows: Vec<String> = (0..LIKER_BUCKETS)
+        .map(|bucket| {
+            let set = listed_buckets(&BTreeSet::from([bucket]));
+            let blob = set
+                .as_bs()
+                .ok()
+                .and_then(|set| set.first())
+                .map_or_else(Vec::new, |blob| blob.as_ref().to_vec());
+            let encoded = base64::engine::general_purpose::STANDARD.encode(blob);
+            format!("({bucket}, '{encoded}')")
+        })
+        .collect();
+    format!("(VALUES {}) AS blobs(bucket, encoded)", rows.join(", "))
+}
+
+/// Item ids as an SQL list's members, quoted (an item id holds no quote; one is doubled
+/// anyway); a typed NULL, which matches nothing, when there are none.
+fn quoted(items: &[ItemId]) -> String {
+    if items.is_empty() {
+        return "CAST(NULL AS VARCHAR)".to_owned();
+    }
+    items
+        .iter()
+        .map(|item| format!("'{}'", item.as_str().replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A client request token (32 to 128 characters) for one statement of one run.

@@ -1,8 +1,9 @@
 //! A judging query's result, read back a line at a time: the totals, the items that
-//! drifted with their recount, and the likers entries that may need repair.
+//! drifted with their recount, the likers entries that may need repair, the likers buckets
+//! to list and the reactions to removed items.
 
 use aws_sdk_s3::primitives::ByteStream;
-use likes_core::likers::LikeAt;
+use likes_core::likers::{LikeAt, LIKER_BUCKETS};
 use likes_core::pipeline::Counts;
 use likes_core::ItemId;
 
@@ -55,6 +56,10 @@ pub enum JudgedLine {
         listed: Option<LikeAt>,
         exported: Option<LikeAt>,
     },
+    /// A likers bucket that holds a liked entry of the item and that no count row lists.
+    Unlisted { item: ItemId, bucket: u32 },
+    /// A reaction to a removed item, still in the export.
+    Removed { item: ItemId, user_id: String },
 }
 
 pub(super) enum Source {
@@ -199,6 +204,17 @@ impl ResultLines {
                 listed: like_at("listed")?,
                 exported: like_at("exported")?,
             },
+            (Judgement::Likers, "unlisted") => JudgedLine::Unlisted {
+                item: item()?,
+                bucket: match u32::try_from(number("n")?) {
+                    Ok(bucket) if bucket < LIKER_BUCKETS => bucket,
+                    _ => return Err(self.invalid(format!("bucket {:?}", field("n")))),
+                },
+            },
+            (Judgement::Likers, "removed") => JudgedLine::Removed {
+                item: item()?,
+                user_id: field("user_id").to_owned(),
+            },
             (Judgement::Likers, "unreadable")
             | (Judgement::Counts | Judgement::Scores, "in_sync" | "deferred" | "drifted")
             | (Judgement::Counts, "rows" | "probes" | "foreign") => JudgedLine::Total {
@@ -298,6 +314,50 @@ mod tests {
             read(scores, 5, Judgement::Scores).await.unwrap(),
             [drift("game:1", 3, 0)]
         );
+    }
+
+    const LIKERS: &str = "\"kind\",\"item_id\",\"user_id\",\"listed_created\",\"listed_op_id\",\
+        \"listed_at\",\"exported_created\",\"exported_op_id\",\"exported_at\",\"n\"\n\
+        \"unreadable\",,,,,,,,,\"0\"\n\
+        \"unlisted\",\"game:1\",,,,,,,,\"255\"\n\
+        \"removed\",\"game:2\",\"ann\",,,,,,,\n\
+        \"repair\",\"game:3\",\"bob\",,,,\"5\",\"2\",\"9\",\n";
+
+    #[tokio::test]
+    async fn a_likers_result_names_buckets_to_list_and_reactions_to_retract() {
+        let item = |id: &str| ItemId::parse(id).unwrap();
+        assert_eq!(
+            read(LIKERS, 7, Judgement::Likers).await.unwrap(),
+            [
+                JudgedLine::Total {
+                    kind: "unreadable".into(),
+                    n: 0
+                },
+                JudgedLine::Unlisted {
+                    item: item("game:1"),
+                    bucket: 255
+                },
+                JudgedLine::Removed {
+                    item: item("game:2"),
+                    user_id: "ann".into()
+                },
+                JudgedLine::Liker {
+                    item: item("game:3"),
+                    user_id: "bob".into(),
+                    listed: None,
+                    exported: Some(LikeAt {
+                        row_created_ms: 5,
+                        op_id: 2,
+                        liked_at_ms: 9
+                    }),
+                },
+            ]
+        );
+        let past_the_buckets = LIKERS.replace("\"255\"", "\"256\"");
+        assert!(matches!(
+            read(&past_the_buckets, 64, Judgement::Likers).await,
+            Err(ReconcileError::Result { .. })
+        ));
     }
 
     #[tokio::test]

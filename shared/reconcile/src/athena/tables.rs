@@ -1,6 +1,8 @@
 //! The Glue table over each export a run judges, created by its own statement: its name,
 //! its columns (the attributes the queries read) and the folder of its data files.
 
+use likes_store::rows::attr::LIKED_BUCKETS;
+
 use super::{without_comments, AthenaJudge};
 use crate::export::Export;
 use crate::ReconcileError;
@@ -23,13 +25,15 @@ pub(super) const LIKER_ATTRIBUTES: [(&str, &str); 5] = [
     ("op_id", "N"),
     ("liked_at", "N"),
 ];
-pub(super) const COUNT_ATTRIBUTES: [(&str, &str); 5] = [
+pub(super) const COUNT_ATTRIBUTES: [(&str, &str); 6] = [
     ("item_id", "S"),
     ("shard", "S"),
     ("like_count", "N"),
     ("dislike_count", "N"),
     // The overflow marker's: rows beyond it are no reader's.
     ("partitions", "N"),
+    // The likers buckets a count row lists.
+    (LIKED_BUCKETS, "BS"),
 ];
 pub(super) const SCORE_ATTRIBUTES: [(&str, &str); 3] =
     [("board", "S"), ("item_id", "S"), ("score", "N")];
@@ -46,7 +50,11 @@ impl AthenaJudge {
         let table = table_name(kind, export)?;
         let attributes: Vec<String> = attributes
             .iter()
-            .map(|(name, kind)| format!("{name}: struct<{kind}: string>"))
+            .map(|(name, kind)| match *kind {
+                // A set's members: strings in the export (numbers and base64 binaries too).
+                "SS" | "NS" | "BS" => format!("{name}: struct<{kind}: array<string>>"),
+                _ => format!("{name}: struct<{kind}: string>"),
+            })
             .collect();
         let ddl = without_comments(EXPORT_TABLE_SQL)
             .replace("${table}", &table)

@@ -120,7 +120,7 @@ impl Reconciler {
                 }
                 progress(Progress::RepairingLikers);
                 let mut lines = athena.lines(&judged.likers, Judgement::Likers).await?;
-                self.repair_judged_likers(&mut lines, deadline_ms, report)
+                self.repair_judged_likers(state, &mut lines, deadline_ms, report)
                     .await?;
                 None
             }
@@ -245,7 +245,9 @@ impl Reconciler {
                     overflow,
                 } => (item, recount, overflow),
                 // Only a likers result has these.
-                JudgedLine::Liker { .. } => continue,
+                JudgedLine::Liker { .. }
+                | JudgedLine::Unlisted { .. }
+                | JudgedLine::Removed { .. } => continue,
             };
             if !drifts_begun {
                 drifts_begun = true;

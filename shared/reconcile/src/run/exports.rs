@@ -4,6 +4,7 @@
 use likes_aws::AwsError;
 use likes_core::clock::{now_ms, rfc3339};
 use likes_core::leaderboard::Window;
+use likes_core::ItemId;
 use likes_store::reconciliation::{DerivedExports, RunState};
 
 use crate::athena::{AthenaJudge, JudgedExports};
@@ -106,13 +107,15 @@ impl Reconciler {
         Ok(Ready::Now((derived.at_ms, exports)))
     }
 
-    /// What Athena judges: the run's export of the Reactions table and the read models'.
+    /// What Athena judges: the run's export of the Reactions table and the read models', and
+    /// the items removed so far.
     pub(super) fn judged_exports<'a>(
         &self,
         state: &RunState,
         at_ms: i64,
         reactions: &'a Export,
         derived: &'a [(String, Export)],
+        removed: &'a [ItemId],
     ) -> JudgedExports<'a> {
         let athena = self.athena.as_ref().map(AthenaJudge::config);
         let of = |table: Option<&String>| {
@@ -134,6 +137,7 @@ impl Reconciler {
             // A flip is attributed by its commit time, which is before the exports' moment;
             // one epoch more covers a clock that ran ahead.
             last_epoch: period.epoch(at_ms) + 1,
+            removed,
         }
     }
 

@@ -17,6 +17,7 @@ mod reports;
 use std::time::Duration;
 
 use likes_core::clock::{now_ms, rfc3339};
+use likes_core::ItemId;
 use likes_store::pruning::PruningStore;
 use likes_store::reconciliation::{Phase, ReconciliationStore, RunState};
 use likes_store::{FreshnessStore, LeaderboardStore, LikersStore, ModerationStore, ReactionsStore};
@@ -334,10 +335,25 @@ impl Reconciler {
                             }
                         }
                     };
+                    // Athena lists the reactions to removed items in its judgement.
+                    let removed: Vec<ItemId> = match derived {
+                        None => Vec::new(),
+                        Some(_) => {
+                            let mut removed: Vec<ItemId> = self
+                                .moderation
+                                .removals()
+                                .await?
+                                .into_iter()
+                                .map(|(item, _)| item)
+                                .collect();
+                            removed.sort();
+                            removed
+                        }
+                    };
                     let in_athena = derived.as_ref().map(|(athena, (at_ms, exports))| {
                         (
                             *athena,
-                            self.judged_exports(state, *at_ms, &export, exports),
+                            self.judged_exports(state, *at_ms, &export, exports, &removed),
                         )
                     });
                     let judged = match &in_athena {

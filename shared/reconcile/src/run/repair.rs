@@ -7,9 +7,10 @@ use likes_core::clock::now_ms;
 use likes_core::leaderboard::Window;
 use likes_core::likers::{repair, LikerChange, LikerUpdate};
 use likes_core::moderation::Cause;
+use likes_core::moderation::RetractionJob;
 use likes_core::pipeline::Counts;
 use likes_core::reconcile::{judge, CountRowState, Verdict};
-use likes_core::{ItemId, JobStatus};
+use likes_core::{ItemId, JobId, JobStatus};
 use likes_store::reactions::{Retracted, RetractionWrite};
 use likes_store::reconciliation::RunState;
 
@@ -23,6 +24,22 @@ use super::{Progress, Reconciler, DEADLINE_MARGIN_MS};
 /// The reason a retraction of a removed item's reaction gives when its removal's job row
 /// is gone.
 const REMOVED: &str = "item removed";
+
+/// The removals' jobs a run read while it retracts their items' reactions (`None`: the row
+/// expired), and the time of its writes.
+struct Removals {
+    jobs: BTreeMap<JobId, Option<RetractionJob>>,
+    now_ms: i64,
+}
+
+impl Removals {
+    fn at(now_ms: i64) -> Self {
+        Self {
+            jobs: BTreeMap::new(),
+            now_ms,
+        }
+    }
+}
 
 impl Reconciler {
     /// Repairs the all-time leaderboard from the recount, as the counts are: every score row
@@ -105,7 +122,10 @@ impl Reconciler {
                     }
                     _ => {}
                 },
-                JudgedLine::Unknown { .. } | JudgedLine::Liker { .. } => {}
+                JudgedLine::Unknown { .. }
+                | JudgedLine::Liker { .. }
+                | JudgedLine::Unlisted { .. }
+                | JudgedLine::Removed { .. } => {}
                 JudgedLine::Drift { item, recount, .. } => {
                     if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
                         report.leaderboard_incomplete = true;
@@ -245,16 +265,52 @@ impl Reconciler {
     /// repaired is in step, so the next run's judgement no longer lists it.
     pub(super) async fn repair_judged_likers(
         &self,
+        state: &RunState,
         lines: &mut ResultLines,
         deadline_ms: i64,
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
         let settled_before = report.cut_ms - self.config.period.uncertainty_ms;
         let now = now_ms();
+        let removed: BTreeMap<ItemId, JobId> =
+            self.moderation.removals().await?.into_iter().collect();
+        let mut removals = Removals::at(now);
+        // The buckets to list of one item at a time (its lines come together).
+        let mut unlisted: Option<(ItemId, BTreeSet<u32>)> = None;
         while let Some(line) = lines.next().await? {
+            let out_of_time = now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2;
+            if out_of_time && !matches!(line, JudgedLine::Total { .. }) {
+                report.likers_incomplete = true;
+                break;
+            }
+            if let Some((of, buckets)) = unlisted.take_if(
+                |(of, _)| !matches!(&line, JudgedLine::Unlisted { item, .. } if item == of),
+            ) {
+                self.list_unlisted(&of, &buckets, report).await?;
+            }
             match line {
                 JudgedLine::Total { kind, n } if kind == "unreadable" => {
                     report.likers_unreadable = n;
+                }
+                JudgedLine::Unlisted { item, bucket } => {
+                    unlisted
+                        .get_or_insert_with(|| (item, BTreeSet::new()))
+                        .1
+                        .insert(bucket);
+                }
+                JudgedLine::Removed { item, user_id } => {
+                    // Removals only grow: the judgement's removed items are all here.
+                    if let Some(job_id) = removed.get(&item) {
+                        self.retract_removed_reaction(
+                            &mut removals,
+                            state,
+                            &item,
+                            job_id,
+                            &user_id,
+                            report,
+                        )
+                        .await?;
+                    }
                 }
                 JudgedLine::Liker {
                     item,
@@ -262,10 +318,6 @@ impl Reconciler {
                     listed,
                     exported,
                 } => {
-                    if now_ms() >= deadline_ms + DEADLINE_MARGIN_MS / 2 {
-                        report.likers_incomplete = true;
-                        break;
-                    }
                     for update in repair(&item, &user_id, listed, exported, settled_before, now) {
                         self.apply_liker(&update, report).await?;
                     }
@@ -273,6 +325,22 @@ impl Reconciler {
                 _ => {}
             }
         }
+        if let Some((of, buckets)) = unlisted {
+            self.list_unlisted(&of, &buckets, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Lists on `item`'s count rows the likers buckets that hold its likes and that none
+    /// of them lists (a like whose count write was lost lost its bucket's listing too).
+    async fn list_unlisted(
+        &self,
+        item: &ItemId,
+        buckets: &BTreeSet<u32>,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        self.store.list_liked_buckets(item, buckets).await?;
+        report.likers_buckets_listed += buckets.len() as u64;
         Ok(())
     }
 
@@ -288,29 +356,12 @@ impl Reconciler {
         recount: &Recount,
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
-        let now = now_ms();
+        let mut removals = Removals::at(now_ms());
         for (item, job_id) in self.moderation.removals().await? {
             let reacted = recount.per_item.get(&item).copied().unwrap_or_default();
             if reacted.like_count + reacted.dislike_count == 0 {
                 continue;
             }
-            let job = self.moderation.retraction(&job_id).await?;
-            // A removal still running retracts these itself; its next slice would take a
-            // row written under its step for its own. What it misses, a later run finds.
-            if job
-                .as_ref()
-                .is_some_and(|job| job.status == JobStatus::Running)
-            {
-                continue;
-            }
-            let write = RetractionWrite {
-                job_id: job_id.as_str(),
-                // The job row may have expired since; its removal's mark stays.
-                reason: job.as_ref().map_or(REMOVED, |job| job.reason.as_str()),
-                cause: Cause::Removed,
-                step: job.as_ref().map_or(0, |job| job.step),
-                cut_ms: Some(state.cut_ms),
-            };
             let from = (item.clone(), String::new());
             let liked = recount
                 .likes
@@ -327,14 +378,48 @@ impl Reconciler {
                         .take_while(|(of, _)| **of == item),
                 );
             for (_, user) in users {
-                let retracted = self
-                    .reactions
-                    .retract(user, item.as_str(), write, now)
+                self.retract_removed_reaction(&mut removals, state, &item, &job_id, user, report)
                     .await?;
-                if retracted == Retracted::Now {
-                    report.removed_reactions_retracted += 1;
-                }
             }
+        }
+        Ok(())
+    }
+
+    /// Retracts `user_id`'s reaction to `item`, removed by job `job_id`, as
+    /// [`Self::retract_removed`] does (Athena's judgement lists them).
+    async fn retract_removed_reaction(
+        &self,
+        removals: &mut Removals,
+        state: &RunState,
+        item: &ItemId,
+        job_id: &JobId,
+        user_id: &str,
+        report: &mut DriftReport,
+    ) -> Result<(), ReconcileError> {
+        if !removals.jobs.contains_key(job_id) {
+            let job = self.moderation.retraction(job_id).await?;
+            removals.jobs.insert(job_id.clone(), job);
+        }
+        let job = removals.jobs[job_id].as_ref();
+        // A removal still running retracts these itself; its next slice would take a row
+        // written under its step for its own. What it misses, a later run finds.
+        if job.is_some_and(|job| job.status == JobStatus::Running) {
+            return Ok(());
+        }
+        let write = RetractionWrite {
+            job_id: job_id.as_str(),
+            // The job row may have expired since; its removal's mark stays.
+            reason: job.map_or(REMOVED, |job| job.reason.as_str()),
+            cause: Cause::Removed,
+            step: job.map_or(0, |job| job.step),
+            cut_ms: Some(state.cut_ms),
+        };
+        let retracted = self
+            .reactions
+            .retract(user_id, item.as_str(), write, removals.now_ms)
+            .await?;
+        if retracted == Retracted::Now {
+            report.removed_reactions_retracted += 1;
         }
         Ok(())
     }
