@@ -8,6 +8,8 @@ use serde_yaml::Value;
 
 #[cfg(test)]
 mod agreement;
+#[cfg(test)]
+mod deploy;
 mod routes;
 #[cfg(test)]
 mod tests;
