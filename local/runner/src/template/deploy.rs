@@ -1,6 +1,7 @@
-//! What a deployment keeps: every table and bucket that holds user data, moderation or
-//! reconciliation state outlives a stack delete and a replacement, and every table among
-//! them is recoverable and protected from deletion unless the operator turns that off.
+//! What a deployment can rely on: every table and bucket that holds user data, moderation
+//! or reconciliation state outlives a stack delete and a replacement, and every table among
+//! them is recoverable and protected from deletion unless the operator turns that off; a
+//! scheduled run is made once; and two stacks in one account name nothing alike.
 
 use std::collections::BTreeMap;
 
@@ -67,4 +68,157 @@ fn every_stateful_resource_is_retained_recoverable_and_protected() {
             assert_eq!(resource[policy].as_str(), Some("Retain"), "{id}'s {policy}");
         }
     }
+}
+
+/// The functions the scheduler invokes: their `ScheduleV2` events, by function.
+fn schedules(template: &Template) -> Vec<(String, &Value)> {
+    let mut found = Vec::new();
+    for (id, function) in template.resources_of("AWS::Serverless::Function") {
+        for (_, event) in function["Properties"]["Events"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+        {
+            if event["Type"].as_str() == Some("ScheduleV2") {
+                found.push((id.clone(), event));
+            }
+        }
+    }
+    found
+}
+
+/// A scheduled run is made once: the scheduler does not retry it, nor does Lambda (the
+/// scheduler invokes asynchronously, which Lambda retries twice by default). The next
+/// tick is the retry.
+#[test]
+fn a_scheduled_run_is_made_once() {
+    let template = Template::load(&default_path()).unwrap();
+    let scheduled = schedules(&template);
+    assert!(scheduled.len() >= 3, "{scheduled:?}");
+    for (function, event) in scheduled {
+        assert_eq!(
+            event["Properties"]["RetryPolicy"]["MaximumRetryAttempts"].as_i64(),
+            Some(0),
+            "{function}'s schedule"
+        );
+        assert_eq!(
+            template
+                .function_property(&function, "EventInvokeConfig")
+                .and_then(|config| config["MaximumRetryAttempts"].as_i64()),
+            Some(0),
+            "{function}'s asynchronous invocations"
+        );
+    }
+}
+
+/// A name as CloudFormation makes it in stack `stack`: the pseudo parameters substituted,
+/// and a resource referenced by its physical id, which CloudFormation derives from the
+/// stack's name.
+fn render(value: &Value, stack: &str) -> String {
+    if let Some(target) = ref_target(value) {
+        return physical(target, stack);
+    }
+    match intrinsic(value) {
+        Some((function, text)) if function == "Sub" => {
+            let mut rendered = String::new();
+            let mut rest = text.as_str().expect("a !Sub of a string");
+            while let Some(start) = rest.find("${") {
+                let end = rest[start..].find('}').expect("a closed ${...}") + start;
+                let reference = &rest[start + 2..end];
+                rendered.push_str(&rest[..start]);
+                rendered.push_str(&physical(reference.split('.').next().unwrap(), stack));
+                rest = &rest[end + 1..];
+            }
+            rendered + rest
+        }
+        Some((function, arguments)) if function == "Join" => {
+            let separator = arguments[0].as_str().expect("a separator");
+            pieces(&arguments[1], stack).join(separator)
+        }
+        None if value.is_string() => value.as_str().unwrap().to_owned(),
+        _ => panic!("a name this test cannot render: {value:?}"),
+    }
+}
+
+/// The members of a list a `!Join` joins: listed, or a `!Split`'s.
+fn pieces(value: &Value, stack: &str) -> Vec<String> {
+    match intrinsic(value) {
+        Some((function, arguments)) if function == "Split" => {
+            let separator = arguments[0].as_str().expect("a separator");
+            render(&arguments[1], stack)
+                .split(separator)
+                .map(str::to_owned)
+                .collect()
+        }
+        _ => value
+            .as_sequence()
+            .expect("a list")
+            .iter()
+            .map(|member| render(member, stack))
+            .collect(),
+    }
+}
+
+fn physical(reference: &str, stack: &str) -> String {
+    match reference {
+        "AWS::StackName" => stack.to_owned(),
+        "AWS::Region" => "us-east-1".to_owned(),
+        "AWS::AccountId" => "123456789012".to_owned(),
+        "AWS::Partition" => "aws".to_owned(),
+        resource => format!("{stack}-{resource}-1A2B3C"),
+    }
+}
+
+/// The names a stack gives that must be unique in an account and region (each with where
+/// it is set): explicit resource names, the Glue database's, and every schedule's, which
+/// SAM would otherwise derive from the logical ids alone.
+fn account_names(template: &Template, stack: &str) -> BTreeMap<String, String> {
+    const NAMED: [(&str, &str); 12] = [
+        ("AWS::Athena::WorkGroup", "Name"),
+        ("AWS::ApiGatewayV2::Api", "Name"),
+        ("AWS::DynamoDB::Table", "TableName"),
+        ("AWS::SQS::Queue", "QueueName"),
+        ("AWS::S3::Bucket", "BucketName"),
+        ("AWS::Kinesis::Stream", "Name"),
+        ("AWS::Logs::LogGroup", "LogGroupName"),
+        ("AWS::SecretsManager::Secret", "Name"),
+        ("AWS::CloudWatch::Alarm", "AlarmName"),
+        ("AWS::CloudWatch::Dashboard", "DashboardName"),
+        ("AWS::Serverless::Function", "FunctionName"),
+        ("AWS::IAM::Role", "RoleName"),
+    ];
+    let mut names = BTreeMap::new();
+    for (kind, property) in NAMED {
+        for (id, resource) in template.resources_of(kind) {
+            let value = &resource["Properties"][property];
+            if !value.is_null() {
+                names.insert(render(value, stack), format!("{id}.{property}"));
+            }
+        }
+    }
+    for (id, database) in template.resources_of("AWS::Glue::Database") {
+        let value = &database["Properties"]["DatabaseInput"]["Name"];
+        names.insert(render(value, stack), format!("{id}.DatabaseInput.Name"));
+    }
+    for (function, event) in schedules(template) {
+        let value = &event["Properties"]["Name"];
+        assert!(!value.is_null(), "{function}'s schedule names itself");
+        names.insert(render(value, stack), format!("{function}'s schedule"));
+    }
+    names
+}
+
+/// Two stacks of the template deploy side by side in one account: no name one gives is
+/// the other's.
+#[test]
+fn two_stacks_share_no_name() {
+    let template = Template::load(&default_path()).unwrap();
+    let first = account_names(&template, "likes-blue");
+    let second = account_names(&template, "likes-green");
+    assert!(first.len() >= 5, "{first:?}");
+    let shared: Vec<_> = first
+        .iter()
+        .filter(|(name, _)| second.contains_key(*name))
+        .collect();
+    assert!(shared.is_empty(), "both stacks name {shared:?}");
 }
