@@ -322,7 +322,7 @@ fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, S
 /// checks tokens against as it checks the real issuer's in AWS), over the web client's
 /// origin as the one CORS allows, and over a few board shards: a leaderboard refresh
 /// Queries every shard, and the emulator's Query reads its whole table each time.
-fn local_parameters(
+pub(crate) fn local_parameters(
     mut parameters: BTreeMap<String, String>,
     web_origin: &str,
     serves_athena: bool,

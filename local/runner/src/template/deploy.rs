@@ -1,7 +1,8 @@
 //! What a deployment can rely on: every table and bucket that holds user data, moderation
 //! or reconciliation state outlives a stack delete and a replacement, and every table among
 //! them is recoverable and protected from deletion unless the operator turns that off; a
-//! scheduled run is made once; and two stacks in one account name nothing alike.
+//! scheduled run is made once; two stacks in one account name nothing alike; and every
+//! parameter is bounded (CORS origins never `*`, the issuer https).
 
 use std::collections::BTreeMap;
 
@@ -221,4 +222,75 @@ fn two_stacks_share_no_name() {
         .filter(|(name, _)| second.contains_key(*name))
         .collect();
     assert!(shared.is_empty(), "both stacks name {shared:?}");
+}
+
+/// Whether `value` matches parameter `name`'s `AllowedPattern` (each member of a list).
+fn allowed(template: &Template, name: &str, value: &str) -> bool {
+    let parameter = &template.root["Parameters"][name];
+    let pattern = parameter["AllowedPattern"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} has a pattern"));
+    let pattern = regex_lite::Regex::new(pattern).unwrap();
+    match parameter["Type"].as_str() {
+        Some("CommaDelimitedList") => value.split(',').all(|v| pattern.is_match(v.trim())),
+        _ => pattern.is_match(value),
+    }
+}
+
+/// Every parameter says what it is and what it takes: a type, a description, and allowed
+/// values, a pattern, or a number's range; CORS origins are never `*` and the issuer is an
+/// https URL; and the values the local stack gives them pass.
+#[test]
+fn every_parameter_is_typed_described_and_bounded() {
+    let template = Template::load(&default_path()).unwrap();
+    let parameters = template.root["Parameters"].as_mapping().unwrap();
+    assert!(parameters.len() >= 10);
+    for (name, parameter) in parameters {
+        let name = name.as_str().unwrap();
+        assert!(parameter["Type"].is_string(), "{name} has a type");
+        assert!(
+            parameter["Description"]
+                .as_str()
+                .is_some_and(|d| d.len() > 20),
+            "{name} has a description"
+        );
+        let bounded = parameter["AllowedValues"].is_sequence()
+            || parameter["AllowedPattern"].is_string()
+            || (parameter["Type"].as_str() == Some("Number")
+                && parameter["MinValue"].is_number()
+                && parameter["MaxValue"].is_number());
+        assert!(bounded, "{name} is bounded");
+    }
+    for origin in [
+        "*",
+        "https://*.example.com",
+        "http://127.0.0.1:8080/app",
+        "null",
+    ] {
+        assert!(!allowed(&template, "AllowedOrigins", origin), "{origin}");
+    }
+    assert!(allowed(
+        &template,
+        "AllowedOrigins",
+        "https://app.example.com,http://127.0.0.1:8080"
+    ));
+    for issuer in [
+        "http://issuer.example.com",
+        "issuer.example.com",
+        "https://",
+    ] {
+        assert!(!allowed(&template, "JwtIssuer", issuer), "{issuer}");
+    }
+    assert!(allowed(
+        &template,
+        "JwtIssuer",
+        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123"
+    ));
+    let local = crate::stack::local_parameters(BTreeMap::new(), "http://127.0.0.1:8080", true);
+    for (name, value) in &local {
+        if template.root["Parameters"][name.as_str()]["AllowedPattern"].is_string() {
+            assert!(allowed(&template, name, value), "{name} = {value}");
+        }
+    }
+    assert!(local.contains_key("JwtJwks"), "{local:?}");
 }
