@@ -328,3 +328,87 @@ fn each_functions_policy_grants_exactly_the_dynamodb_and_kinesis_calls_its_code_
         problems.join("\n")
     );
 }
+
+/// Data-plane actions that name no resource, so a grant of them is on `*`.
+const RESOURCELESS: &[&str] = &[
+    "dynamodb:ListTables",
+    "kinesis:ListStreams",
+    "s3:ListAllMyBuckets",
+    "sqs:ListQueues",
+];
+/// The one managed policy a role may carry: its function's log lines.
+const BASIC_EXECUTION: &str = "service-role/AWSLambdaBasicExecutionRole";
+
+/// Every statement (an object with `Effect` and `Action`) under `value`, both branches of
+/// each `Fn::If` included.
+fn expanded_statements<'v>(value: &'v serde_json::Value, found: &mut Vec<&'v serde_json::Value>) {
+    match value {
+        serde_json::Value::Object(map)
+            if map.contains_key("Effect") && map.contains_key("Action") =>
+        {
+            found.push(value)
+        }
+        serde_json::Value::Object(map) => map.values().for_each(|v| expanded_statements(v, found)),
+        serde_json::Value::Array(list) => list.iter().for_each(|v| expanded_statements(v, found)),
+        _ => {}
+    }
+}
+
+/// A string or a list of them, as a statement writes `Action` and `Resource`.
+fn listed(value: &serde_json::Value) -> Vec<&serde_json::Value> {
+    match value {
+        serde_json::Value::Array(list) => list.iter().collect(),
+        other => vec![other],
+    }
+}
+
+/// The template as SAM expands it (`local/checks/sam_expand.py`, offline): every role it
+/// deploys, SAM's own included, grants no DynamoDB, Kinesis, S3 or SQS action that can name
+/// its resource on `*`, and carries no managed policy but the basic execution role's (an
+/// AWS managed policy for a stream event reads every stream in the account).
+#[test]
+fn no_role_grants_a_data_plane_action_on_every_resource() {
+    let output = std::process::Command::new(likes_tests::venv_tool("python"))
+        .arg(likes_local::repo_root().join("local/checks/sam_expand.py"))
+        .arg(likes_local::repo_root().join("template.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expanded: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let roles: Vec<(&String, &serde_json::Value)> = expanded["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, resource)| resource["Type"] == "AWS::IAM::Role")
+        .collect();
+    assert!(roles.len() > 20, "SAM's roles are in the expansion");
+    let mut too_wide = Vec::new();
+    for (id, role) in &roles {
+        for arn in listed(&role["Properties"]["ManagedPolicyArns"]) {
+            if let Some(arn) = arn.as_str() {
+                if !arn.ends_with(BASIC_EXECUTION) {
+                    too_wide.push(format!("{id}: managed policy {arn}"));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        expanded_statements(&role["Properties"]["Policies"], &mut found);
+        for statement in found.into_iter().filter(|s| s["Effect"] == "Allow") {
+            let everywhere = listed(&statement["Resource"]).iter().any(|r| *r == "*");
+            for action in listed(&statement["Action"]) {
+                let action = action.as_str().unwrap_or_default();
+                let data_plane = ["dynamodb:", "kinesis:", "s3:", "sqs:"]
+                    .iter()
+                    .any(|service| action.starts_with(service));
+                if everywhere && data_plane && !RESOURCELESS.contains(&action) {
+                    too_wide.push(format!("{id}: {action} on *"));
+                }
+            }
+        }
+    }
+    assert!(too_wide.is_empty(), "{too_wide:#?}");
+}
