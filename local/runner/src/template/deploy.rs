@@ -294,3 +294,47 @@ fn every_parameter_is_typed_described_and_bounded() {
     }
     assert!(local.contains_key("JwtJwks"), "{local:?}");
 }
+
+/// Every function's lines go to a log group of the template that keeps them
+/// `LogRetentionDays`: its own (`LoggingConfig.LogGroup`), or the group named where Lambda
+/// writes by default (`/aws/lambda/<function>`); and both APIs write access logs to such a
+/// group. Nothing logs to a group that never expires.
+#[test]
+fn every_function_and_api_logs_to_a_group_that_expires() {
+    let template = Template::load(&default_path()).unwrap();
+    let groups = template.resources_of("AWS::Logs::LogGroup");
+    for (id, group) in &groups {
+        assert_eq!(
+            ref_target(&group["Properties"]["RetentionInDays"]),
+            Some("LogRetentionDays"),
+            "{id} expires"
+        );
+    }
+    let named: BTreeMap<String, &String> = groups
+        .iter()
+        .filter_map(|(id, group)| {
+            let name = &group["Properties"]["LogGroupName"];
+            (!name.is_null()).then(|| (render(name, "stack"), id))
+        })
+        .collect();
+    let functions = template.resources_of("AWS::Serverless::Function");
+    assert!(functions.len() >= 29);
+    for (id, function) in &functions {
+        let own = ref_target(&function["Properties"]["LoggingConfig"]["LogGroup"]);
+        let default = named.get(&format!("/aws/lambda/{}", physical(id, "stack")));
+        match (own, default) {
+            (Some(group), None) => assert!(groups.contains_key(group), "{id} logs to {group}"),
+            (None, Some(_)) => {}
+            other => panic!("{id} logs to one group of the template: {other:?}"),
+        }
+    }
+    let http = template.resources_of("AWS::Serverless::HttpApi");
+    let stages = template.resources_of("AWS::ApiGatewayV2::Stage");
+    assert_eq!((http.len(), stages.len()), (1, 1));
+    for (id, api) in http.iter().chain(stages.iter()) {
+        let destination = &api["Properties"]["AccessLogSettings"]["DestinationArn"];
+        let (group, attribute) = get_att(destination).unwrap_or_else(|| panic!("{id} logs"));
+        assert!(groups.contains_key(&group), "{id} logs to {group}");
+        assert_eq!(attribute, "Arn");
+    }
+}
