@@ -1,5 +1,6 @@
 //! The local stand-in for API Gateway's JWT authorizer: HS256 tokens signed with
-//! `LIKES_LOCAL_JWT_SECRET` (default `local-dev-secret`), `sub` and `exp` required.
+//! `LIKES_LOCAL_JWT_SECRET` (default `local-dev-secret`), `sub` and `exp` required, and, as
+//! the authorizer checks them, `iss` the template's `JwtIssuer` and `aud` its `JwtAudience`.
 //! In AWS the authorizer checks the issuer's keys instead; the handlers see the same claims.
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +34,10 @@ pub enum JwtError {
     NotYetValid,
     #[error("the token has no sub claim")]
     NoSubject,
+    #[error("the token's issuer is not the API's")]
+    Issuer,
+    #[error("the token's audience is not the API's")]
+    Audience,
 }
 
 #[derive(Clone)]
@@ -41,6 +46,9 @@ pub struct JwtAuthorizer {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    /// The `iss` a token must name, and the `aud` it must hold.
+    issuer: String,
+    audience: String,
 }
 
 impl JwtAuthorizer {
@@ -57,7 +65,17 @@ impl JwtAuthorizer {
             encoding: EncodingKey::from_secret(secret.as_ref()),
             decoding: DecodingKey::from_secret(secret.as_ref()),
             validation,
+            issuer: LOCAL_ISSUER.to_owned(),
+            audience: LOCAL_AUDIENCE.to_owned(),
         }
+    }
+
+    /// The same, accepting tokens of `issuer` for `audience` (the API's, as the template's
+    /// authorizer names them) instead of the local ones.
+    pub fn expecting(mut self, issuer: impl Into<String>, audience: impl Into<String>) -> Self {
+        self.issuer = issuer.into();
+        self.audience = audience.into();
+        self
     }
 
     /// `LIKES_LOCAL_JWT_SECRET`, or the documented default.
@@ -90,7 +108,13 @@ impl JwtAuthorizer {
         if let Some(scope) = scope {
             claims["scope"] = Value::String(scope.to_owned());
         }
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+        self.sign(&claims)
+    }
+
+    /// A token of exactly `claims`, signed with the local key (a test's token of another
+    /// issuer or audience).
+    pub fn sign(&self, claims: &Value) -> String {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
             .expect("HS256 signs any claims")
     }
 
@@ -140,6 +164,18 @@ impl JwtAuthorizer {
             .is_some_and(|nbf| nbf > now)
         {
             return Err(JwtError::NotYetValid);
+        }
+        if claims.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+            return Err(JwtError::Issuer);
+        }
+        // `aud` is one audience or a list of them; API Gateway also takes `client_id`.
+        let audiences = match (claims.get("aud"), claims.get("client_id")) {
+            (Some(Value::Array(list)), _) => list.iter().filter_map(Value::as_str).collect(),
+            (Some(Value::String(one)), _) | (None, Some(Value::String(one))) => vec![one.as_str()],
+            _ => Vec::new(),
+        };
+        if !audiences.contains(&self.audience.as_str()) {
+            return Err(JwtError::Audience);
         }
         match claims.get("sub") {
             Some(Value::String(sub)) if !sub.is_empty() => {}
@@ -210,6 +246,35 @@ mod tests {
         tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(tampered).unwrap();
         assert!(auth.authorize(Some(&tampered), NOW).is_err());
+    }
+
+    #[test]
+    fn a_token_of_another_issuer_or_audience_is_refused() {
+        let auth = JwtAuthorizer::new("s3cret");
+        let token = |iss: &str, aud: Value| {
+            let claims = serde_json::json!({"sub": "a", "exp": NOW + 60, "iss": iss, "aud": aud});
+            format!("Bearer {}", auth.sign(&claims))
+        };
+        let theirs = token("https://other.example", LOCAL_AUDIENCE.into());
+        assert_eq!(auth.authorize(Some(&theirs), NOW), Err(JwtError::Issuer));
+        let other_app = token(LOCAL_ISSUER, "another-app".into());
+        assert_eq!(
+            auth.authorize(Some(&other_app), NOW),
+            Err(JwtError::Audience)
+        );
+        let listed = token(
+            LOCAL_ISSUER,
+            serde_json::json!(["another-app", LOCAL_AUDIENCE]),
+        );
+        assert!(auth.authorize(Some(&listed), NOW).is_ok());
+        let deployed = JwtAuthorizer::new("s3cret").expecting("https://issuer.example", "app");
+        assert_eq!(
+            deployed.authorize(Some(&format!("Bearer {}", auth.mint("a", NOW, 60))), NOW),
+            Err(JwtError::Issuer),
+            "a local token is not the deployed issuer's"
+        );
+        let theirs = token("https://issuer.example", "app".into());
+        assert!(deployed.authorize(Some(&theirs), NOW).is_ok());
     }
 
     #[test]

@@ -187,11 +187,12 @@ impl Stack {
         .into_iter()
         .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
-        let front = Arc::new(HttpApi::new(
-            routes,
-            JwtAuthorizer::from_env(),
-            template.http_api_cors()?,
-        ));
+        // As the template's authorizer: tokens of its issuer for its audience.
+        let authorizer = JwtAuthorizer::from_env().expecting(
+            template.parameter("JwtIssuer").unwrap_or_default(),
+            template.parameter("JwtAudience").unwrap_or_default(),
+        );
+        let front = Arc::new(HttpApi::new(routes, authorizer, template.http_api_cors()?));
         let web = Arc::new(WebOrigin::new(
             crate::repo_root().join("web"),
             &format!("http://{http_addr}"),

@@ -16,11 +16,23 @@ async fn requests_without_a_valid_token_are_401() {
         likes_tests::now_seconds(),
         60,
     );
+    // Signed with the right key, but for another issuer or another audience, which API
+    // Gateway's JWT authorizer refuses.
+    let local = likes_local::jwt::JwtAuthorizer::from_env();
+    let claims = |iss: &str, aud: &str| {
+        local.sign(&json!({
+            "sub": "alice", "exp": likes_tests::now_seconds() + 60, "iss": iss, "aud": aud,
+        }))
+    };
+    let other_issuer = claims("https://issuer.example", likes_local::jwt::LOCAL_AUDIENCE);
+    let other_audience = claims(likes_local::jwt::LOCAL_ISSUER, "another-app");
     for authorization in [
         None,
         Some("Bearer garbage".to_owned()),
         Some(format!("Bearer {expired}")),
         Some(format!("Bearer {forged}")),
+        Some(format!("Bearer {other_issuer}")),
+        Some(format!("Bearer {other_audience}")),
     ] {
         let mut request = stack
             .request("PUT", &path, None)
