@@ -136,6 +136,10 @@ fn render(value: &Value, stack: &str) -> String {
             let separator = arguments[0].as_str().expect("a separator");
             pieces(&arguments[1], stack).join(separator)
         }
+        Some((function, _)) if function == "GetAtt" => {
+            let (resource, _) = get_att(value).expect("a resource and an attribute");
+            physical(&resource, stack)
+        }
         None if value.is_string() => value.as_str().unwrap().to_owned(),
         _ => panic!("a name this test cannot render: {value:?}"),
     }
@@ -336,5 +340,150 @@ fn every_function_and_api_logs_to_a_group_that_expires() {
         let (group, attribute) = get_att(destination).unwrap_or_else(|| panic!("{id} logs"));
         assert!(groups.contains_key(&group), "{id} logs to {group}");
         assert_eq!(attribute, "Arn");
+    }
+}
+
+/// Every (namespace, metric) the code can emit: in each source file of the shipped crates,
+/// every `"Likes/..."` namespace it names with every metric name it passes to a report's
+/// `value` or `values` (the metrics carry no dimensions).
+fn emitted() -> std::collections::BTreeSet<(String, String)> {
+    fn literals_after<'t>(text: &'t str, marker: &str) -> Vec<&'t str> {
+        text.match_indices(marker)
+            .filter_map(|(at, _)| {
+                let rest = text[at + marker.len()..].trim_start().strip_prefix('"')?;
+                Some(&rest[..rest.find('"')?])
+            })
+            .collect()
+    }
+    fn sources(dir: &std::path::Path, into: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, into);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                into.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for crate_dir in ["shared", "functions"] {
+        sources(&crate::repo_root().join(crate_dir), &mut files);
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let namespaces: Vec<&str> = text
+            .match_indices("\"Likes/")
+            .filter_map(|(at, _)| {
+                let rest = &text[at + 1..];
+                Some(&rest[..rest.find('"')?])
+            })
+            .collect();
+        let names: Vec<&str> = [".value(", ".values("]
+            .iter()
+            .flat_map(|marker| literals_after(&text, marker))
+            .collect();
+        for namespace in &namespaces {
+            for name in &names {
+                found.insert(((*namespace).to_owned(), (*name).to_owned()));
+            }
+        }
+    }
+    found
+}
+
+/// Whether a rendered dimension value is the physical id of one of the template's resources.
+fn names_a_resource(template: &Template, value: &str, stack: &str) -> bool {
+    value
+        .strip_prefix(&format!("{stack}-"))
+        .and_then(|rest| rest.strip_suffix("-1A2B3C"))
+        .is_some_and(|id| template.resource(id).is_some())
+}
+
+/// The dashboard's metrics and the alarms' are ones that exist: the service's own (a
+/// namespace `Likes/...`, no dimensions) are emitted by its code, and AWS's (API Gateway,
+/// Lambda, SQS) name the template's own resources.
+#[test]
+fn the_dashboard_and_the_alarms_watch_metrics_that_exist() {
+    let template = Template::load(&default_path()).unwrap();
+    let emitted = emitted();
+    assert!(emitted.contains(&("Likes/Pipeline".to_owned(), "WatermarkLagMs".to_owned())));
+    let check = |namespace: &str, name: &str, dimensions: &[String], what: &str| {
+        if namespace.starts_with("Likes/") {
+            assert!(
+                emitted.contains(&(namespace.to_owned(), name.to_owned())),
+                "{what}: {namespace} {name} is emitted by no code"
+            );
+            assert!(dimensions.is_empty(), "{what}: {name} has no dimensions");
+        } else {
+            assert!(
+                ["AWS/ApiGateway", "AWS/Lambda", "AWS/SQS"].contains(&namespace),
+                "{what}: {namespace}"
+            );
+            for value in dimensions {
+                assert!(
+                    names_a_resource(&template, value, "stack"),
+                    "{what}: {name}'s dimension {value}"
+                );
+            }
+        }
+    };
+
+    let dashboards = template.resources_of("AWS::CloudWatch::Dashboard");
+    assert_eq!(dashboards.len(), 1);
+    let mut watched = 0;
+    for (id, dashboard) in dashboards {
+        let body = render(&dashboard["Properties"]["DashboardBody"], "stack");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        for widget in body["widgets"].as_array().unwrap() {
+            let mut previous: Vec<String> = Vec::new();
+            for row in widget["properties"]["metrics"].as_array().unwrap() {
+                let fields: Vec<String> = row
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|f| f.as_str().map(str::to_owned))
+                    .collect();
+                // "..." repeats the row above but its last fields; "." one field above.
+                let row: Vec<String> = if fields.first().map(String::as_str) == Some("...") {
+                    let tail = &fields[1..];
+                    let mut row = previous[..previous.len() - tail.len()].to_vec();
+                    row.extend_from_slice(tail);
+                    row
+                } else {
+                    fields
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| {
+                            if f == "." {
+                                previous[i].clone()
+                            } else {
+                                f.clone()
+                            }
+                        })
+                        .collect()
+                };
+                let dimensions: Vec<String> = row[2..].iter().skip(1).step_by(2).cloned().collect();
+                check(&row[0], &row[1], &dimensions, &id);
+                watched += 1;
+                previous = row;
+            }
+        }
+    }
+    assert!(watched >= 30, "{watched} metrics on the dashboard");
+
+    for (id, alarm) in template.resources_of("AWS::CloudWatch::Alarm") {
+        let properties = &alarm["Properties"];
+        let namespace = properties["Namespace"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id}"));
+        let name = properties["MetricName"].as_str().unwrap();
+        let dimensions: Vec<String> = properties["Dimensions"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .map(|d| render(&d["Value"], "stack"))
+            .collect();
+        check(namespace, name, &dimensions, &id);
     }
 }
