@@ -1,5 +1,6 @@
 //! The per-user write limit through the local HTTP front: a burst is limited with the
 //! rate-limit headers and writes nothing, another user is not, and a token refills in time.
+//! And the public routes' throttle: a flood of anonymous reads meets it, and nothing else does.
 
 use likes_tests::{TestResponse, TestStack};
 use serde_json::{json, Value};
@@ -127,4 +128,52 @@ async fn get_reaction_of(stack: &TestStack, user: &str, item: &str) -> Value {
         .await;
     response.assert_status(200);
     response.json()
+}
+
+/// A flood of anonymous count reads meets its route's throttle: past the burst and the rate
+/// the template gives the public routes, the front answers 429 as API Gateway does, while
+/// writes, on routes of their own, go on, and so does the other public count route, which
+/// has its own bucket.
+#[tokio::test]
+async fn a_flood_of_public_reads_meets_its_route_cap_while_writes_go_on() {
+    const RATE: f64 = 5.0;
+    const BURST: usize = 10;
+    const FLOOD: usize = 80;
+    let stack = TestStack::builder()
+        .parameters(&[
+            ("PublicRouteRateLimit", &RATE.to_string()),
+            ("PublicRouteBurstLimit", &BURST.to_string()),
+        ])
+        .start()
+        .await;
+    let path = "/v1/items/game:flooded/like-count";
+    let started = std::time::Instant::now();
+    let writes = futures_util::future::join_all(["ann", "bo", "cy"].map(|user| {
+        stack
+            .request("PUT", "/v1/items/game:flooded/like", Some(user))
+            .send()
+    }));
+    let reads =
+        futures_util::future::join_all((0..FLOOD).map(|_| stack.request("GET", path, None).send()));
+    let (writes, reads) = tokio::join!(writes, reads);
+    let elapsed = started.elapsed().as_secs_f64();
+    for write in &writes {
+        write.assert_status(200);
+    }
+    let served = reads.iter().filter(|r| r.status == 200).count();
+    let refused: Vec<&TestResponse> = reads.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(served + refused.len(), FLOOD, "only served or throttled");
+    assert!(served >= BURST, "the burst is served: {served}");
+    let most = BURST + (RATE * elapsed).ceil() as usize;
+    assert!(
+        served <= most,
+        "{served} served in {elapsed:.2} s, at most {most}"
+    );
+    assert_eq!(refused[0].json(), json!({"message": "Too Many Requests"}));
+    let batch = stack
+        .request("POST", "/v1/items/like-counts:batchGet", None)
+        .json(&json!({"item_ids": ["game:flooded"]}))
+        .send()
+        .await;
+    batch.assert_status(200);
 }

@@ -3,13 +3,16 @@
 //! (a route with `Authorizer: NONE` is public), builds the v2 payload with the claims in the
 //! authorizer context, and invokes the function built from the registry with that event's
 //! JSON, the code path a deployed bootstrap runs. With the API's `CorsConfiguration`, it answers
-//! preflights and sets CORS headers as API Gateway does ([`crate::cors`]).
+//! preflights and sets CORS headers as API Gateway does ([`crate::cors`]); and it throttles
+//! each route as its `RouteSettings` (else `DefaultRouteSettings`) say, answering 429.
 
 use likes_core::clock::now_ms;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -23,7 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::cors::Cors;
 use crate::jwt::JwtAuthorizer;
-use crate::template::HttpRoute;
+use crate::template::{HttpRoute, Throttle};
 
 mod event;
 
@@ -43,6 +46,9 @@ pub struct HttpApi {
     routes: Vec<RouteTarget>,
     authorizer: JwtAuthorizer,
     cors: Option<Cors>,
+    /// Each throttled route's token bucket (by its index in `routes`): the tokens left and
+    /// when they were counted.
+    buckets: Mutex<HashMap<usize, (f64, Instant)>>,
 }
 
 pub(crate) type HttpResponse = hyper::Response<Full<Bytes>>;
@@ -53,6 +59,7 @@ impl HttpApi {
             routes,
             authorizer,
             cors,
+            buckets: Mutex::default(),
         }
     }
 
@@ -93,10 +100,14 @@ impl HttpApi {
             Ok(collected) => collected.to_bytes(),
             Err(_) => return gateway_message(413, "Request Entity Too Large"),
         };
-        let Some((target, path_parameters)) = self.route(parts.method.as_str(), parts.uri.path())
+        let Some((index, target, path_parameters)) =
+            self.route(parts.method.as_str(), parts.uri.path())
         else {
             return gateway_message(404, "Not Found");
         };
+        if !self.admit(index, target.route.throttle) {
+            return gateway_message(429, "Too Many Requests");
+        }
         // As API Gateway: a route without an authorizer passes whatever `Authorization` the
         // request has, unchecked, and its event carries no authorizer context.
         let claims = match &target.route.authorizer {
@@ -155,18 +166,40 @@ impl HttpApi {
     }
 
     /// The route API Gateway would pick: among the matches, the one with most literal segments.
-    fn route(&self, method: &str, path: &str) -> Option<(&RouteTarget, Map<String, Value>)> {
+    fn route(&self, method: &str, path: &str) -> Option<(usize, &RouteTarget, Map<String, Value>)> {
         self.routes
             .iter()
-            .filter(|t| t.route.method == method)
-            .filter_map(|t| match_path(&t.route.path, path).map(|params| (t, params)))
-            .max_by_key(|(t, _)| {
+            .enumerate()
+            .filter(|(_, t)| t.route.method == method)
+            .filter_map(|(i, t)| match_path(&t.route.path, path).map(|params| (i, t, params)))
+            .max_by_key(|(_, t, _)| {
                 t.route
                     .path
                     .split('/')
                     .filter(|s| !s.starts_with('{'))
                     .count()
             })
+    }
+
+    /// Whether route `index`'s throttle lets one more request through now: a token bucket
+    /// of `burst` tokens refilled at its rate, as API Gateway throttles a route.
+    fn admit(&self, index: usize, throttle: Option<Throttle>) -> bool {
+        let Some(throttle) = throttle else {
+            return true;
+        };
+        let mut buckets = self.buckets.lock().expect("throttle lock");
+        let now = Instant::now();
+        let burst = f64::from(throttle.burst);
+        let (tokens, counted) = buckets.entry(index).or_insert((burst, now));
+        let refilled =
+            now.duration_since(*counted).as_secs_f64() * f64::from(throttle.rate_per_second);
+        *tokens = (*tokens + refilled).min(burst);
+        *counted = now;
+        if *tokens < 1.0 {
+            return false;
+        }
+        *tokens -= 1.0;
+        true
     }
 }
 

@@ -14,7 +14,7 @@ mod routes;
 #[cfg(test)]
 mod tests;
 
-pub use routes::{DeclaredWebSocketApi, HttpRoute, WebSocketRoute};
+pub use routes::{DeclaredWebSocketApi, HttpRoute, Throttle, WebSocketRoute};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {

@@ -22,6 +22,17 @@ pub struct HttpRoute {
     /// The event's `Auth.AuthorizationScopes`: a token must hold one of them in its `scope`
     /// claim, else API Gateway answers 403. Empty: any valid token.
     pub scopes: Vec<String>,
+    /// The API's throttle for the route: its `RouteSettings` entry, else its
+    /// `DefaultRouteSettings`; `None` when neither sets one.
+    pub throttle: Option<Throttle>,
+}
+
+/// A route's throttle, as API Gateway keeps it: a token bucket of `burst` requests refilled
+/// at `rate_per_second`; a request past it is answered 429.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    pub rate_per_second: u32,
+    pub burst: u32,
 }
 
 /// The WebSocket API of the template (`AWS::ApiGatewayV2::Api`, protocol WEBSOCKET), its
@@ -67,17 +78,44 @@ impl Template {
                         "{function}: an HttpApi event needs Method and Path"
                     )));
                 };
+                let method = method.to_ascii_uppercase();
+                let throttle = self.route_throttle(&format!("{method} {path}"));
                 routes.push(HttpRoute {
-                    method: method.to_ascii_uppercase(),
+                    method,
                     path: path.to_owned(),
                     function: function.clone(),
                     handler: self.handler(&function)?,
                     authorizer: self.route_authorizer(props),
                     scopes: authorization_scopes(&function, props)?,
+                    throttle,
                 });
             }
         }
         Ok(routes)
+    }
+
+    /// The throttle of the route `key` (`METHOD /path`): the HTTP API's `RouteSettings`
+    /// entry for it, else its `DefaultRouteSettings`, values resolved (a `!Ref` of a
+    /// parameter).
+    fn route_throttle(&self, key: &str) -> Option<Throttle> {
+        let apis = self.resources_of("AWS::Serverless::HttpApi");
+        let properties = &apis.values().next()?["Properties"];
+        let number = |value: &Value| -> Option<u32> {
+            match ref_target(value) {
+                Some(parameter) => self.parameter(parameter)?.parse().ok(),
+                None => value.as_u64().and_then(|n| u32::try_from(n).ok()),
+            }
+        };
+        let settings = [
+            &properties["RouteSettings"][key],
+            &properties["DefaultRouteSettings"],
+        ];
+        settings.into_iter().find_map(|settings| {
+            Some(Throttle {
+                rate_per_second: number(&settings["ThrottlingRateLimit"])?,
+                burst: number(&settings["ThrottlingBurstLimit"])?,
+            })
+        })
     }
 
     /// The HTTP API's `CorsConfiguration`, values resolved (a list may be a `!Ref` of a

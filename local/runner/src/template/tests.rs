@@ -9,6 +9,7 @@ Globals:
         SHARED: "1"
 Parameters:
   CountShards: { Type: Number, Default: 16 }
+  ReadRate: { Type: Number, Default: 20 }
 Resources:
   Table:
     Type: AWS::DynamoDB::Table
@@ -17,6 +18,11 @@ Resources:
     Type: AWS::Serverless::HttpApi
     Properties:
       Auth: { DefaultAuthorizer: Jwt }
+      DefaultRouteSettings: { ThrottlingRateLimit: 1000, ThrottlingBurstLimit: 500 }
+      RouteSettings:
+        GET /v1/items/{item_id}/like-count:
+          ThrottlingRateLimit: !Ref ReadRate
+          ThrottlingBurstLimit: 10
   Fn:
     Type: AWS::Serverless::Function
     Metadata:
@@ -52,7 +58,7 @@ Resources:
 "#;
 
 #[test]
-fn routes_come_from_http_api_events_only_with_their_authorizer_and_scopes() {
+fn routes_come_from_http_api_events_only_with_their_authorizer_scopes_and_throttle() {
     let template = Template::parse(SAMPLE).unwrap();
     let mut routes = template.http_routes().unwrap();
     routes.sort_by(|a, b| a.path.cmp(&b.path));
@@ -66,6 +72,10 @@ fn routes_come_from_http_api_events_only_with_their_authorizer_and_scopes() {
                 handler: "put-reaction".into(),
                 authorizer: None,
                 scopes: vec![],
+                throttle: Some(Throttle {
+                    rate_per_second: 20,
+                    burst: 10
+                }),
             },
             HttpRoute {
                 method: "PUT".into(),
@@ -74,6 +84,10 @@ fn routes_come_from_http_api_events_only_with_their_authorizer_and_scopes() {
                 handler: "put-reaction".into(),
                 authorizer: Some("Jwt".into()),
                 scopes: vec![],
+                throttle: Some(Throttle {
+                    rate_per_second: 1000,
+                    burst: 500
+                }),
             },
             HttpRoute {
                 method: "POST".into(),
@@ -82,6 +96,10 @@ fn routes_come_from_http_api_events_only_with_their_authorizer_and_scopes() {
                 handler: "put-reaction".into(),
                 authorizer: Some("Jwt".into()),
                 scopes: vec!["likes/moderate".into()],
+                throttle: Some(Throttle {
+                    rate_per_second: 1000,
+                    burst: 500
+                }),
             },
         ]
     );
