@@ -329,6 +329,21 @@ fn each_functions_policy_grants_exactly_the_dynamodb_and_kinesis_calls_its_code_
     );
 }
 
+/// template.yaml as SAM expands it (`local/checks/sam_expand.py`, offline).
+fn expanded() -> serde_json::Value {
+    let output = std::process::Command::new(likes_tests::venv_tool("python"))
+        .arg(likes_local::repo_root().join("local/checks/sam_expand.py"))
+        .arg(likes_local::repo_root().join("template.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Data-plane actions that name no resource, so a grant of them is on `*`.
 const RESOURCELESS: &[&str] = &[
     "dynamodb:ListTables",
@@ -368,17 +383,7 @@ fn listed(value: &serde_json::Value) -> Vec<&serde_json::Value> {
 /// AWS managed policy for a stream event reads every stream in the account).
 #[test]
 fn no_role_grants_a_data_plane_action_on_every_resource() {
-    let output = std::process::Command::new(likes_tests::venv_tool("python"))
-        .arg(likes_local::repo_root().join("local/checks/sam_expand.py"))
-        .arg(likes_local::repo_root().join("template.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let expanded: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let expanded = expanded();
     let roles: Vec<(&String, &serde_json::Value)> = expanded["Resources"]
         .as_object()
         .unwrap()
@@ -411,4 +416,99 @@ fn no_role_grants_a_data_plane_action_on_every_resource() {
         }
     }
     assert!(too_wide.is_empty(), "{too_wide:#?}");
+}
+
+/// Every function deploys gradually and every caller follows it: each function has its
+/// alias and a CodeDeploy deployment group that shifts it with the template's strategy, on
+/// the template's own role, rolled back on the rollback alarms; and every stream mapping,
+/// schedule, HTTP route and WebSocket integration invokes an alias, never `$LATEST`, so a
+/// rollback moves them all.
+#[test]
+fn every_function_deploys_through_its_alias_and_every_caller_invokes_the_alias() {
+    let expanded = expanded();
+    let resources = expanded["Resources"].as_object().unwrap();
+    let of_type = |kind: &str| -> Vec<(&String, &serde_json::Value)> {
+        resources
+            .iter()
+            .filter(|(_, r)| r["Type"] == kind)
+            .collect()
+    };
+    let aliases: BTreeSet<&str> = of_type("AWS::Lambda::Alias")
+        .into_iter()
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let functions = of_type("AWS::Lambda::Function");
+    assert!(functions.len() >= 29);
+    let groups = of_type("AWS::CodeDeploy::DeploymentGroup");
+    for (function, _) in &functions {
+        let alias = format!("{function}Aliaslive");
+        assert!(aliases.contains(alias.as_str()), "{function} has its alias");
+        let group = groups
+            .iter()
+            .find(|(id, _)| id.starts_with(function.as_str()))
+            .unwrap_or_else(|| panic!("{function} has a deployment group"))
+            .1;
+        let properties = &group["Properties"];
+        assert_eq!(
+            properties["ServiceRoleArn"],
+            serde_json::json!({"Fn::GetAtt": ["DeploymentRole", "Arn"]}),
+            "{function}"
+        );
+        let alarms: BTreeSet<String> = properties["AlarmConfiguration"]["Alarms"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{function} has rollback alarms"))
+            .iter()
+            .map(|alarm| alarm["Name"]["Ref"].as_str().unwrap().to_owned())
+            .collect();
+        for alarm in [
+            "HttpApiErrorsAlarm",
+            "HttpApiLatencyAlarm",
+            "LiveApiErrorsAlarm",
+            "FunctionErrorsAlarm",
+        ] {
+            assert!(alarms.contains(alarm), "{function} rolls back on {alarm}");
+            assert!(resources.contains_key(alarm), "{alarm} exists");
+        }
+        assert!(
+            properties["AutoRollbackConfiguration"]["Events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e == "DEPLOYMENT_STOP_ON_ALARM"),
+            "{function}"
+        );
+    }
+    let invokes_alias =
+        |value: &serde_json::Value| value["Ref"].as_str().is_some_and(|r| aliases.contains(r));
+    for (id, mapping) in of_type("AWS::Lambda::EventSourceMapping") {
+        assert!(
+            invokes_alias(&mapping["Properties"]["FunctionName"]),
+            "{id}"
+        );
+    }
+    for (id, schedule) in of_type("AWS::Scheduler::Schedule") {
+        assert!(
+            invokes_alias(&schedule["Properties"]["Target"]["Arn"]),
+            "{id}"
+        );
+    }
+    let mut integrations = 0;
+    for (id, api) in of_type("AWS::ApiGatewayV2::Api")
+        .into_iter()
+        .chain(of_type("AWS::ApiGatewayV2::Integration"))
+    {
+        let text = api["Properties"].to_string();
+        for (at, _) in text.match_indices("/functions/${") {
+            let reference = &text[at + "/functions/${".len()..];
+            let reference = &reference[..reference.find('}').unwrap()];
+            assert!(aliases.contains(reference), "{id} invokes {reference}");
+            integrations += 1;
+        }
+    }
+    let routes = likes_local::template::Template::load(&likes_local::template::default_path())
+        .unwrap()
+        .http_routes()
+        .unwrap()
+        .len();
+    assert!(integrations >= routes + 3, "{integrations} integrations");
 }

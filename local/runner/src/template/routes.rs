@@ -177,9 +177,24 @@ impl Template {
         }))
     }
 
+    /// The function a `${...}` reference in an integration's URI invokes: `Function.Arn`, or
+    /// the alias SAM publishes for it (`<Function>Alias<name>`, with `AutoPublishAlias`).
+    fn invoked_function(&self, reference: &str) -> Option<String> {
+        if let Some(function) = reference.strip_suffix(".Arn") {
+            return Some(function.to_owned());
+        }
+        self.resources_of("AWS::Serverless::Function")
+            .into_keys()
+            .find(|function| {
+                self.function_property(function, "AutoPublishAlias")
+                    .and_then(Value::as_str)
+                    .is_some_and(|alias| reference == format!("{function}Alias{alias}"))
+            })
+    }
+
     /// The template's WebSocket APIs with their routes: each route's `Target`
     /// (`integrations/${Integration}`) names an integration whose `IntegrationUri` holds
-    /// `${Function.Arn}`.
+    /// `${Function.Arn}`, or its alias's `${<Function>Alias<name>}`.
     pub fn websocket_apis(&self) -> Result<Vec<DeclaredWebSocketApi>, TemplateError> {
         let shape = |message: String| TemplateError::Shape(message);
         let mut apis = Vec::new();
@@ -214,9 +229,8 @@ impl Template {
                     .ok_or_else(|| shape(format!("{integration}: no IntegrationUri")))?;
                 let function = uri
                     .split("${")
-                    .filter_map(|part| part.split_once(".Arn}"))
-                    .map(|(id, _)| id.to_owned())
-                    .next()
+                    .filter_map(|part| part.split_once('}'))
+                    .find_map(|(name, _)| self.invoked_function(name))
                     .ok_or_else(|| {
                         shape(format!("{integration}: IntegrationUri names no function"))
                     })?;

@@ -202,13 +202,13 @@ Resources:
   MessageIntegration:
     Type: AWS::ApiGatewayV2::Integration
     Properties:
-      IntegrationUri: !Sub "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/${MessageFn.Arn}/invocations"
+      IntegrationUri: !Sub "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/${MessageFnAliaslive}/invocations"
   ConnectFn:
     Type: AWS::Serverless::Function
     Properties: { Handler: live-connect }
   MessageFn:
     Type: AWS::Serverless::Function
-    Properties: { Handler: live-message }
+    Properties: { Handler: live-message, AutoPublishAlias: live }
 "#;
 
 #[test]
