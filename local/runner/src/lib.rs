@@ -19,6 +19,7 @@ pub mod resources;
 pub mod scheduler;
 pub mod stack;
 pub mod template;
+pub mod throttle;
 pub mod web;
 pub mod websocket_api;
 

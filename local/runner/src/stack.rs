@@ -379,6 +379,7 @@ fn websocket_api(
         .map(|route| {
             Ok(SocketTarget {
                 route_key: route.route_key.clone(),
+                throttle: route.throttle,
                 function: build_function(
                     template,
                     resources,

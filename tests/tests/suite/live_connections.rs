@@ -1,6 +1,6 @@
 //! Connections to the local WebSocket front with a real WebSocket client: cleanup of dropped
-//! and gone connections, the management API answering the SDK as API Gateway does, and the
-//! token check at `$connect`.
+//! and gone connections, the management API answering the SDK as API Gateway does, the
+//! token check at `$connect`, and `$connect`'s route throttle.
 
 use std::time::Duration;
 
@@ -203,5 +203,44 @@ async fn a_bad_token_is_refused_at_connect() {
     assert_eq!(
         rows[0]["user_id"],
         aws_sdk_dynamodb::types::AttributeValue::S("alice".into())
+    );
+}
+
+/// A flood of connects meets `$connect`'s route throttle: past its burst and rate the
+/// upgrade is refused with 429 before the token is even checked, as API Gateway throttles
+/// the route, and the connections let in work.
+#[tokio::test]
+async fn a_flood_of_connects_meets_the_connect_route_cap() {
+    const BURST: usize = 3;
+    let stack = TestStack::builder()
+        .parameters(&[
+            ("PublicRouteRateLimit", "1"),
+            ("PublicRouteBurstLimit", &BURST.to_string()),
+        ])
+        .start()
+        .await;
+    let url = stack.ws_url();
+    let tokens: Vec<String> = (0..12).map(|n| stack.token(&format!("fan{n}"))).collect();
+    let started = std::time::Instant::now();
+    let attempts = futures_util::future::join_all(
+        tokens
+            .iter()
+            .map(|token| Watcher::connect(&url, Some(token))),
+    )
+    .await;
+    let most = BURST + started.elapsed().as_secs() as usize + 1;
+    let (mut connected, refused): (Vec<_>, Vec<_>) = attempts.into_iter().partition(Result::is_ok);
+    assert!(
+        (BURST..=most).contains(&connected.len()),
+        "{} connected, at most {most}",
+        connected.len()
+    );
+    let statuses: Vec<Option<&u16>> = refused.iter().map(|r| r.as_ref().err()).collect();
+    assert!(statuses.iter().all(|s| *s == Some(&429)), "{statuses:?}");
+    let watcher = connected[0].as_mut().unwrap();
+    watcher.subscribe(&["game:1"]).await;
+    assert_eq!(
+        watcher.next(ANSWER).await.unwrap().message["type"],
+        "counts"
     );
 }

@@ -7,12 +7,10 @@
 //! each route as its `RouteSettings` (else `DefaultRouteSettings`) say, answering 429.
 
 use likes_core::clock::now_ms;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -26,7 +24,8 @@ use tokio::net::TcpListener;
 
 use crate::cors::Cors;
 use crate::jwt::JwtAuthorizer;
-use crate::template::{HttpRoute, Throttle};
+use crate::template::HttpRoute;
+use crate::throttle::RouteThrottles;
 
 mod event;
 
@@ -46,9 +45,8 @@ pub struct HttpApi {
     routes: Vec<RouteTarget>,
     authorizer: JwtAuthorizer,
     cors: Option<Cors>,
-    /// Each throttled route's token bucket (by its index in `routes`): the tokens left and
-    /// when they were counted.
-    buckets: Mutex<HashMap<usize, (f64, Instant)>>,
+    /// The routes' throttles (by route key, `METHOD /path`).
+    throttles: RouteThrottles,
 }
 
 pub(crate) type HttpResponse = hyper::Response<Full<Bytes>>;
@@ -59,7 +57,7 @@ impl HttpApi {
             routes,
             authorizer,
             cors,
-            buckets: Mutex::default(),
+            throttles: RouteThrottles::default(),
         }
     }
 
@@ -100,12 +98,12 @@ impl HttpApi {
             Ok(collected) => collected.to_bytes(),
             Err(_) => return gateway_message(413, "Request Entity Too Large"),
         };
-        let Some((index, target, path_parameters)) =
-            self.route(parts.method.as_str(), parts.uri.path())
+        let Some((target, path_parameters)) = self.route(parts.method.as_str(), parts.uri.path())
         else {
             return gateway_message(404, "Not Found");
         };
-        if !self.admit(index, target.route.throttle) {
+        let route_key = format!("{} {}", target.route.method, target.route.path);
+        if !self.throttles.admit(&route_key, target.route.throttle) {
             return gateway_message(429, "Too Many Requests");
         }
         // As API Gateway: a route without an authorizer passes whatever `Authorization` the
@@ -166,40 +164,18 @@ impl HttpApi {
     }
 
     /// The route API Gateway would pick: among the matches, the one with most literal segments.
-    fn route(&self, method: &str, path: &str) -> Option<(usize, &RouteTarget, Map<String, Value>)> {
+    fn route(&self, method: &str, path: &str) -> Option<(&RouteTarget, Map<String, Value>)> {
         self.routes
             .iter()
-            .enumerate()
-            .filter(|(_, t)| t.route.method == method)
-            .filter_map(|(i, t)| match_path(&t.route.path, path).map(|params| (i, t, params)))
-            .max_by_key(|(_, t, _)| {
+            .filter(|t| t.route.method == method)
+            .filter_map(|t| match_path(&t.route.path, path).map(|params| (t, params)))
+            .max_by_key(|(t, _)| {
                 t.route
                     .path
                     .split('/')
                     .filter(|s| !s.starts_with('{'))
                     .count()
             })
-    }
-
-    /// Whether route `index`'s throttle lets one more request through now: a token bucket
-    /// of `burst` tokens refilled at its rate, as API Gateway throttles a route.
-    fn admit(&self, index: usize, throttle: Option<Throttle>) -> bool {
-        let Some(throttle) = throttle else {
-            return true;
-        };
-        let mut buckets = self.buckets.lock().expect("throttle lock");
-        let now = Instant::now();
-        let burst = f64::from(throttle.burst);
-        let (tokens, counted) = buckets.entry(index).or_insert((burst, now));
-        let refilled =
-            now.duration_since(*counted).as_secs_f64() * f64::from(throttle.rate_per_second);
-        *tokens = (*tokens + refilled).min(burst);
-        *counted = now;
-        if *tokens < 1.0 {
-            return false;
-        }
-        *tokens -= 1.0;
-        true
     }
 }
 

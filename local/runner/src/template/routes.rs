@@ -57,6 +57,9 @@ pub struct WebSocketRoute {
     pub handler: String,
     /// A route response is declared: the function's answer body goes back to the client.
     pub responds: bool,
+    /// The stage's throttle for the route (its `RouteSettings` entry, else its
+    /// `DefaultRouteSettings`).
+    pub throttle: Option<Throttle>,
 }
 
 impl Template {
@@ -95,11 +98,16 @@ impl Template {
     }
 
     /// The throttle of the route `key` (`METHOD /path`): the HTTP API's `RouteSettings`
-    /// entry for it, else its `DefaultRouteSettings`, values resolved (a `!Ref` of a
-    /// parameter).
+    /// entry for it, else its `DefaultRouteSettings`.
     fn route_throttle(&self, key: &str) -> Option<Throttle> {
         let apis = self.resources_of("AWS::Serverless::HttpApi");
-        let properties = &apis.values().next()?["Properties"];
+        self.throttle_of(&apis.values().next()?["Properties"], key)
+    }
+
+    /// The throttle `properties` (an HTTP API's or a stage's) set for route `key`: its
+    /// `RouteSettings` entry, else its `DefaultRouteSettings`, values resolved (a `!Ref` of
+    /// a parameter).
+    fn throttle_of(&self, properties: &Value, key: &str) -> Option<Throttle> {
         let number = |value: &Value| -> Option<u32> {
             match ref_target(value) {
                 Some(parameter) => self.parameter(parameter)?.parse().ok(),
@@ -204,11 +212,14 @@ impl Template {
                 continue;
             }
             let of_api = |r: &&Value| ref_target(&r["Properties"]["ApiId"]) == Some(api.as_str());
-            let (stage, stage_name) = self
+            let (stage, stage_name, stage_properties) = self
                 .resources_of("AWS::ApiGatewayV2::Stage")
                 .into_iter()
                 .find(|(_, r)| of_api(r))
-                .and_then(|(id, r)| Some((id, r["Properties"]["StageName"].as_str()?.to_owned())))
+                .and_then(|(id, r)| {
+                    let name = r["Properties"]["StageName"].as_str()?.to_owned();
+                    Some((id, name, r["Properties"].clone()))
+                })
                 .ok_or_else(|| shape(format!("{api}: no stage with a StageName")))?;
             let responses = self.resources_of("AWS::ApiGatewayV2::RouteResponse");
             let mut routes = Vec::new();
@@ -241,6 +252,7 @@ impl Template {
                     responds: responses
                         .values()
                         .any(|rr| ref_target(&rr["Properties"]["RouteId"]) == Some(route.as_str())),
+                    throttle: self.throttle_of(&stage_properties, route_key),
                 });
             }
             apis.push(DeclaredWebSocketApi {

@@ -185,7 +185,12 @@ Resources:
     Properties: { ProtocolType: HTTP }
   Stage:
     Type: AWS::ApiGatewayV2::Stage
-    Properties: { ApiId: !Ref Live, StageName: live }
+    Properties:
+      ApiId: !Ref Live
+      StageName: live
+      DefaultRouteSettings: { ThrottlingRateLimit: 500, ThrottlingBurstLimit: 200 }
+      RouteSettings:
+        $connect: { ThrottlingRateLimit: 5, ThrottlingBurstLimit: 2 }
   ConnectRoute:
     Type: AWS::ApiGatewayV2::Route
     Properties: { ApiId: !Ref Live, RouteKey: $connect, Target: !Sub "integrations/${ConnectIntegration}" }
@@ -235,12 +240,20 @@ fn websocket_routes_come_from_routes_integrations_and_route_responses() {
                 function: "ConnectFn".into(),
                 handler: "live-connect".into(),
                 responds: false,
+                throttle: Some(Throttle {
+                    rate_per_second: 5,
+                    burst: 2
+                }),
             },
             WebSocketRoute {
                 route_key: "$default".into(),
                 function: "MessageFn".into(),
                 handler: "live-message".into(),
                 responds: true,
+                throttle: Some(Throttle {
+                    rate_per_second: 500,
+                    burst: 200
+                }),
             },
         ]
     );

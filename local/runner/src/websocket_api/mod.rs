@@ -32,7 +32,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::http_api::{form_decode, serve_http, HttpResponse};
-use crate::template::DeclaredWebSocketApi;
+use crate::template::{DeclaredWebSocketApi, Throttle};
+use crate::throttle::RouteThrottles;
 
 mod event;
 mod management;
@@ -52,6 +53,8 @@ pub struct SocketTarget {
     pub function: Box<dyn Invoke>,
     /// The template declares a route response: the answer's body is sent back.
     pub responds: bool,
+    /// The stage's throttle for the route: `$connect`'s refuses an upgrade past it (429).
+    pub throttle: Option<Throttle>,
 }
 
 enum Outbound {
@@ -75,6 +78,8 @@ pub struct WebSocketApi {
     selection_member: Option<String>,
     routes: HashMap<String, SocketTarget>,
     links: Mutex<HashMap<String, Link>>,
+    /// The routes' throttles (`$connect`'s, as the stage sets it).
+    throttles: RouteThrottles,
     /// Fault switch: the next posts answered 429, as API Gateway throttles them.
     throttle_posts: AtomicU32,
     throttled_posts: AtomicU32,
@@ -103,6 +108,7 @@ impl WebSocketApi {
                 .map(|target| (target.route_key.clone(), target))
                 .collect(),
             links: Mutex::default(),
+            throttles: RouteThrottles::default(),
             throttle_posts: AtomicU32::new(0),
             throttled_posts: AtomicU32::new(0),
         }
@@ -188,6 +194,9 @@ impl WebSocketApi {
         let connection_id = URL_SAFE_NO_PAD.encode(&uuid::Uuid::new_v4().as_bytes()[..9]);
         let connected_at_ms = now_ms();
         if let Some(target) = self.routes.get("$connect") {
+            if !self.throttles.admit("$connect", target.throttle) {
+                return plain(429, json!({"message": "Too Many Requests"}));
+            }
             let event = self.event(
                 "CONNECT",
                 "$connect",
