@@ -12,6 +12,8 @@ use likes_reconcile::{ExportReader, ReconcileError, Step};
 use likes_store::reconciliation::{Phase, ReconciliationStore};
 use likes_tests::{until, TestStack};
 
+use crate::reconcile_support::drifted_by_one;
+
 /// Drops `lost`'s entry (item, user) from its likers list, as a lost like event leaves it,
 /// and lists `invented` as a like given a day ago, as a lost unlike leaves it.
 pub(crate) async fn lose_and_invent_likers(
@@ -141,13 +143,7 @@ async fn a_failed_athena_attempt_starts_over_and_the_next_is_judged_afresh() {
         .start()
         .await;
     let item = "game:retried";
-    for u in 0..3 {
-        stack.react(&format!("u{u}"), item, Like).await;
-    }
-    stack.settle().await;
-    stack.edit_count_row(item, "D#0", 2).await;
-    let cut = stack.next_cut(0);
-    until(stack.clear_of(cut)).await;
+    let cut = drifted_by_one(&stack, item).await;
 
     // Invocations with no time to wait, until the run has all its exports asked for.
     let reconciler = stack.reconciler();

@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use likes_core::clock::now_ms;
-use likes_core::ReactionState::Like;
 use likes_reconcile::{DriftReport, Reconciler, Step};
-use likes_tests::{until, TestStack};
+use likes_tests::TestStack;
+
+use crate::reconcile_support::drifted_by_one;
 
 /// Runs the reconciler at `cut` until it reports.
 async fn reconcile(reconciler: &Reconciler, cut: i64) -> DriftReport {
@@ -33,13 +34,7 @@ async fn drifted_run(item: &str, overrides: &[(&str, &str)]) -> (TestStack, Drif
         .for_reconciliation("auto")
         .start()
         .await;
-    for u in 0..3 {
-        stack.react(&format!("u{u}"), item, Like).await;
-    }
-    stack.settle().await;
-    stack.edit_count_row(item, "D#0", 2).await;
-    let cut = stack.next_cut(0);
-    until(stack.clear_of(cut)).await;
+    let cut = drifted_by_one(&stack, item).await;
     let report = reconcile(&stack.reconciler_with(overrides), cut).await;
     (stack, report)
 }

@@ -26,6 +26,21 @@ pub(crate) async fn reconcile(stack: &TestStack, at_ms: i64) -> DriftReport {
     }
 }
 
+/// Three likes of `item` by new users, counted, then its first count row edited to hold two
+/// (a drift of one like); the first cut clear of it all, once it is clear.
+pub(crate) async fn drifted_by_one(stack: &TestStack, item: &str) -> i64 {
+    for u in 0..3 {
+        stack
+            .react(&format!("u{u}"), item, likes_core::ReactionState::Like)
+            .await;
+    }
+    stack.settle().await;
+    stack.edit_count_row(item, "D#0", 2).await;
+    let cut = stack.next_cut(0);
+    until(stack.clear_of(cut)).await;
+    cut
+}
+
 /// Reconciles the first cut clear of every write so far, once it is clear.
 pub(crate) async fn reconcile_next(stack: &TestStack) -> DriftReport {
     let cut = stack.next_cut(0);
