@@ -272,8 +272,8 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let settled_before = report.cut_ms - self.config.period.uncertainty_ms;
         let now = now_ms();
-        let removed: BTreeMap<ItemId, JobId> =
-            self.moderation.removals().await?.into_iter().collect();
+        // The removal marks, read once the judgement names a reaction to a removed item.
+        let mut removed: Option<BTreeMap<ItemId, JobId>> = None;
         let mut removals = Removals::at(now);
         // The buckets to list of one item at a time (its lines come together).
         let mut unlisted: Option<(ItemId, BTreeSet<u32>)> = None;
@@ -299,8 +299,11 @@ impl Reconciler {
                         .insert(bucket);
                 }
                 JudgedLine::Removed { item, user_id } => {
+                    if removed.is_none() {
+                        removed = Some(self.moderation.removals().await?.into_iter().collect());
+                    }
                     // Removals only grow: the judgement's removed items are all here.
-                    if let Some(job_id) = removed.get(&item) {
+                    if let Some(job_id) = removed.as_ref().and_then(|r| r.get(&item)) {
                         self.retract_removed_reaction(
                             &mut removals,
                             state,
