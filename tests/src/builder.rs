@@ -1,7 +1,6 @@
 //! How a test's stack is started: the plain stack, changed by each builder method.
 
 use likes_local::aws::AwsTarget;
-use likes_local::jwt::JwtAuthorizer;
 use likes_local::stack::{Schedules, Stack, StackOptions};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -163,8 +162,8 @@ impl StackBuilder {
             .await
             .expect("local stack starts");
         TestStack {
+            authorizer: stack.issuer.clone(),
             stack,
-            authorizer: JwtAuthorizer::from_env(),
         }
     }
 }

@@ -18,6 +18,16 @@ pub struct TestRequest {
 }
 
 impl TestRequest {
+    pub(crate) fn new(addr: SocketAddr, method: &str, path: &str) -> Self {
+        Self {
+            addr,
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self

@@ -222,17 +222,16 @@ impl TestStack {
 
     /// A request as `sub` (or anonymous with `None`).
     pub fn request(&self, method: &str, path: &str, sub: Option<&str>) -> TestRequest {
-        let mut request = TestRequest {
-            addr: self.stack.http_addr,
-            method: method.to_owned(),
-            path: path.to_owned(),
-            headers: Vec::new(),
-            body: Vec::new(),
-        };
+        let mut request = TestRequest::new(self.stack.http_addr, method, path);
         if let Some(sub) = sub {
             request = request.header("authorization", &format!("Bearer {}", self.token(sub)));
         }
         request
+    }
+
+    /// A request to the web origin (the page's files, the local issuer's sign-in and keys).
+    pub fn web_request(&self, method: &str, path: &str) -> TestRequest {
+        TestRequest::new(self.stack.web_addr, method, path)
     }
 }
 

@@ -141,18 +141,12 @@ impl TestStack {
             .trim_start_matches("http://")
             .parse()
             .unwrap_or_else(|err| panic!("the emulator listens on {endpoint}: {err}"));
-        let answer = TestRequest {
-            addr,
-            method: "POST".into(),
-            path: "/".into(),
-            headers: vec![
-                ("x-amz-target".into(), format!("LikesEmulator.{operation}")),
-                ("content-type".into(), "application/x-amz-json-1.0".into()),
-            ],
-            body: body.to_string().into_bytes(),
-        }
-        .send()
-        .await;
+        let answer = TestRequest::new(addr, "POST", "/")
+            .header("x-amz-target", &format!("LikesEmulator.{operation}"))
+            .header("content-type", "application/x-amz-json-1.0")
+            .body(body.to_string())
+            .send()
+            .await;
         answer.assert_status(200);
         answer.json()
     }

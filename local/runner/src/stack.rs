@@ -14,7 +14,7 @@ use crate::aws::{local_clients, AwsTarget, LOCAL_REGION};
 use crate::emulator::EmulatorError;
 use crate::event_source_mapping::{MappingConfig, MappingError, Pipeline};
 use crate::http_api::{HttpApi, RouteTarget};
-use crate::jwt::{JwtAuthorizer, LOCAL_AUDIENCE, LOCAL_ISSUER};
+use crate::jwt::{JwtAuthorizer, LOCAL_AUDIENCE, LOCAL_ISSUER, LOCAL_JWKS_PATH};
 use crate::resources::{self, ResourceError, Resources};
 use crate::scheduler::{Schedule, ScheduleError};
 use crate::template::{self, Template, TemplateError};
@@ -125,6 +125,9 @@ pub struct Stack {
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
     pub web_addr: SocketAddr,
+    /// The local token issuer (its keys rotate through it), which the HTTP front's
+    /// authorizer and the web origin's sign-in share.
+    pub issuer: JwtAuthorizer,
     /// The WebSocket front, when the template declares a WebSocket API.
     websocket_api: Option<Arc<WebSocketApi>>,
     tasks: Vec<JoinHandle<()>>,
@@ -150,6 +153,11 @@ impl Stack {
             .map(|id| (id, local_cursor_key()))
             .collect();
         let mut resources = resources::create(&template, &aws, &options.prefix, secrets).await?;
+        // The issuer's keys, where the template names them, are the web origin's.
+        resources.local_endpoints.insert(
+            format!("{LOCAL_ISSUER}{LOCAL_JWKS_PATH}"),
+            format!("http://{web_addr}{LOCAL_JWKS_PATH}"),
+        );
         let ws_listener = listen(options.ws_addr).await?;
         let ws_addr = local_addr(&ws_listener, options.ws_addr)?;
         let websocket_api = websocket_api(
@@ -188,7 +196,8 @@ impl Stack {
         .map(|mapping| Pipeline::start(mapping, options.stream_shards, &aws.sdk))
         .collect::<Result<Vec<_>, _>>()?;
         // As the template's authorizer: tokens of its issuer for its audience.
-        let authorizer = JwtAuthorizer::from_env().expecting(
+        let issuer = JwtAuthorizer::from_env();
+        let authorizer = issuer.clone().expecting(
             template.parameter("JwtIssuer").unwrap_or_default(),
             template.parameter("JwtAudience").unwrap_or_default(),
         );
@@ -197,6 +206,7 @@ impl Stack {
             crate::repo_root().join("web"),
             &format!("http://{http_addr}"),
             &format!("ws://{ws_addr}"),
+            issuer.clone(),
         ));
         let mut tasks = vec![
             tokio::spawn(front.serve(listener)),
@@ -218,6 +228,7 @@ impl Stack {
             http_addr,
             ws_addr,
             web_addr,
+            issuer,
             websocket_api,
             tasks,
             pipelines,
@@ -319,8 +330,8 @@ fn local_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, S
 }
 
 /// The parameters the template is deployed with locally: the caller's, over the local
-/// token issuer's (its issuer, audience and signing key, which the live API's `$connect`
-/// checks tokens against as it checks the real issuer's in AWS), over the web client's
+/// token issuer's (its issuer, audience and the address of its keys, which the live API's
+/// `$connect` fetches as it fetches the real issuer's in AWS), over the web client's
 /// origin as the one CORS allows, and over a few board shards: a leaderboard refresh
 /// Queries every shard, and the emulator's Query reads its whole table each time.
 pub(crate) fn local_parameters(
@@ -339,7 +350,7 @@ pub(crate) fn local_parameters(
         ("AllowedOrigins", web_origin.to_owned()),
         ("JwtIssuer", LOCAL_ISSUER.to_owned()),
         ("JwtAudience", LOCAL_AUDIENCE.to_owned()),
-        ("JwtJwks", JwtAuthorizer::from_env().jwks()),
+        ("JwtJwksUri", format!("{LOCAL_ISSUER}{LOCAL_JWKS_PATH}")),
         ("LeaderboardShards", LOCAL_BOARD_SHARDS.to_owned()),
     ] {
         parameters.entry(name.to_owned()).or_insert(value);

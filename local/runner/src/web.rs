@@ -1,9 +1,11 @@
 //! The reference web client's origin: the files in `web/` as a CDN would serve them, on an
 //! origin of their own (`make run`: `http://127.0.0.1:8080`), so the page calls the HTTP and
-//! WebSocket APIs across origins as a deployed page does. Two answers exist only here, never
-//! in a deployed stack: `GET /config.json` (where the APIs are) and `POST /local/token`
-//! (`{"user": "alice"}` → `{"token": …}`, a development token the local front accepts, in
-//! place of the platform's sign-in).
+//! WebSocket APIs across origins as a deployed page does. A few answers exist only here,
+//! never in a deployed stack: `GET /config.json` (where the APIs are), and the local token
+//! issuer in place of the platform's sign-in: `POST /local/token` (`{"user": "alice"}` →
+//! `{"token": …}`, a development token the local fronts accept), `GET
+//! /.well-known/jwks.json` (the issuer's keys, which the live API's `$connect` fetches) and
+//! `POST /local/keys/rotate` (the issuer signs with a new key from now on; answers its id).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::http_api::{gateway_message, serve_http, HttpResponse};
-use crate::jwt::JwtAuthorizer;
+use crate::jwt::{JwtAuthorizer, LOCAL_JWKS_PATH};
 
 /// How long a development token lasts: a working day.
 const TOKEN_TTL_SECONDS: i64 = 12 * 3600;
@@ -31,11 +33,11 @@ pub struct WebOrigin {
 
 impl WebOrigin {
     /// Serves `root`'s files, telling the page the APIs are at `http_url` and `ws_url`.
-    pub fn new(root: PathBuf, http_url: &str, ws_url: &str) -> Self {
+    pub fn new(root: PathBuf, http_url: &str, ws_url: &str, issuer: JwtAuthorizer) -> Self {
         Self {
             root,
             config: json!({ "api": http_url, "live": ws_url, "sign_in": "/local/token" }),
-            authorizer: JwtAuthorizer::from_env(),
+            authorizer: issuer,
         }
     }
 
@@ -59,6 +61,14 @@ impl WebOrigin {
                     return gateway_message(413, "Request Entity Too Large");
                 };
                 self.token(&body.to_bytes())
+            }
+            (&Method::GET, LOCAL_JWKS_PATH) => {
+                answer(200, "application/json", self.authorizer.jwks().to_string())
+            }
+            (&Method::POST, "/local/keys/rotate") => {
+                let kid = self.authorizer.rotate();
+                tracing::info!(kid, "the local issuer signs with a new key");
+                answer(200, "application/json", json!({ "kid": kid }).to_string())
             }
             (&Method::GET, path) => self.file(path).await,
             _ => gateway_message(405, "Method Not Allowed"),

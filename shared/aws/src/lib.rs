@@ -2,6 +2,8 @@
 //! the operation it was) and classified the way the SDK's own retry classifier classifies
 //! it, so a caller decides from [`Failure`] whether to slow down, retry, or give up.
 
+pub mod keys;
+
 use std::error::Error;
 use std::fmt;
 

@@ -10,7 +10,7 @@ use crate::token::TokenVerifier;
 pub enum ConfigError {
     #[error(transparent)]
     Variable(#[from] Variables),
-    #[error("JWT_JWKS: {0}")]
+    #[error("JWT_JWKS_URI: {0}")]
     Jwks(String),
 }
 
@@ -46,8 +46,8 @@ impl ConnectConfig {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let tokens = TokenVerifier::from_jwks(
-            &Variables::var(&lookup, "JWT_JWKS")?,
+        let tokens = TokenVerifier::new(
+            &Variables::var(&lookup, "JWT_JWKS_URI")?,
             &Variables::var(&lookup, "JWT_ISSUER")?,
             &Variables::var(&lookup, "JWT_AUDIENCE")?,
         )

@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use crate::config::{ConnectConfig, DisconnectConfig, LiveTables, MessageConfig};
 use crate::connections::{Connections, Posted};
+use crate::token::TokenError;
 
 fn store(tables: &LiveTables, dynamodb: aws_sdk_dynamodb::Client) -> LiveStore {
     LiveStore::new(
@@ -67,8 +68,12 @@ impl Connect {
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
         });
-        let user = match self.config.tokens.verify(token) {
+        let user = match self.config.tokens.verify(token).await {
             Ok(user) => user,
+            Err(reason @ TokenError::KeysUnavailable(_)) => {
+                tracing::warn!(connection, %reason, "connection refused for now");
+                return Ok(answer(503, None));
+            }
             Err(reason) => {
                 tracing::info!(connection, %reason, "connection refused");
                 return Ok(answer(401, None));

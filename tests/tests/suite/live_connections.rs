@@ -206,6 +206,71 @@ async fn a_bad_token_is_refused_at_connect() {
     );
 }
 
+/// The issuer rotates its signing key while clients are connected: they stay connected and
+/// keep their pushes; a token of the new key connects at once (`$connect` fetches the
+/// issuer's keys again when a token names one it does not hold), as does one of the key
+/// before, still listed; a second rotation withdraws the first key, and its tokens are
+/// refused. No redeploy, no restart.
+#[tokio::test]
+async fn connects_follow_the_issuers_key_rotation() {
+    let stack = TestStack::builder().scheduled().start().await;
+    let url = stack.ws_url();
+    let item = "game:rotation";
+    let first_key = stack.token("early");
+    let mut connected = stack.watcher("connected").await;
+    connected.subscribe(&[item]).await;
+    connected.next(ANSWER).await.expect("counts on subscribe");
+
+    let rotated = stack.web_request("POST", "/local/keys/rotate").send().await;
+    rotated.assert_status(200);
+    assert_eq!(rotated.json()["kid"], "local-2");
+    let keys = stack
+        .web_request("GET", "/.well-known/jwks.json")
+        .send()
+        .await;
+    let kids: Vec<_> = keys.json()["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key["kid"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kids, ["local-1", "local-2"]);
+    let second_key = stack.token("late");
+    let mut late = Watcher::connect(&url, Some(&second_key))
+        .await
+        .expect("a token of the new key connects");
+    late.subscribe(&[item]).await;
+    late.next(ANSWER).await.expect("counts on subscribe");
+    Watcher::connect(&url, Some(&first_key))
+        .await
+        .expect("a token of the key before, still listed, connects");
+    stack.like("u1", item).await;
+    for watcher in [&mut connected, &mut late] {
+        watcher
+            .until(Duration::from_secs(30), |m| m["like_count"] == 1)
+            .await;
+    }
+
+    stack
+        .web_request("POST", "/local/keys/rotate")
+        .send()
+        .await
+        .assert_status(200);
+    let third_key = stack.token("later");
+    Watcher::connect(&url, Some(&third_key))
+        .await
+        .expect("a token of the newest key connects");
+    assert_eq!(
+        Watcher::connect(&url, Some(&first_key)).await.err(),
+        Some(401),
+        "the withdrawn key's tokens are refused"
+    );
+    stack.like("u2", item).await;
+    connected
+        .until(Duration::from_secs(30), |m| m["like_count"] == 2)
+        .await;
+}
+
 /// A flood of connects meets `$connect`'s route throttle: past its burst and rate the
 /// upgrade is refused with 429 before the token is even checked, as API Gateway throttles
 /// the route, and the connections let in work.

@@ -290,13 +290,24 @@ fn every_parameter_is_typed_described_and_bounded() {
         "JwtIssuer",
         "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123"
     ));
+    for jwks in [
+        "http://issuer.example.com/keys",
+        "https://issuer.example.com",
+    ] {
+        assert!(!allowed(&template, "JwtJwksUri", jwks), "{jwks}");
+    }
+    assert!(allowed(
+        &template,
+        "JwtJwksUri",
+        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123/.well-known/jwks.json"
+    ));
     let local = crate::stack::local_parameters(BTreeMap::new(), "http://127.0.0.1:8080", true);
     for (name, value) in &local {
         if template.root["Parameters"][name.as_str()]["AllowedPattern"].is_string() {
             assert!(allowed(&template, name, value), "{name} = {value}");
         }
     }
-    assert!(local.contains_key("JwtJwks"), "{local:?}");
+    assert!(local.contains_key("JwtJwksUri"), "{local:?}");
 }
 
 /// Every function's lines go to a log group of the template that keeps them
