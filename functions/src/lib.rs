@@ -55,6 +55,7 @@ pub struct Clients {
     pub kinesis: aws_sdk_kinesis::Client,
     pub streams: aws_sdk_dynamodbstreams::Client,
     pub s3: aws_sdk_s3::Client,
+    pub secrets: aws_sdk_secretsmanager::Client,
 }
 
 impl Clients {
@@ -65,6 +66,7 @@ impl Clients {
             kinesis: aws_sdk_kinesis::Client::new(sdk),
             streams: aws_sdk_dynamodbstreams::Client::new(sdk),
             s3: aws_sdk_s3::Client::new(sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(sdk),
         }
     }
 }
@@ -163,7 +165,11 @@ macro_rules! endpoint {
             build: |env, clients| {
                 let config = Config::from_lookup(Endpoint::$endpoint, env)?;
                 Ok(Box::new(Route {
-                    app: App::with_dynamodb(config, clients.dynamodb.clone()),
+                    app: App::with_clients(
+                        config,
+                        clients.dynamodb.clone(),
+                        clients.secrets.clone(),
+                    ),
                     endpoint: Endpoint::$endpoint,
                 }))
             },

@@ -8,7 +8,8 @@
 //!   an embedded emulator, `dynoxide`, checked against AWS by its own conformance suite;
 //! - Kinesis: streams of shards chosen by the MD5 of the partition key, as AWS chooses;
 //! - SQS: queues that keep what is sent (a mapping's on-failure destination);
-//! - S3: buckets of objects (reports, exports read back).
+//! - S3: buckets of objects (reports, exports read back);
+//! - Secrets Manager: secrets whose new values move the one before to `AWSPREVIOUS`.
 //!
 //! DynamoDB and Kinesis bill and throttle as AWS does: each request is priced as AWS prices
 //! it, every partition key and shard is metered over a sliding second against AWS's limits,
@@ -23,6 +24,7 @@ mod kinesis;
 mod meter;
 mod reply;
 mod s3;
+mod secretsmanager;
 mod sqs;
 
 use std::sync::Arc;
@@ -55,6 +57,7 @@ struct Services {
     kinesis: kinesis::Kinesis,
     sqs: sqs::Sqs,
     s3: s3::S3,
+    secrets: secretsmanager::SecretsManager,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +76,7 @@ impl Simulator {
                 meter,
                 sqs: sqs::Sqs::default(),
                 s3: s3::S3::default(),
+                secrets: secretsmanager::SecretsManager::default(),
             }),
             network: None,
         })
@@ -123,6 +127,7 @@ impl Simulator {
             }
             "Kinesis_20131202" => self.services.kinesis.answer(operation, body),
             "AmazonSQS" => self.services.sqs.answer(operation, body),
+            "secretsmanager" => self.services.secrets.answer(operation, body),
             _ => Reply::unknown_operation(&target),
         }
     }

@@ -2,6 +2,7 @@
 //! (`functions/`) and the local HTTP front, so both run the very same code.
 
 mod counts;
+mod cursor_secret;
 pub mod edge;
 mod erasure;
 mod error;
@@ -14,12 +15,13 @@ mod reactions;
 use aws_config::SdkConfig;
 use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{Body, Request, Response};
-use likes_core::{CursorKey, ItemId, ValidationError, WriteLimit};
+use likes_core::{ItemId, ValidationError, WriteLimit};
 use likes_store::{
     CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, ModerationStore,
     PrivacyStore, RateLimitsStore, ReactionsStore, RemovedItems,
 };
 
+pub use cursor_secret::CursorSecret;
 pub use error::ApiError;
 
 /// Every HTTP endpoint; each is its own Lambda function, named by its `Handler`.
@@ -136,7 +138,7 @@ impl Endpoint {
         )
     }
 
-    fn needs_cursor_key(self) -> bool {
+    fn needs_cursor_secret(self) -> bool {
         matches!(
             self,
             Self::ListLikedItems | Self::ListLikers | Self::ListBlocks
@@ -166,8 +168,6 @@ impl Endpoint {
 pub enum ConfigError {
     #[error("environment variable {0} is required")]
     Missing(&'static str),
-    #[error("environment variable CURSOR_SIGNING_KEY: {0}")]
-    CursorKey(ValidationError),
     #[error(transparent)]
     Variable(likes_core::config::ConfigError),
     #[error("WRITE_RATE_PER_SECOND and WRITE_BURST: {0}")]
@@ -181,7 +181,8 @@ pub struct Config {
     pub reactions_table: Option<String>,
     pub counts_table: Option<String>,
     pub erasures_table: Option<String>,
-    pub cursor_key: Option<CursorKey>,
+    /// The secret (its ARN) whose values are the page cursors' keys.
+    pub cursor_secret: Option<String>,
     /// The RateLimits table and the limit the write endpoints hold each user to.
     pub write_limit: Option<(String, WriteLimit)>,
     pub leaderboard_table: Option<String>,
@@ -212,9 +213,6 @@ impl Config {
                 .then(|| lookup(name).ok_or(ConfigError::Missing(name)))
                 .transpose()
         };
-        let cursor_key = var("CURSOR_SIGNING_KEY", endpoint.needs_cursor_key())?
-            .map(|secret| CursorKey::new(secret).map_err(ConfigError::CursorKey))
-            .transpose()?;
         let limited = endpoint.needs_write_limit();
         let whole = |name: &'static str| {
             var(name, limited)?
@@ -240,7 +238,7 @@ impl Config {
             reactions_table: var("REACTIONS_TABLE", endpoint.needs_reactions())?,
             counts_table: var("COUNTS_TABLE", endpoint.needs_counts())?,
             erasures_table: var("ERASURES_TABLE", endpoint.needs_erasures())?,
-            cursor_key,
+            cursor_secret: var("CURSOR_SECRET_ARN", endpoint.needs_cursor_secret())?,
             write_limit,
             leaderboard_table: var("LEADERBOARD_TABLE", endpoint == Endpoint::GetLeaderboard)?,
             likers_table: var("LIKERS_TABLE", endpoint == Endpoint::ListLikers)?,
@@ -259,7 +257,7 @@ pub struct App {
     /// Count reads go through the container's cache: warm invocations share it.
     counts: Option<CachedCounts>,
     erasures: Option<ErasuresStore>,
-    cursor_key: Option<CursorKey>,
+    cursor_secret: Option<CursorSecret>,
     rate_limits: Option<RateLimitsStore>,
     leaderboard: Option<LeaderboardStore>,
     likers: Option<LikersStore>,
@@ -270,11 +268,19 @@ pub struct App {
 
 impl App {
     pub fn new(config: Config, sdk: &SdkConfig) -> Self {
-        Self::with_dynamodb(config, aws_sdk_dynamodb::Client::new(sdk))
+        Self::with_clients(
+            config,
+            aws_sdk_dynamodb::Client::new(sdk),
+            aws_sdk_secretsmanager::Client::new(sdk),
+        )
     }
 
-    /// The same over a given DynamoDB client (a bench counts the requests it sends).
-    pub fn with_dynamodb(config: Config, dynamodb: aws_sdk_dynamodb::Client) -> Self {
+    /// The same over given clients (a bench counts the requests the DynamoDB one sends).
+    pub fn with_clients(
+        config: Config,
+        dynamodb: aws_sdk_dynamodb::Client,
+        secrets: aws_sdk_secretsmanager::Client,
+    ) -> Self {
         Self {
             reactions: config
                 .reactions_table
@@ -309,7 +315,9 @@ impl App {
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
-            cursor_key: config.cursor_key,
+            cursor_secret: config
+                .cursor_secret
+                .map(|secret| CursorSecret::new(secrets, secret)),
         }
     }
 
@@ -373,10 +381,10 @@ impl App {
             .ok_or(ApiError::Config("PRIVACY_TABLE"))
     }
 
-    fn cursor_key(&self) -> Result<&CursorKey, ApiError> {
-        self.cursor_key
+    fn cursor_secret(&self) -> Result<&CursorSecret, ApiError> {
+        self.cursor_secret
             .as_ref()
-            .ok_or(ApiError::Config("CURSOR_SIGNING_KEY"))
+            .ok_or(ApiError::Config("CURSOR_SECRET_ARN"))
     }
 
     /// Serves one request of `endpoint`; every error becomes its problem+json response here.
@@ -497,7 +505,10 @@ mod tests {
                     ("COUNTS_TABLE", "c"),
                     ("LIKERS_TABLE", "k"),
                     ("PRIVACY_TABLE", "p"),
-                    ("CURSOR_SIGNING_KEY", "0123456789abcdef0123"),
+                    (
+                        "CURSOR_SECRET_ARN",
+                        "arn:aws:secretsmanager:us-east-1:123456789012:secret:c",
+                    ),
                 ],
             )
             .unwrap();
@@ -521,11 +532,14 @@ mod tests {
         ] {
             let only = config(endpoint, &[("PRIVACY_TABLE", "p")]).unwrap();
             assert_eq!(only.privacy_table.as_deref(), Some("p"));
-            assert!(only.reactions_table.is_none() && only.cursor_key.is_none());
+            assert!(only.reactions_table.is_none() && only.cursor_secret.is_none());
         }
-        let key = ("CURSOR_SIGNING_KEY", "a-test-key-of-enough-length");
+        let key = (
+            "CURSOR_SECRET_ARN",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:c",
+        );
         let blocks = config(Endpoint::ListBlocks, &[("PRIVACY_TABLE", "p"), key]).unwrap();
-        assert!(blocks.cursor_key.is_some());
+        assert!(blocks.cursor_secret.is_some());
         assert_eq!(
             config(
                 Endpoint::ListLikers,

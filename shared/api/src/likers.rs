@@ -31,11 +31,12 @@ pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, 
     let item = edge::item_id(&request)?;
     let params = request.query_string_parameters();
     let limit = page::limit(params.first("limit"), DEFAULT_LIST_LIMIT)?;
-    let key = app.cursor_key()?;
-    let after = params
-        .first("cursor")
-        .map(|raw| LikersCursor::decode(raw, key, &item))
-        .transpose()?;
+    let (key, after) = app
+        .cursor_secret()?
+        .open(params.first("cursor"), |raw, key| {
+            LikersCursor::decode(raw, key, &item)
+        })
+        .await?;
     // Asked well, of a removed item: 410.
     app.refuse_removed(&item).await?;
     let mut viewer = app.privacy()?.viewer(&reader);
@@ -54,7 +55,7 @@ pub async fn list_likers(app: &App, request: Request) -> Result<Response<Body>, 
                 user_id: liker.user_id,
             })
             .collect(),
-        next_cursor: page.next.map(|cursor| cursor.encode(key, &item)),
+        next_cursor: page.next.map(|cursor| cursor.encode(&key, &item)),
     };
     Ok(respond_json(Response::builder().status(200), &body))
 }

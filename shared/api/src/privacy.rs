@@ -104,11 +104,12 @@ pub async fn list_blocks(app: &App, request: Request) -> Result<Response<Body>, 
     let user = edge::user(&request)?;
     let params = request.query_string_parameters();
     let limit = page::limit(params.first("limit"), DEFAULT_LIST_LIMIT)?;
-    let key = app.cursor_key()?;
-    let after = params
-        .first("cursor")
-        .map(|raw| BlocksCursor::decode(raw, key, &user))
-        .transpose()?;
+    let (key, after) = app
+        .cursor_secret()?
+        .open(params.first("cursor"), |raw, key| {
+            BlocksCursor::decode(raw, key, &user)
+        })
+        .await?;
     let page = app
         .privacy()?
         .blocks_page(&user, limit, after.as_ref())
@@ -122,7 +123,7 @@ pub async fn list_blocks(app: &App, request: Request) -> Result<Response<Body>, 
                 user_id: block.user_id,
             })
             .collect(),
-        next_cursor: page.next.map(|cursor| cursor.encode(key, &user)),
+        next_cursor: page.next.map(|cursor| cursor.encode(&key, &user)),
     };
     Ok(respond_json(Response::builder().status(200), &body))
 }

@@ -179,11 +179,12 @@ pub async fn list_liked_items(app: &App, request: Request) -> Result<Response<Bo
     let params = request.query_string_parameters();
     let limit =
         likes_core::page::limit(params.first("limit"), likes_core::page::DEFAULT_LIST_LIMIT)?;
-    let key = app.cursor_key()?;
-    let after = params
-        .first("cursor")
-        .map(|raw| LikedCursor::decode(raw, key, &user))
-        .transpose()?;
+    let (key, after) = app
+        .cursor_secret()?
+        .open(params.first("cursor"), |raw, key| {
+            LikedCursor::decode(raw, key, &user)
+        })
+        .await?;
     let page = app
         .reactions()?
         .liked_page(&user, limit, after.as_ref())
@@ -197,7 +198,7 @@ pub async fn list_liked_items(app: &App, request: Request) -> Result<Response<Bo
                 item_id: liked.item_id,
             })
             .collect(),
-        next_cursor: page.next.map(|cursor| cursor.encode(key, &user)),
+        next_cursor: page.next.map(|cursor| cursor.encode(&key, &user)),
     };
     Ok(respond_json(Response::builder().status(200), &body))
 }

@@ -47,10 +47,14 @@ const SEALED_LEN: usize = NONCE_LEN + POSITION_LEN + TAG_LEN;
 /// Every cursor's length in characters; any other is refused before decoding.
 pub const CURSOR_LEN: usize = (SEALED_LEN * 4).div_ceil(3);
 
-/// The key cursors are sealed with, derived from the configured secret
-/// (`CURSOR_SIGNING_KEY`).
+/// The key cursors are sealed with, derived from the cursor secret's current value; during
+/// a rotation also the key of its previous value, which still opens the cursors handed out
+/// before (they are never sealed with it).
 #[derive(Clone)]
-pub struct CursorKey(Arc<RandomizedNonceKey>);
+pub struct CursorKey {
+    current: Arc<RandomizedNonceKey>,
+    previous: Option<Arc<RandomizedNonceKey>>,
+}
 
 /// Where a page starts: after the entry at this time with this id.
 struct Position {
@@ -60,14 +64,27 @@ struct Position {
 
 impl CursorKey {
     pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, ValidationError> {
-        let secret = secret.as_ref();
+        Ok(Self {
+            current: Arc::new(Self::derive(secret.as_ref())?),
+            previous: None,
+        })
+    }
+
+    /// The same, also opening the cursors sealed under the secret's previous value.
+    pub fn with_previous(self, secret: impl AsRef<[u8]>) -> Result<Self, ValidationError> {
+        Ok(Self {
+            previous: Some(Arc::new(Self::derive(secret.as_ref())?)),
+            ..self
+        })
+    }
+
+    fn derive(secret: &[u8]) -> Result<RandomizedNonceKey, ValidationError> {
         if secret.len() < 16 {
             return Err(ValidationError::WeakCursorKey);
         }
         let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret), KEY_LABEL);
-        let key = RandomizedNonceKey::new(&AES_256_GCM_SIV, derived.as_ref())
-            .expect("HMAC-SHA256 gives an AES-256 key");
-        Ok(Self(Arc::new(key)))
+        Ok(RandomizedNonceKey::new(&AES_256_GCM_SIV, derived.as_ref())
+            .expect("HMAC-SHA256 gives an AES-256 key"))
     }
 
     /// The list's domain, then its user or item, each length-prefixed: what a cursor is
@@ -92,7 +109,7 @@ impl CursorKey {
         sealed.extend(id);
         sealed.resize(POSITION_LEN.max(sealed.len()), 0);
         let nonce = self
-            .0
+            .current
             .seal_in_place_append_tag(Self::bound_to(domain, scope), &mut sealed)
             .expect("the system's random source gives a nonce");
         let mut wire = nonce.as_ref().to_vec();
@@ -104,15 +121,24 @@ impl CursorKey {
         if raw.len() != CURSOR_LEN {
             return Err(ValidationError::Cursor);
         }
-        let mut sealed = URL_SAFE_NO_PAD
+        let wire = URL_SAFE_NO_PAD
             .decode(raw)
             .map_err(|_| ValidationError::Cursor)?;
-        let (nonce, sealed) = sealed.split_at_mut(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| ValidationError::Cursor)?;
-        let position = self
-            .0
-            .open_in_place(nonce, Self::bound_to(domain, scope), sealed)
-            .map_err(|_| ValidationError::Cursor)?;
+        let (nonce, _) = wire.split_at(NONCE_LEN);
+        let opened = [Some(&self.current), self.previous.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|key| {
+                let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+                let mut sealed = wire[NONCE_LEN..].to_vec();
+                let len = key
+                    .open_in_place(nonce, Self::bound_to(domain, scope), &mut sealed)
+                    .ok()?
+                    .len();
+                sealed.truncate(len);
+                Some(sealed)
+            });
+        let position = opened.ok_or(ValidationError::Cursor)?;
         let (at_ms, rest) = position.split_at(8);
         let (&len, rest) = rest.split_first().ok_or(ValidationError::Cursor)?;
         let id = rest
@@ -123,6 +149,13 @@ impl CursorKey {
             id: String::from_utf8(id.to_vec()).map_err(|_| ValidationError::Cursor)?,
         })
     }
+}
+
+/// Whether `raw` has a cursor's form (its length, URL-safe base64): one that has it and
+/// does not open may have been sealed under a key its reader has not read yet; one that
+/// lacks it was never sealed by this service.
+pub fn well_formed(raw: &str) -> bool {
+    raw.len() == CURSOR_LEN && URL_SAFE_NO_PAD.decode(raw).is_ok()
 }
 
 impl std::fmt::Debug for CursorKey {
@@ -254,6 +287,60 @@ mod tests {
         let other = CursorKey::new("another-key-of-enough-length").unwrap();
         let raw = cursor().encode(&other, &user("alice"));
         assert!(LikedCursor::decode(&raw, &key(), &user("alice")).is_err());
+    }
+
+    #[test]
+    fn during_a_rotation_cursors_of_the_previous_key_open_and_new_ones_are_sealed_with_the_new() {
+        let (first, second, third) = (
+            "the-first-key-of-enough-length",
+            "the-second-key-of-enough-length",
+            "the-third-key-of-enough-length",
+        );
+        let before = cursor().encode(&CursorKey::new(first).unwrap(), &user("alice"));
+        let rotating = CursorKey::new(second)
+            .unwrap()
+            .with_previous(first)
+            .unwrap();
+        assert_eq!(
+            LikedCursor::decode(&before, &rotating, &user("alice")).unwrap(),
+            cursor()
+        );
+        let after = cursor().encode(&rotating, &user("alice"));
+        let only_second = CursorKey::new(second).unwrap();
+        assert_eq!(
+            LikedCursor::decode(&after, &only_second, &user("alice")).unwrap(),
+            cursor(),
+            "sealed under the current key"
+        );
+        let rotated_again = CursorKey::new(third)
+            .unwrap()
+            .with_previous(second)
+            .unwrap();
+        assert!(LikedCursor::decode(&after, &rotated_again, &user("alice")).is_ok());
+        assert_eq!(
+            LikedCursor::decode(&before, &rotated_again, &user("alice")),
+            Err(ValidationError::Cursor),
+            "two rotations on, the first key opens nothing"
+        );
+        assert!(CursorKey::new(second)
+            .unwrap()
+            .with_previous("short")
+            .is_err());
+    }
+
+    #[test]
+    fn only_what_has_a_cursors_form_is_well_formed() {
+        let raw = cursor().encode(&key(), &user("alice"));
+        assert!(well_formed(&raw));
+        for bad in [
+            "",
+            "x",
+            &raw[1..],
+            &format!("{raw}A"),
+            &format!("+{}", &raw[1..]),
+        ] {
+            assert!(!well_formed(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -64,7 +64,11 @@ impl Container {
         })
         .expect("the count read's configuration");
         Self {
-            app: App::with_dynamodb(config, client.clone()),
+            app: App::with_clients(
+                config,
+                client.clone(),
+                aws_sdk_secretsmanager::Client::new(&stack.stack.aws.sdk),
+            ),
             store: CountsStore::new(client.clone(), table),
             client,
             sent,

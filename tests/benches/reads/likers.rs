@@ -73,7 +73,11 @@ pub async fn likers_pages(stack: &TestStack) {
     let (client, priced) = PricedReads::client(&stack.stack.aws.sdk);
     let config = Config::from_lookup(Endpoint::ListLikers, |name| environment.get(name).cloned())
         .expect("the list-likers function's configuration");
-    let app = App::with_dynamodb(config, client);
+    let app = App::with_clients(
+        config,
+        client,
+        aws_sdk_secretsmanager::Client::new(&stack.stack.aws.sdk),
+    );
     println!();
     say!(
         "A page of an item's likers ({} buckets), DynamoDB requests and RCU per page; the buckets' reads include the item's removal mark (1 req / 1 RCU when the container has not read it within a second) and its count rows, read for the buckets they list (the viral item's are laid out as the count reads above lay them out, over its overflow partitions); the reader's privacy checked (no user set any):",

@@ -1,6 +1,7 @@
 //! The caller's liked items through the local HTTP front: newest first, a page at a time with
 //! an opaque cursor, and bad limits and cursors refused.
 
+use likes_core::{CursorKey, ItemId, LikedCursor, UserId};
 use likes_tests::{assert_reveals_none, cursor_readings, TestResponse, TestStack};
 use serde_json::Value;
 
@@ -109,4 +110,57 @@ async fn bad_limits_and_cursors_are_400_problems() {
             .status,
         200
     );
+}
+
+/// The cursor key rotates with its secret, with no deploy: a cursor sealed under the new
+/// value opens at once on a function that has not read it yet (it reads the secret again),
+/// a cursor handed out before the rotation still opens (the secret's previous value), and two
+/// rotations on the first value opens nothing.
+#[tokio::test]
+async fn cursors_follow_the_rotation_of_their_secret() {
+    let stack = TestStack::start().await;
+    for n in 0..4 {
+        stack.like("gina", &format!("game:{n}")).await;
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let first = liked_page(&stack, "gina", "?limit=1").await.json();
+    assert_eq!(ids(&first), ["game:3"]);
+    let before = first["next_cursor"].as_str().unwrap().to_owned();
+    // Where a page after the first one starts, as a cursor of it holds it.
+    let liked_at = first["items"][0]["liked_at"].as_str().unwrap();
+    let position = LikedCursor::new(
+        likes_core::clock::parse_rfc3339(liked_at).unwrap(),
+        &ItemId::parse("game:3").unwrap(),
+    );
+    let gina = UserId::parse("gina").unwrap();
+    let secrets = aws_sdk_secretsmanager::Client::new(&stack.stack.aws.sdk);
+    let (position, gina) = (&position, &gina);
+    let rotate = |value: &'static str| {
+        let (secrets, secret) = (secrets.clone(), stack.name("CursorSigningSecret"));
+        async move {
+            secrets
+                .put_secret_value()
+                .secret_id(secret)
+                .secret_string(value)
+                .send()
+                .await
+                .expect("a new value of the cursor secret");
+            position.encode(&CursorKey::new(value).unwrap(), gina)
+        }
+    };
+    let page_after = |cursor: String| {
+        let stack = &stack;
+        async move { liked_page(stack, "gina", &format!("?limit=1&cursor={cursor}")).await }
+    };
+
+    let sealed_new = rotate("the-second-cursor-key-of-enough-length").await;
+    assert_eq!(ids(&page_after(sealed_new).await.json()), ["game:2"]);
+    assert_eq!(
+        ids(&page_after(before.clone()).await.json()),
+        ["game:2"],
+        "a cursor of the value before still opens"
+    );
+    let sealed_newest = rotate("the-third-cursor-key-of-enough-length").await;
+    assert_eq!(ids(&page_after(sealed_newest).await.json()), ["game:2"]);
+    page_after(before).await.problem(400);
 }

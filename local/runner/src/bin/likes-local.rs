@@ -141,6 +141,11 @@ async fn run(args: &[String]) -> Result<ExitCode, String> {
         stack.ws_url()
     );
     println!("  Web client    {} (open it in a browser)", stack.web_url());
+    println!(
+        "  Token keys    {}/.well-known/jwks.json (POST {}/local/keys/rotate rotates them)",
+        stack.web_url(),
+        stack.web_url()
+    );
     println!("  AWS endpoint  {} ({emulator})", stack.aws.endpoint_url);
     for (logical_id, name) in &stack.resources.names {
         println!("  {logical_id:<13} {name}");

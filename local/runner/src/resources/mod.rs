@@ -46,8 +46,6 @@ pub struct Resources {
     pub names: BTreeMap<String, String>,
     /// `<LogicalId>.<Attribute>` → value, for `!GetAtt` (`Arn`, `StreamArn`, `QueueName`…).
     pub attributes: BTreeMap<String, String>,
-    /// Secret values by the secret's logical id (local development defaults).
-    pub secrets: BTreeMap<String, String>,
     /// AWS endpoints the local stack serves itself: a function's environment value that
     /// starts with a key (`https://<api id>.execute-api.<region>.amazonaws.com`) starts with
     /// its value instead (the local WebSocket front).
@@ -139,14 +137,8 @@ impl Resources {
         }
     }
 
-    /// A `!Sub` string with its `${Name}` and `${Resource.Attribute}` replaced; a
-    /// `{{resolve:secretsmanager:${Secret}:SecretString}}` is the local secret's value.
+    /// A `!Sub` string with its `${Name}` and `${Resource.Attribute}` replaced.
     fn substitute(&self, template: &Template, text: &str) -> Option<String> {
-        if let Some(start) = text.find("{{resolve:secretsmanager:${") {
-            let start = start + 27;
-            let end = start + text[start..].find('}')?;
-            return self.secrets.get(&text[start..end]).cloned();
-        }
         let mut out = String::new();
         let mut rest = text;
         while let Some(start) = rest.find("${") {
@@ -165,10 +157,11 @@ impl Resources {
 }
 
 /// Creates every resource the local stack emulates, from the template: DynamoDB tables,
-/// Kinesis streams, SQS queues, S3 buckets, Athena work groups and Glue databases (where
-/// `aws` serves Athena).
+/// Kinesis streams, SQS queues, S3 buckets, secrets (each with its value in `secrets`, by
+/// logical id: what AWS would generate), Athena work groups and Glue databases (where `aws`
+/// serves Athena).
 /// Everything else (functions and the HTTP API, which the stack runs itself; roles, log
-/// groups, secrets, alarms) has no local counterpart: it is left out, not faked.
+/// groups, alarms) has no local counterpart: it is left out, not faked.
 pub async fn create(
     template: &Template,
     aws: &AwsTarget,
@@ -176,10 +169,7 @@ pub async fn create(
     secrets: BTreeMap<String, String>,
 ) -> Result<Resources, ResourceError> {
     let sdk = &aws.sdk;
-    let mut resources = Resources {
-        secrets,
-        ..Resources::default()
-    };
+    let mut resources = Resources::default();
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     for (logical_id, resource) in template.resources_of("AWS::DynamoDB::Table") {
         let name = format!("{prefix}-{logical_id}");
@@ -253,6 +243,28 @@ pub async fn create(
             .attributes
             .insert(format!("{logical_id}.Arn"), format!("arn:aws:s3:::{name}"));
         resources.names.insert(logical_id, name);
+    }
+    let secrets_manager = aws_sdk_secretsmanager::Client::new(sdk);
+    for logical_id in template
+        .resources_of("AWS::SecretsManager::Secret")
+        .into_keys()
+    {
+        let value = secrets
+            .get(&logical_id)
+            .ok_or_else(|| ResourceError::Template {
+                resource: logical_id.clone(),
+                message: "no local value for this secret".to_owned(),
+            })?;
+        let created = secrets_manager
+            .create_secret()
+            .name(format!("{prefix}-{logical_id}"))
+            .secret_string(value)
+            .send()
+            .await
+            .map_err(|e| ResourceError::aws(&logical_id, e))?;
+        // `!Ref` of a secret is its ARN.
+        let arn = created.arn.unwrap_or_default();
+        resources.names.insert(logical_id, arn);
     }
     if aws.serves_athena() {
         athena::create(template, sdk, prefix, &mut resources).await?;

@@ -1,8 +1,9 @@
 //! What a deployment can rely on: every table and bucket that holds user data, moderation
 //! or reconciliation state outlives a stack delete and a replacement, and every table among
 //! them is recoverable and protected from deletion unless the operator turns that off; a
-//! scheduled run is made once; two stacks in one account name nothing alike; and every
-//! parameter is bounded (CORS origins never `*`, the issuer https).
+//! scheduled run is made once; two stacks in one account name nothing alike; every
+//! parameter is bounded (CORS origins never `*`, the issuer https); and no secret is in any
+//! function's configuration.
 
 use std::collections::BTreeMap;
 
@@ -352,6 +353,43 @@ fn every_function_and_api_logs_to_a_group_that_expires() {
         assert!(groups.contains_key(&group), "{id} logs to {group}");
         assert_eq!(attribute, "Arn");
     }
+}
+
+/// No function's configuration holds a secret: no environment value resolves a secret at
+/// deploy (a `{{resolve:secretsmanager:…}}` or `{{resolve:ssm-secure:…}}` dynamic reference
+/// lands in plain text in the function's configuration), and a function given a secret of
+/// the template is given its ARN, which it reads at run time with a permission on that
+/// secret alone.
+#[test]
+fn no_function_configuration_holds_a_secret() {
+    let template = Template::load(&default_path()).unwrap();
+    let secrets = template.resources_of("AWS::SecretsManager::Secret");
+    assert!(!secrets.is_empty());
+    let mut readers = 0;
+    for (id, function) in template.resources_of("AWS::Serverless::Function") {
+        for (name, value) in template.environment(&id) {
+            let text = serde_yaml::to_string(&value).unwrap();
+            assert!(
+                !text.contains("{{resolve:"),
+                "{id}'s {name} resolves at deploy: {text}"
+            );
+            let Some(secret) = ref_target(&value).filter(|r| secrets.contains_key(*r)) else {
+                continue;
+            };
+            readers += 1;
+            let statements = function["Properties"]["Policies"][0]["Statement"]
+                .as_sequence()
+                .unwrap_or_else(|| panic!("{id} has its own statements"));
+            assert!(
+                statements.iter().any(|statement| {
+                    statement["Action"].as_str() == Some("secretsmanager:GetSecretValue")
+                        && ref_target(&statement["Resource"]) == Some(secret)
+                }),
+                "{id} may read {secret} and nothing else"
+            );
+        }
+    }
+    assert_eq!(readers, 3, "the three cursor lists read the cursor key");
 }
 
 /// Every (namespace, metric) the code can emit: in each source file of the shipped crates,
