@@ -61,10 +61,16 @@ lock:
 	if cmp -s $(CONSTRAINTS).new $(CONSTRAINTS); then rm $(CONSTRAINTS).new; else mv $(CONSTRAINTS).new $(CONSTRAINTS); fi
 	rm -rf $(VENV)-lock
 
-# Both run offline: sam validate --lint translates the SAM transform locally and runs cfn-lint.
+# All run offline: sam validate --lint translates the SAM transform locally and runs cfn-lint;
+# checkov scans the template for security misconfigurations and fails on any failed check that
+# the template does not skip (each skip is a comment beside its resource, with its reason:
+# docs/operations.md lists them). --skip-download and CKV_SKIP_PACKAGE_UPDATE_CHECK keep it off
+# the network (no platform calls, no version check); --quiet prints only the failed checks.
 lint-template: .venv
 	cfn-lint template.yaml
 	sam validate --lint --region us-east-1 --template-file template.yaml
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true checkov --file template.yaml --framework cloudformation \
+	  --skip-download --quiet --compact
 
 # The API document is OpenAPI 3.1 (pinned openapi-spec-validator, offline). That it lists exactly
 # the template's routes, and that the local front answers as it says, are tests in
