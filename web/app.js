@@ -109,8 +109,8 @@ function render(id) {
   const shown = item.display();
   row.querySelector(".like").setAttribute("aria-pressed", String(item.shown === "LIKE"));
   row.querySelector(".dislike").setAttribute("aria-pressed", String(item.shown === "DISLIKE"));
-  row.querySelector(".like-count").textContent = shown.like;
-  row.querySelector(".dislike-count").textContent = shown.dislike;
+  row.querySelector(".like-count").textContent = shown.like ?? "hidden";
+  row.querySelector(".dislike-count").textContent = shown.dislike ?? "hidden";
   const freshness = row.querySelector(".freshness");
   if (shown.counting) freshness.textContent = "counting your reaction…";
   else if (shown.asOf) freshness.textContent = `as of ${new Date(shown.asOf).toLocaleTimeString()}`;

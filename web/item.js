@@ -78,7 +78,8 @@ export class ItemState {
     this.shown = this.confirmed.state;
   }
 
-  /** What the page shows: the server's counts, with my writes it does not hold yet. */
+  /** What the page shows: the server's counts, with my writes it does not hold yet; a
+   * count the item's rules hide from the public (`null`) stays hidden. */
   display() {
     let { like, dislike } = this.server;
     for (const p of this.pending) {
@@ -88,9 +89,10 @@ export class ItemState {
       if (!moved(this.server.dislike - p.base.dislike, p.dislike)) dislike += p.dislike;
     }
     const inFlight = flip(this.confirmed.state, this.shown);
+    const shown = (server, count, delta) => (server === null ? null : Math.max(0, count + delta));
     return {
-      like: Math.max(0, like + inFlight.like),
-      dislike: Math.max(0, dislike + inFlight.dislike),
+      like: shown(this.server.like, like, inFlight.like),
+      dislike: shown(this.server.dislike, dislike, inFlight.dislike),
       counting: this.pending.length > 0 || this.shown !== this.confirmed.state,
       asOf: this.server.asOf,
     };

@@ -64,3 +64,13 @@ test("a refused tap shows what the server holds", () => {
   assert.equal(item.shown, "LIKE");
   assert.deepEqual([item.display().like, item.display().dislike], [1, 0]);
 });
+
+test("a count the item's rules hide stays hidden, my taps and writes included", () => {
+  const item = new ItemState("a");
+  item.known("NONE");
+  item.counts(null, 2, at(0), "page");
+  item.tap("LIKE");
+  assert.deepEqual([item.display().like, item.display().dislike], [null, 2]);
+  item.counts(4, 2, at(5), "poll");
+  assert.equal(item.display().like, 5, "shown again once the rules show it");
+});

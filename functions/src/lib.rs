@@ -211,6 +211,13 @@ pub const FUNCTIONS: &[Function] = &[
     endpoint!(PutBlock),
     endpoint!(DeleteBlock),
     endpoint!(ListBlocks),
+    endpoint!(GetNamespace),
+    endpoint!(PutNamespace),
+    endpoint!(PutItemOwner),
+    endpoint!(GetItemOwner),
+    endpoint!(GetItemSettings),
+    endpoint!(PutItemSettings),
+    endpoint!(GetItemStats),
     function!("aggregator", |env, clients| Aggregator::new(
         AggregatorConfig::from_lookup(env)?,
         clients.dynamodb.clone()

@@ -28,6 +28,7 @@ pub const TABLE_FIELDS: &[(&str, &str, &str)] = &[
     ),
     ("LeaderboardStore", "self.table", "LEADERBOARD_TABLE"),
     ("LikersStore", "self.table", "LIKERS_TABLE"),
+    ("CatalogStore", "self.table", "CATALOG_TABLE"),
     ("PrivacyStore", "self.table", "PRIVACY_TABLE"),
     ("FreshnessStore", "self.counts_table", "COUNTS_TABLE"),
     ("PruningStore", "self.counts_table", "COUNTS_TABLE"),

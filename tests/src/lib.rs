@@ -108,12 +108,13 @@ impl TestStack {
 
     /// A valid bearer token for `sub` with the moderators' scope (`likes/moderate`).
     pub fn moderator_token(&self, sub: &str) -> String {
-        self.authorizer.mint_scoped(
-            sub,
-            Some(likes_core::moderation::MODERATE_SCOPE),
-            now_seconds(),
-            3600,
-        )
+        self.scoped_token(sub, likes_core::moderation::MODERATE_SCOPE)
+    }
+
+    /// A token for `sub` whose `scope` claim is `scopes` (space-separated).
+    pub fn scoped_token(&self, sub: &str, scopes: &str) -> String {
+        self.authorizer
+            .mint_scoped(sub, Some(scopes), now_seconds(), 3600)
     }
 
     /// `GET /v1/items/{item}/like-count`, as a reader.

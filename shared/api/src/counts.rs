@@ -1,13 +1,15 @@
 //! The count endpoints: one item's counts, many items' counts, and a browse page (my state
 //! and the counts of up to 100 items). Counts are eventually exact; `as_of` says how fresh.
 //! The first two are public (no authorizer on their routes): they never look at the caller.
+//! Each shows a count only as its namespace's rules and its owner let the public see it (a
+//! hidden one is `null`, flagged), whoever asks: the owner reads theirs through `…/stats`.
 
 use std::collections::BTreeMap;
 
 use lambda_http::http::header::CACHE_CONTROL;
 use lambda_http::{Body, Request, Response};
-use likes_core::clock::rfc3339;
-use likes_core::pipeline::Counts;
+use likes_core::clock::{now_ms, rfc3339};
+use likes_core::namespace::ShownCounts;
 use likes_core::{ItemId, ReactionState, ValidationError};
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +23,7 @@ const MAX_BATCH: usize = 100;
 const MAX_BATCH_BODY: usize = 16 * 1024;
 /// Counts are the same for every caller and eventually exact anyway: a shared cache may keep
 /// them a few seconds, and serve a stale copy for a while when the origin fails.
-const SHARED_COUNTS: &str =
+pub(crate) const SHARED_COUNTS: &str =
     "public, max-age=1, s-maxage=5, stale-while-revalidate=5, stale-if-error=300";
 
 #[derive(Deserialize)]
@@ -33,23 +35,45 @@ struct ItemIdsBody {
 #[derive(Serialize)]
 struct CountBody<'a> {
     item_id: &'a ItemId,
-    like_count: u64,
-    dislike_count: u64,
+    #[serde(flatten)]
+    counts: ShownCounts,
     as_of: Option<String>,
     freshness: &'static str,
 }
 
 #[derive(Serialize)]
 struct CountsBody {
-    counts: BTreeMap<ItemId, Counts>,
+    counts: BTreeMap<ItemId, ShownCounts>,
     as_of: Option<String>,
 }
 
 #[derive(Serialize)]
 struct BrowseItem {
     state: ReactionState,
-    like_count: u64,
-    dislike_count: u64,
+    #[serde(flatten)]
+    counts: ShownCounts,
+}
+
+/// The counts read for `items`, as the public may see them, and how fresh they are.
+async fn shown_counts(
+    app: &App,
+    items: &[ItemId],
+) -> Result<(BTreeMap<ItemId, ShownCounts>, Option<i64>), ApiError> {
+    let (read, rules) = tokio::join!(
+        app.counts()?.read(items),
+        app.catalog_cache()?.item_rules(items, now_ms())
+    );
+    let (read, mut rules) = (read?, rules?);
+    let shown = items
+        .iter()
+        .map(|item| {
+            let count = read.counts.get(item).copied().unwrap_or_default();
+            let rules = rules.remove(item).unwrap_or_default();
+            let shown = rules.rules.shown(count, rules.owner_hides);
+            (item.clone(), shown)
+        })
+        .collect();
+    Ok((shown, read.as_of))
 }
 
 #[derive(Serialize)]
@@ -62,17 +86,15 @@ struct BrowseBody {
 pub async fn get_like_count(app: &App, request: Request) -> Result<Response<Body>, ApiError> {
     let item = edge::item_id(&request)?;
     app.refuse_removed(&item).await?;
-    let read = app.counts()?.read(std::slice::from_ref(&item)).await?;
-    let count = read.counts.get(&item).copied().unwrap_or_default();
+    let (mut shown, as_of) = shown_counts(app, std::slice::from_ref(&item)).await?;
     Ok(respond_json(
         Response::builder()
             .status(200)
             .header(CACHE_CONTROL, SHARED_COUNTS),
         &CountBody {
+            counts: shown.remove(&item).expect("the item's counts were read"),
             item_id: &item,
-            like_count: count.like_count,
-            dislike_count: count.dislike_count,
-            as_of: read.as_of.map(rfc3339),
+            as_of: as_of.map(rfc3339),
             freshness: "eventual",
         },
     ))
@@ -84,14 +106,14 @@ pub async fn batch_get_like_counts(
     request: Request,
 ) -> Result<Response<Body>, ApiError> {
     let items = item_ids(&request)?;
-    let read = app.counts()?.read(&items).await?;
+    let (counts, as_of) = shown_counts(app, &items).await?;
     Ok(respond_json(
         Response::builder()
             .status(200)
             .header(CACHE_CONTROL, SHARED_COUNTS),
         &CountsBody {
-            counts: read.counts,
-            as_of: read.as_of.map(rfc3339),
+            counts,
+            as_of: as_of.map(rfc3339),
         },
     ))
 }
@@ -102,24 +124,18 @@ pub async fn batch_get_items(app: &App, request: Request) -> Result<Response<Bod
     let items = item_ids(&request)?;
     let (states, read) = tokio::join!(
         app.reactions()?.states(&user, &items),
-        app.counts()?.read(&items)
+        shown_counts(app, &items)
     );
-    let (mut states, read) = (states?, read?);
+    let (mut states, (counts, as_of)) = (states?, read?);
     let body = BrowseBody {
-        items: read
-            .counts
+        items: counts
             .into_iter()
-            .map(|(item, count)| {
+            .map(|(item, counts)| {
                 let state = states.remove(&item).unwrap_or(ReactionState::None);
-                let entry = BrowseItem {
-                    state,
-                    like_count: count.like_count,
-                    dislike_count: count.dislike_count,
-                };
-                (item, entry)
+                (item, BrowseItem { state, counts })
             })
             .collect(),
-        as_of: read.as_of.map(rfc3339),
+        as_of: as_of.map(rfc3339),
     };
     Ok(respond_json(
         Response::builder()

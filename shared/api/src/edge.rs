@@ -6,6 +6,7 @@ use lambda_http::http::response::Builder;
 use lambda_http::http::HeaderMap;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
+use likes_core::namespace::Namespace;
 use likes_core::{IdempotencyKey, ItemId, UserId, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -37,10 +38,11 @@ pub fn user(request: &Request) -> Result<UserId, ApiError> {
     UserId::parse(&sub).map_err(|_| ApiError::Unauthorized)
 }
 
-/// The caller as a moderator: a valid token whose `scope` claim (space-separated) holds
-/// `likes/moderate`. API Gateway refuses the others on the route already (its
-/// `AuthorizationScopes`); this holds the handler to the same rule wherever it is invoked.
-pub fn moderator(request: &Request) -> Result<UserId, ApiError> {
+/// The caller with `scope`: a valid token whose `scope` claim (space-separated) holds it
+/// (`likes/moderate`, `likes/admin`, `likes/items`). API Gateway refuses the others on the
+/// route already (its `AuthorizationScopes`); this holds the handler to the same rule
+/// wherever it is invoked.
+pub fn scoped(request: &Request, scope: &'static str) -> Result<UserId, ApiError> {
     let user = user(request)?;
     let scopes = match request.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(context)) => context
@@ -55,11 +57,23 @@ pub fn moderator(request: &Request) -> Result<UserId, ApiError> {
         .as_deref()
         .unwrap_or_default()
         .split_whitespace()
-        .any(|scope| scope == likes_core::moderation::MODERATE_SCOPE);
+        .any(|granted| granted == scope);
     if !granted {
-        return Err(ApiError::Forbidden);
+        return Err(ApiError::Forbidden(scope));
     }
     Ok(user)
+}
+
+/// The caller as a moderator.
+pub fn moderator(request: &Request) -> Result<UserId, ApiError> {
+    scoped(request, likes_core::moderation::MODERATE_SCOPE)
+}
+
+/// The `{namespace}` path parameter.
+pub fn namespace(request: &Request) -> Result<Namespace, ApiError> {
+    let bad = |raw: &str| ValidationError::Namespace(raw.chars().take(64).collect());
+    let decoded = path_parameter(request, "namespace", bad)?;
+    Ok(Namespace::parse(&decoded)?)
 }
 
 /// The `{item_id}` path parameter. Clients may percent-encode `:`; the id is validated after

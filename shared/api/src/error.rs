@@ -13,8 +13,14 @@ pub enum ApiError {
     #[error("no authenticated user: the request carries no JWT subject claim")]
     Unauthorized,
     /// A valid token without the scope the route needs.
-    #[error("this route needs a token with the likes/moderate scope")]
-    Forbidden,
+    #[error("this route needs a token with the {0} scope")]
+    Forbidden(&'static str),
+    /// Only the item's owner may read or change this; the caller is not it.
+    #[error("only the item's owner may {0}")]
+    NotOwner(&'static str),
+    /// A dislike of an item whose namespace takes none; nothing was written.
+    #[error("the namespace {0} takes no dislikes; nothing was written (LIKE and NONE are taken)")]
+    DislikesDisabled(String),
     /// A moderator removed the item: nothing is written to it or read of it.
     #[error("a moderator removed this item: it takes no reactions and shows no count or likers")]
     ItemRemoved,
@@ -60,7 +66,8 @@ impl ApiError {
         match self {
             Self::Validation(err) => err.problem_type(),
             Self::Unauthorized => ProblemType::Unauthorized,
-            Self::Forbidden => ProblemType::Forbidden,
+            Self::Forbidden(_) | Self::NotOwner(_) => ProblemType::Forbidden,
+            Self::DislikesDisabled(_) => ProblemType::DislikesDisabled,
             Self::Suspended => ProblemType::Suspended,
             Self::ItemRemoved => ProblemType::ItemRemoved,
             Self::UnsupportedMediaType(_) => ProblemType::UnsupportedMediaType,

@@ -1,6 +1,7 @@
 //! The HTTP edge of Likes: one handler per endpoint, shared by the Lambda bootstrap
 //! (`functions/`) and the local HTTP front, so both run the very same code.
 
+mod catalog;
 mod counts;
 mod cursor_secret;
 pub mod edge;
@@ -17,8 +18,8 @@ use lambda_http::http::header::{HeaderValue, CACHE_CONTROL};
 use lambda_http::{Body, Request, Response};
 use likes_core::{ItemId, ValidationError, WriteLimit};
 use likes_store::{
-    CachedCounts, CountsStore, ErasuresStore, LeaderboardStore, LikersStore, ModerationStore,
-    PrivacyStore, RateLimitsStore, ReactionsStore, RemovedItems,
+    CachedCounts, CatalogCache, CatalogStore, CountsStore, ErasuresStore, LeaderboardStore,
+    LikersStore, ModerationStore, PrivacyStore, RateLimitsStore, ReactionsStore, RemovedItems,
 };
 
 pub use cursor_secret::CursorSecret;
@@ -48,6 +49,13 @@ pub enum Endpoint {
     PutBlock,
     DeleteBlock,
     ListBlocks,
+    GetNamespace,
+    PutNamespace,
+    PutItemOwner,
+    GetItemOwner,
+    GetItemSettings,
+    PutItemSettings,
+    GetItemStats,
 }
 
 impl Endpoint {
@@ -75,27 +83,64 @@ impl Endpoint {
             Self::PutBlock => "put-block",
             Self::DeleteBlock => "delete-block",
             Self::ListBlocks => "list-blocks",
+            Self::GetNamespace => "get-namespace",
+            Self::PutNamespace => "put-namespace",
+            Self::PutItemOwner => "put-item-owner",
+            Self::GetItemOwner => "get-item-owner",
+            Self::GetItemSettings => "get-item-settings",
+            Self::PutItemSettings => "put-item-settings",
+            Self::GetItemStats => "get-item-stats",
         }
     }
 
     fn needs_reactions(self) -> bool {
-        !matches!(
+        !self.needs_catalog_only()
+            && !matches!(
+                self,
+                Self::GetLikeCount
+                    | Self::BatchGetLikeCounts
+                    | Self::EraseReactions
+                    | Self::GetErasure
+                    | Self::GetLeaderboard
+                    | Self::ListLikers
+                    | Self::GetRetraction
+                    | Self::LiftSuspension
+                    | Self::RemoveItem
+                    | Self::GetSettings
+                    | Self::PutSettings
+                    | Self::PutBlock
+                    | Self::DeleteBlock
+                    | Self::ListBlocks
+            )
+    }
+
+    /// The namespace, owner and item settings endpoints: the Catalog table alone (the
+    /// stats read the counts too).
+    fn needs_catalog_only(self) -> bool {
+        matches!(
             self,
-            Self::GetLikeCount
-                | Self::BatchGetLikeCounts
-                | Self::EraseReactions
-                | Self::GetErasure
-                | Self::GetLeaderboard
-                | Self::ListLikers
-                | Self::GetRetraction
-                | Self::LiftSuspension
-                | Self::RemoveItem
-                | Self::GetSettings
-                | Self::PutSettings
-                | Self::PutBlock
-                | Self::DeleteBlock
-                | Self::ListBlocks
+            Self::GetNamespace
+                | Self::PutNamespace
+                | Self::PutItemOwner
+                | Self::GetItemOwner
+                | Self::GetItemSettings
+                | Self::PutItemSettings
+                | Self::GetItemStats
         )
+    }
+
+    /// What reads or applies the catalog: its own endpoints, a reaction write (a dislike
+    /// where the namespace takes none is refused) and every public count read (it shows what
+    /// the rules and the owner let it).
+    fn needs_catalog(self) -> bool {
+        self.needs_catalog_only()
+            || matches!(
+                self,
+                Self::PutReaction
+                    | Self::GetLikeCount
+                    | Self::BatchGetLikeCounts
+                    | Self::BatchGetItems
+            )
     }
 
     /// The erasure endpoints see only the Erasures table; the eraser does the deleting.
@@ -134,7 +179,11 @@ impl Endpoint {
     fn needs_counts(self) -> bool {
         matches!(
             self,
-            Self::GetLikeCount | Self::BatchGetLikeCounts | Self::BatchGetItems | Self::ListLikers
+            Self::GetLikeCount
+                | Self::BatchGetLikeCounts
+                | Self::BatchGetItems
+                | Self::ListLikers
+                | Self::GetItemStats
         )
     }
 
@@ -193,6 +242,7 @@ pub struct Config {
     /// The endpoint refuses a removed item (its mark is on the Moderation table).
     pub removals: bool,
     pub privacy_table: Option<String>,
+    pub catalog_table: Option<String>,
 }
 
 impl Config {
@@ -246,6 +296,7 @@ impl Config {
             suspensions_table: var("RATE_LIMITS_TABLE", endpoint.needs_suspensions())?,
             removals: endpoint.needs_removals(),
             privacy_table: var("PRIVACY_TABLE", endpoint.needs_privacy())?,
+            catalog_table: var("CATALOG_TABLE", endpoint.needs_catalog())?,
         })
     }
 }
@@ -264,6 +315,9 @@ pub struct App {
     moderation: Option<ModerationStore>,
     removed: Option<RemovedItems>,
     privacy: Option<PrivacyStore>,
+    catalog: Option<CatalogStore>,
+    /// Count reads and dislikes read the catalog through the container's cache.
+    catalog_cache: Option<CatalogCache>,
 }
 
 impl App {
@@ -312,6 +366,13 @@ impl App {
             privacy: config
                 .privacy_table
                 .map(|table| PrivacyStore::new(dynamodb.clone(), table)),
+            catalog: config
+                .catalog_table
+                .as_ref()
+                .map(|table| CatalogStore::new(dynamodb.clone(), table)),
+            catalog_cache: config
+                .catalog_table
+                .map(|table| CatalogCache::new(CatalogStore::new(dynamodb.clone(), table))),
             counts: config
                 .counts_table
                 .map(|table| CachedCounts::new(CountsStore::new(dynamodb, table))),
@@ -381,6 +442,18 @@ impl App {
             .ok_or(ApiError::Config("PRIVACY_TABLE"))
     }
 
+    fn catalog(&self) -> Result<&CatalogStore, ApiError> {
+        self.catalog
+            .as_ref()
+            .ok_or(ApiError::Config("CATALOG_TABLE"))
+    }
+
+    fn catalog_cache(&self) -> Result<&CatalogCache, ApiError> {
+        self.catalog_cache
+            .as_ref()
+            .ok_or(ApiError::Config("CATALOG_TABLE"))
+    }
+
     fn cursor_secret(&self) -> Result<&CursorSecret, ApiError> {
         self.cursor_secret
             .as_ref()
@@ -413,6 +486,13 @@ impl App {
             Endpoint::PutBlock => privacy::put_block(self, request).await,
             Endpoint::DeleteBlock => privacy::delete_block(self, request).await,
             Endpoint::ListBlocks => privacy::list_blocks(self, request).await,
+            Endpoint::GetNamespace => catalog::get_namespace(self, request).await,
+            Endpoint::PutNamespace => catalog::put_namespace(self, request).await,
+            Endpoint::PutItemOwner => catalog::put_item_owner(self, request).await,
+            Endpoint::GetItemOwner => catalog::get_item_owner(self, request).await,
+            Endpoint::GetItemSettings => catalog::get_item_settings(self, request).await,
+            Endpoint::PutItemSettings => catalog::put_item_settings(self, request).await,
+            Endpoint::GetItemStats => catalog::get_item_stats(self, request).await,
         };
         let mut response = result.unwrap_or_else(ApiError::into_response);
         response
@@ -438,6 +518,7 @@ mod tests {
     #[test]
     fn every_write_endpoint_needs_its_write_limit_and_reads_do_not() {
         let full = [
+            ("CATALOG_TABLE", "n"),
             ("MODERATION_TABLE", "m"),
             ("REACTIONS_TABLE", "r"),
             ("RATE_LIMITS_TABLE", "l"),
@@ -452,7 +533,7 @@ mod tests {
             let (table, limit) = config(endpoint, &full).unwrap().write_limit.unwrap();
             assert_eq!(table, "l");
             assert_eq!((limit.rate_per_second(), limit.burst()), (5, 30));
-            let missing = config(endpoint, &full[..4]).unwrap_err();
+            let missing = config(endpoint, &full[..5]).unwrap_err();
             assert_eq!(
                 missing.to_string(),
                 "environment variable WRITE_BURST is required"
@@ -505,6 +586,7 @@ mod tests {
                     ("COUNTS_TABLE", "c"),
                     ("LIKERS_TABLE", "k"),
                     ("PRIVACY_TABLE", "p"),
+                    ("CATALOG_TABLE", "n"),
                     (
                         "CURSOR_SECRET_ARN",
                         "arn:aws:secretsmanager:us-east-1:123456789012:secret:c",
@@ -516,10 +598,55 @@ mod tests {
             assert_eq!(config.moderation_table.as_deref(), Some("m"));
         }
         for endpoint in [Endpoint::GetReaction, Endpoint::BatchGetLikeCounts] {
-            let config = config(endpoint, &[("REACTIONS_TABLE", "r"), ("COUNTS_TABLE", "c")]);
+            let tables = [
+                ("REACTIONS_TABLE", "r"),
+                ("COUNTS_TABLE", "c"),
+                ("CATALOG_TABLE", "n"),
+            ];
+            let config = config(endpoint, &tables);
             let config = config.unwrap();
             assert!(!config.removals && config.moderation_table.is_none());
         }
+    }
+
+    #[test]
+    fn the_public_count_reads_and_a_reaction_write_read_the_catalog_and_its_routes_only_it() {
+        for endpoint in [
+            Endpoint::PutReaction,
+            Endpoint::GetLikeCount,
+            Endpoint::BatchGetLikeCounts,
+            Endpoint::BatchGetItems,
+        ] {
+            let missing = config(endpoint, &[]).unwrap_err().to_string();
+            assert!(!missing.is_empty(), "{endpoint:?}");
+        }
+        for endpoint in [
+            Endpoint::GetNamespace,
+            Endpoint::PutNamespace,
+            Endpoint::PutItemOwner,
+            Endpoint::GetItemOwner,
+            Endpoint::GetItemSettings,
+            Endpoint::PutItemSettings,
+        ] {
+            let only = config(endpoint, &[("CATALOG_TABLE", "n")]).unwrap();
+            assert_eq!(only.catalog_table.as_deref(), Some("n"));
+            assert!(only.reactions_table.is_none() && only.counts_table.is_none());
+        }
+        assert_eq!(
+            config(Endpoint::GetItemStats, &[("CATALOG_TABLE", "n")])
+                .unwrap_err()
+                .to_string(),
+            "environment variable COUNTS_TABLE is required"
+        );
+        assert_eq!(
+            config(
+                Endpoint::GetLikeCount,
+                &[("MODERATION_TABLE", "m"), ("COUNTS_TABLE", "c")]
+            )
+            .unwrap_err()
+            .to_string(),
+            "environment variable CATALOG_TABLE is required"
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 
 use lambda_http::http::header::{HeaderName, ETAG};
 use lambda_http::{Body, Request, RequestExt, Response};
-use likes_core::clock::rfc3339;
+use likes_core::clock::{now_ms, rfc3339};
+use likes_core::namespace::Namespace;
 use likes_core::{
     Admission, IdempotencyKey, ItemId, LikedCursor, ReactionChange, ReactionState, UserId,
     WriteOutcome, WriteRequest,
@@ -62,6 +63,15 @@ pub async fn put_reaction(app: &App, request: Request) -> Result<Response<Body>,
     let if_match = edge::if_match(request.headers())?;
     let body: SetReactionBody = edge::json_body(&request, MAX_REACTION_BODY)?;
     let target: ReactionState = body.state.parse()?;
+    if target == ReactionState::Dislike {
+        // Where the namespace takes no dislikes, none is written; one set before the rule
+        // still counts, and NONE withdraws it.
+        let namespace = Namespace::of(&item);
+        let rules = app.catalog_cache()?.rules(&namespace, now_ms()).await?;
+        if !rules.takes_dislikes() {
+            return Err(ApiError::DislikesDisabled(namespace.as_str().to_owned()));
+        }
+    }
     set_reaction(app, &user, &item, target, key, if_match).await
 }
 

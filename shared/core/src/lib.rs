@@ -15,6 +15,7 @@ pub mod likers;
 pub mod limit;
 pub mod live;
 pub mod moderation;
+pub mod namespace;
 pub mod page;
 pub mod pipeline;
 pub mod privacy;
@@ -40,6 +41,8 @@ pub use write::{
 pub enum ValidationError {
     #[error("item_id {0:?} is not 1-128 characters of [A-Za-z0-9_.:-]")]
     ItemId(String),
+    #[error("namespace {0:?} is not 1-64 characters of [A-Za-z0-9_.-]")]
+    Namespace(String),
     #[error("{0:?} is not a job id this service issued")]
     JobId(String),
     #[error("state {0:?} is not one of LIKE, DISLIKE, NONE")]

@@ -3,6 +3,7 @@
 
 mod batch;
 pub mod cached_counts;
+pub mod catalog;
 pub mod counts;
 pub mod erasures;
 mod error;
@@ -23,6 +24,7 @@ pub mod reconciliation;
 pub mod rows;
 
 pub use cached_counts::{CachedCounts, CountsAsOf};
+pub use catalog::{CatalogCache, CatalogStore, ItemOwner, ItemRules};
 pub use counts::{Advance, CountIntent, CountsStore, CountsWriter, ShardCounting, ShardProgress};
 pub use erasures::ErasuresStore;
 pub use error::StoreError;

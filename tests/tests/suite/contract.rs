@@ -4,6 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use likes_core::moderation::MODERATE_SCOPE;
+use likes_core::namespace::{ADMIN_SCOPE, ITEMS_SCOPE};
 use likes_local::template::Template;
 use likes_tests::TestStack;
 
@@ -178,9 +180,13 @@ async fn the_local_front_answers_as_openapi_yaml_says() {
         .parameters(&[("WriteRatePerSecond", "100000"), ("WriteBurst", "100000")])
         .start()
         .await;
-    // A moderator, so the moderation routes answer past API Gateway's scope check too (their
-    // 403 to a token without the scope is tested in http_moderation.rs).
-    let token = stack.moderator_token("contract-user");
+    // A token of every scope (a moderator's, a platform admin's, a platform service's), so
+    // the scoped routes answer past API Gateway's scope check too (their 403 to a token
+    // without the scope is tested in http_moderation.rs and http_catalog.rs).
+    let token = stack.scoped_token(
+        "contract-user",
+        &[MODERATE_SCOPE, ADMIN_SCOPE, ITEMS_SCOPE].join(" "),
+    );
     let examples = likes_tests::env_count("LIKES_CONTRACT_EXAMPLES", MAX_EXAMPLES).to_string();
     let seed = std::env::var("LIKES_CONTRACT_SEED").unwrap_or_else(|_| SEED.to_owned());
     let output = tokio::process::Command::new(&schemathesis)

@@ -26,6 +26,7 @@ mod traffic;
 
 mod contract;
 mod http_bad_requests;
+mod http_catalog;
 mod http_cors;
 mod http_counts;
 mod http_erasure;

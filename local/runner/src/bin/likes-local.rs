@@ -8,7 +8,9 @@
 //! - `likes-local exec -- CMD ARGS…`: runs CMD with `AWS_ENDPOINT_URL` set to a fresh emulator,
 //!   then stops it (how `make test` gives the test suite its emulator).
 //! - `likes-local token SUB [--ttl SECONDS] [--scope SCOPES]`: prints a bearer token the local
-//!   front accepts, with a `scope` claim when asked (`--scope likes/moderate` for a moderator).
+//!   front accepts, with a `scope` claim when asked (`--scope likes/moderate` for a moderator,
+//!   `likes/admin` for a platform admin setting namespace rules, `likes/items` for a platform
+//!   service registering owners; several space-separated).
 //! - `likes-local reconcile [--at RFC3339] [--wait]`: one whole reconciliation now (cut at the
 //!   latest epoch boundary before the given time, default the latest one PITR can export)
 //!   against the running stack or `AWS_ENDPOINT_URL`, with progress, then its drift report;

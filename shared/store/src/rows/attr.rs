@@ -147,3 +147,13 @@ pub const PUSHED_DISLIKE_COUNT: &str = "pushed_dislike_count";
 pub fn watched(bucket: u32) -> String {
     format!("{WATCHED_PREFIX}{bucket}")
 }
+// Catalog (PK pk): `ns#<namespace>` rows hold a namespace's rules,
+pub const CATALOG_KEY: &str = "pk";
+pub const DISLIKES: &str = "dislikes";
+pub const LIKE_COUNT_RULE: &str = "like_count";
+pub const LEADERBOARD_WINDOWS: &str = "leaderboard_windows";
+pub const RULES_SET_AT: &str = "updated_at";
+// ... and `item#<item id>` rows an item's owner and what they set.
+pub const OWNER_ID: &str = "owner_id";
+pub const HIDE_LIKE_COUNT: &str = "hide_like_count";
+pub const OWNED_AT: &str = "owned_at";

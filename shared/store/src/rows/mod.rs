@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::StoreError;
 
 pub mod attr;
+mod catalog;
 mod counts;
 mod erasures;
 mod leaderboard;
@@ -22,6 +23,7 @@ mod moderation;
 mod privacy;
 mod reactions;
 
+pub use catalog::*;
 pub use counts::*;
 pub use erasures::*;
 pub use leaderboard::*;

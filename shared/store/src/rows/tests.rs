@@ -282,3 +282,42 @@ fn privacy_rows_use_the_named_attributes_and_read_defaults() {
         (likes_core::LikesVisibility::Private, 2)
     );
 }
+
+#[test]
+fn namespace_rows_read_the_named_attributes_and_default_what_is_unset() {
+    use likes_core::namespace::{DislikeRule, LikeCountRule, NamespaceRules, Window};
+    let never_set: NamespaceRow = from_item(Item::from([(
+        attr::CATALOG_KEY.into(),
+        AttributeValue::S("ns#post".into()),
+    )]))
+    .unwrap();
+    assert_eq!(never_set.rules(), NamespaceRules::default());
+    let set: NamespaceRow = from_item(Item::from([
+        (
+            attr::CATALOG_KEY.into(),
+            AttributeValue::S("ns#post".into()),
+        ),
+        (
+            attr::DISLIKES.into(),
+            AttributeValue::S("owner_only".into()),
+        ),
+        (
+            attr::LIKE_COUNT_RULE.into(),
+            AttributeValue::S("owner_only".into()),
+        ),
+        (
+            attr::LEADERBOARD_WINDOWS.into(),
+            AttributeValue::L(vec![AttributeValue::S("hour".into())]),
+        ),
+        (attr::RULES_SET_AT.into(), AttributeValue::N("1".into())),
+    ]))
+    .unwrap();
+    assert_eq!(
+        set.rules(),
+        NamespaceRules {
+            dislikes: DislikeRule::OwnerOnly,
+            like_count: LikeCountRule::OwnerOnly,
+            leaderboard_windows: vec![Window::Hour],
+        }
+    );
+}
