@@ -13,6 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::clock::rfc3339;
+use crate::namespace::ShownCounts;
 use crate::ItemId;
 
 /// Item ids one subscribe or unsubscribe message may name.
@@ -82,10 +83,11 @@ pub fn parse_action(body: &str) -> Result<Action, String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ServerMessage {
+    /// The counts as the public sees them (a count the item's rules hide is `null`).
     Counts {
         item_id: String,
-        like_count: u64,
-        dislike_count: u64,
+        #[serde(flatten)]
+        counts: ShownCounts,
         /// RFC 3339; `null` when unknown.
         as_of: Option<String>,
     },
@@ -99,11 +101,10 @@ pub enum ServerMessage {
 }
 
 impl ServerMessage {
-    pub fn counts(item: &ItemId, like_count: u64, dislike_count: u64, as_of: Option<i64>) -> Self {
+    pub fn counts(item: &ItemId, counts: ShownCounts, as_of: Option<i64>) -> Self {
         Self::Counts {
             item_id: item.as_str().to_owned(),
-            like_count,
-            dislike_count,
+            counts,
             as_of: as_of.map(rfc3339),
         }
     }
@@ -193,11 +194,22 @@ mod tests {
     #[test]
     fn server_messages_have_the_documented_shape() {
         let item = ItemId::parse("game:1").unwrap();
+        let counts = crate::pipeline::Counts {
+            like_count: 3,
+            dislike_count: 1,
+        };
+        let shown = crate::namespace::NamespaceRules::default().shown(counts, false);
         assert_eq!(
-            serde_json::to_value(ServerMessage::counts(&item, 3, 1, Some(1_764_455_190_000)))
+            serde_json::to_value(ServerMessage::counts(&item, shown, Some(1_764_455_190_000)))
                 .unwrap(),
             serde_json::json!({"type": "counts", "item_id": "game:1", "like_count": 3,
                 "dislike_count": 1, "as_of": "2025-11-29T22:26:30Z"})
+        );
+        let hidden = crate::namespace::NamespaceRules::default().shown(counts, true);
+        assert_eq!(
+            serde_json::to_value(ServerMessage::counts(&item, hidden, None)).unwrap(),
+            serde_json::json!({"type": "counts", "item_id": "game:1", "like_count": null,
+                "like_count_hidden": true, "dislike_count": 1, "as_of": null})
         );
         assert_eq!(
             ServerMessage::Stale {

@@ -28,7 +28,9 @@ use likes_core::pipeline::LogRecord;
 use likes_core::ItemId;
 use likes_store::live::PUSH_INTERVAL_MS;
 use likes_store::metrics::Report;
-use likes_store::{CountsStore, LiveStore, PushClaim, PushClaims, StoreError};
+use likes_store::{
+    CatalogCache, CatalogStore, CountsStore, LiveStore, PushClaim, PushClaims, StoreError,
+};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -66,6 +68,8 @@ pub struct Broadcaster {
     store: LiveStore,
     claims: PushClaims,
     counts: CountsStore,
+    /// What the counts pushed show, as the items' rules and owners say.
+    catalog: CatalogCache,
     connections: Connections,
 }
 
@@ -83,7 +87,8 @@ impl Broadcaster {
                 config.tables.buckets,
             ),
             claims: PushClaims::new(dynamodb.clone(), &config.pushes_table),
-            counts: CountsStore::new(dynamodb, &config.counts_table),
+            counts: CountsStore::new(dynamodb.clone(), &config.counts_table),
+            catalog: CatalogCache::new(CatalogStore::new(dynamodb, &config.catalog_table)),
             connections: Connections::new(sdk, &config.connections_endpoint),
             config,
         }
@@ -249,8 +254,14 @@ impl Broadcaster {
                     .map(|(bucket, _)| *bucket)
                     .collect();
                 if !to.is_empty() {
-                    let message =
-                        ServerMessage::counts(item, counts.like_count, counts.dislike_count, as_of);
+                    let rules = self
+                        .catalog
+                        .item_rules(std::slice::from_ref(item), now_ms())
+                        .await?
+                        .remove(item)
+                        .unwrap_or_default();
+                    let shown = rules.rules.shown(counts, rules.owner_hides);
+                    let message = ServerMessage::counts(item, shown, as_of);
                     self.fan_out(item, &to, message, tally, posts).await?;
                     Tally::add(&tally.pushes, 1);
                     Tally::add(&tally.bucket_pushes, to.len() as u64);

@@ -84,6 +84,8 @@ pub struct MessageConfig {
     pub tables: LiveTables,
     pub pushes_table: String,
     pub counts_table: String,
+    /// The items' rules and owners: what the counts sent show.
+    pub catalog_table: String,
     /// The stage's management endpoint, `https://{api}.execute-api.{region}.amazonaws.com/{stage}`.
     pub connections_endpoint: String,
 }
@@ -98,6 +100,7 @@ impl MessageConfig {
             tables: LiveTables::from_lookup(&lookup)?,
             pushes_table: Variables::var(&lookup, "PUSHES_TABLE")?,
             counts_table: Variables::var(&lookup, "COUNTS_TABLE")?,
+            catalog_table: Variables::var(&lookup, "CATALOG_TABLE")?,
             connections_endpoint: Variables::var(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
         })
     }
@@ -109,6 +112,7 @@ pub struct BroadcastConfig {
     pub tables: LiveTables,
     pub pushes_table: String,
     pub counts_table: String,
+    pub catalog_table: String,
     pub connections_endpoint: String,
     /// Posts in flight at once in one invocation.
     pub push_concurrency: usize,
@@ -130,6 +134,7 @@ impl BroadcastConfig {
             tables: LiveTables::from_lookup(&lookup)?,
             pushes_table: Variables::var(&lookup, "PUSHES_TABLE")?,
             counts_table: Variables::var(&lookup, "COUNTS_TABLE")?,
+            catalog_table: Variables::var(&lookup, "CATALOG_TABLE")?,
             connections_endpoint: Variables::var(&lookup, "LIVE_CONNECTIONS_ENDPOINT")?,
             push_concurrency: Variables::whole(&lookup, "LIVE_PUSH_CONCURRENCY")?,
             catch_up: Duration::from_secs(
@@ -155,6 +160,7 @@ mod tests {
             ("SUBSCRIPTION_BUCKETS", "8"),
             ("PUSHES_TABLE", "p"),
             ("COUNTS_TABLE", "n"),
+            ("CATALOG_TABLE", "c"),
             ("LIVE_CONNECTIONS_ENDPOINT", "https://x/live"),
             ("LIVE_PUSH_CONCURRENCY", "64"),
             ("LIVE_CATCH_UP_SECONDS", "10"),

@@ -9,7 +9,9 @@ use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxy
 use aws_lambda_events::encodings::Body;
 use lambda_runtime::LambdaEvent;
 use likes_core::live::{parse_action, Action, ServerMessage, MAX_WATCHED};
-use likes_store::{CachedCounts, CountsStore, LiveStore, PushClaims, Watch, Watching};
+use likes_store::{
+    CachedCounts, CatalogCache, CatalogStore, CountsStore, LiveStore, PushClaims, Watch, Watching,
+};
 use tracing::Instrument;
 
 use crate::config::{ConnectConfig, DisconnectConfig, LiveTables, MessageConfig};
@@ -116,6 +118,7 @@ pub struct Message {
     store: LiveStore,
     watching: Watching,
     counts: CachedCounts,
+    catalog: CatalogCache,
     connections: Connections,
 }
 
@@ -124,7 +127,8 @@ impl Message {
         Self {
             store: store(&config.tables, dynamodb.clone()),
             watching: Watching::new(PushClaims::new(dynamodb.clone(), config.pushes_table)),
-            counts: CachedCounts::new(CountsStore::new(dynamodb, config.counts_table)),
+            counts: CachedCounts::new(CountsStore::new(dynamodb.clone(), config.counts_table)),
+            catalog: CatalogCache::new(CatalogStore::new(dynamodb, config.catalog_table)),
             connections: Connections::new(sdk, &config.connections_endpoint),
         }
     }
@@ -168,14 +172,15 @@ impl Message {
                         )
                     }
                 }
-                let read = self.counts.read(&items).instrument(span.clone()).await?;
+                let (read, rules) = tokio::join!(
+                    self.counts.read(&items).instrument(span.clone()),
+                    self.catalog.item_rules(&items, likes_core::clock::now_ms())
+                );
+                let (read, mut rules) = (read?, rules?);
                 for (item, counts) in &read.counts {
-                    let message = ServerMessage::counts(
-                        item,
-                        counts.like_count,
-                        counts.dislike_count,
-                        read.as_of,
-                    );
+                    let rules = rules.remove(item).unwrap_or_default();
+                    let shown = rules.rules.shown(*counts, rules.owner_hides);
+                    let message = ServerMessage::counts(item, shown, read.as_of);
                     if self
                         .connections
                         .post(&connection, &message.to_json())

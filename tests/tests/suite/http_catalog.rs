@@ -445,3 +445,45 @@ async fn owners_are_registered_by_a_platform_service_only() {
     .await
     .problem(403);
 }
+
+/// A rule reaches the live counts too: once the namespace hides its like counts, a push
+/// after the next like and the counts sent on a new subscription show the like count as
+/// hidden.
+#[tokio::test]
+async fn live_counts_follow_the_rules() {
+    let stack = TestStack::builder().scheduled().start().await;
+    let item = "post:live";
+    let mut watcher = stack.watcher("watcher").await;
+    watcher.subscribe(&[item]).await;
+    let first = watcher
+        .until(FOLLOWS_WITHIN, |m| m["type"] == "counts")
+        .await;
+    assert_eq!(first.last().unwrap().message["like_count"], 0);
+    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
+    send(
+        &stack,
+        "PUT",
+        "/v1/namespaces/post",
+        Some(&admin),
+        Some(json!({"like_count": "owner_only"})),
+    )
+    .await
+    .assert_status(200);
+    read_until(&stack, &format!("/v1/items/{item}/like-count"), |c| {
+        c["like_count"].is_null()
+    })
+    .await;
+    // Past the containers' catalog cache: the broadcaster reads the rule for the next push.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    stack.like("u1", item).await;
+    let pushed = watcher
+        .until(Duration::from_secs(30), |m| m["like_count_hidden"] == true)
+        .await;
+    let pushed = &pushed.last().unwrap().message;
+    assert_eq!(pushed["like_count"], Value::Null);
+    assert_eq!(pushed["dislike_count"], 0);
+    let mut late = stack.watcher("late").await;
+    late.subscribe(&[item]).await;
+    let sent = late.until(FOLLOWS_WITHIN, |m| m["type"] == "counts").await;
+    assert_eq!(sent.last().unwrap().message["like_count_hidden"], true);
+}
