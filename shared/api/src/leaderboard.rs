@@ -1,10 +1,13 @@
 //! `GET /v1/leaderboard?window=day|all&limit=10`, public: the most-liked items, read from the
-//! scores the leaderboard consumer applied from the event log, each event once.
+//! scores the leaderboard consumer applied from the event log, each event once. An item whose
+//! like count the public may not see (its namespace's rules, or its owner) is left off: a
+//! rank would tell what the count hides.
 
 use lambda_http::http::header::CACHE_CONTROL;
 use lambda_http::{Body, Request, RequestExt, Response};
 use likes_core::clock::{now_ms, rfc3339};
-use likes_core::leaderboard::Window;
+use likes_core::leaderboard::{Window, TOP_SIZE};
+use likes_core::ItemId;
 use serde::Serialize;
 
 use crate::edge::respond_json;
@@ -31,7 +34,20 @@ pub async fn get_leaderboard(app: &App, request: Request) -> Result<Response<Bod
     let params = request.query_string_parameters();
     let window = Window::parse(params.first("window").unwrap_or("all"), now_ms())?;
     let limit = likes_core::page::limit(params.first("limit"), 10)?;
-    let board = app.leaderboard()?.board(&window, limit).await?;
+    // The whole materialized top, so the board still fills `limit` when some of it is hidden.
+    let board = app.leaderboard()?.board(&window, TOP_SIZE).await?;
+    let items: Vec<ItemId> = board
+        .entries
+        .iter()
+        .filter_map(|e| ItemId::parse(&e.item_id).ok())
+        .collect();
+    let rules = app.catalog_cache()?.item_rules(&items, now_ms()).await?;
+    let shown = |item_id: &str| {
+        ItemId::parse(item_id)
+            .ok()
+            .and_then(|item| rules.get(&item))
+            .is_none_or(|rules| rules.rules.shows_likes(rules.owner_hides))
+    };
     Ok(respond_json(
         Response::builder()
             .status(200)
@@ -41,6 +57,8 @@ pub async fn get_leaderboard(app: &App, request: Request) -> Result<Response<Bod
             items: board
                 .entries
                 .into_iter()
+                .filter(|e| shown(&e.item_id))
+                .take(limit)
                 .map(|e| BoardItem {
                     item_id: e.item_id,
                     like_count: e.like_count,

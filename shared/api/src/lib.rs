@@ -140,6 +140,7 @@ impl Endpoint {
                     | Self::GetLikeCount
                     | Self::BatchGetLikeCounts
                     | Self::BatchGetItems
+                    | Self::GetLeaderboard
             )
     }
 

@@ -487,3 +487,78 @@ async fn live_counts_follow_the_rules() {
     let sent = late.until(FOLLOWS_WITHIN, |m| m["type"] == "counts").await;
     assert_eq!(sent.last().unwrap().message["like_count_hidden"], true);
 }
+
+/// The public board leaves off an item whose like count is hidden, its namespace's or by its
+/// owner (a rank would tell what the count hides), and shows it again, unrecounted, when the
+/// count is shown again.
+#[tokio::test]
+async fn the_public_board_leaves_off_the_items_whose_like_counts_are_hidden() {
+    let stack = TestStack::builder().scheduled().start().await;
+    for (item, likers) in [("post:top", 3), ("clip:mid", 2), ("game:low", 1)] {
+        for n in 0..likers {
+            stack.like(&format!("fan{n}"), item).await;
+        }
+    }
+    let entry = |item: &str, likes: u64| json!({"item_id": item, "like_count": likes});
+    let everything = json!([
+        entry("post:top", 3),
+        entry("clip:mid", 2),
+        entry("game:low", 1)
+    ]);
+    stack.leaderboard_until("window=all", &everything).await;
+
+    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
+    let like_count = |rule: &str| json!({ "like_count": rule });
+    send(
+        &stack,
+        "PUT",
+        "/v1/namespaces/post",
+        Some(&admin),
+        Some(like_count("owner_only")),
+    )
+    .await
+    .assert_status(200);
+    stack
+        .leaderboard_until(
+            "window=all&limit=2",
+            &json!([entry("clip:mid", 2), entry("game:low", 1)]),
+        )
+        .await;
+    let service = stack.scoped_token("platform-svc", ITEMS_SCOPE);
+    send(
+        &stack,
+        "PUT",
+        "/v1/items/clip:mid/owner",
+        Some(&service),
+        Some(json!({"owner_id": "maker"})),
+    )
+    .await
+    .assert_status(200);
+    send(
+        &stack,
+        "PUT",
+        "/v1/items/clip:mid/settings",
+        Some(&stack.token("maker")),
+        Some(json!({"hide_like_count": true})),
+    )
+    .await
+    .assert_status(200);
+    stack
+        .leaderboard_until("window=all", &json!([entry("game:low", 1)]))
+        .await;
+    send(
+        &stack,
+        "PUT",
+        "/v1/namespaces/post",
+        Some(&admin),
+        Some(like_count("public")),
+    )
+    .await
+    .assert_status(200);
+    stack
+        .leaderboard_until(
+            "window=all",
+            &json!([entry("post:top", 3), entry("game:low", 1)]),
+        )
+        .await;
+}
