@@ -62,21 +62,26 @@ impl CatalogStore {
         }
     }
 
-    /// The rules in force for `namespace`, strongly consistent; the defaults when never set.
-    pub async fn rules(&self, namespace: &Namespace) -> Result<NamespaceRules, StoreError> {
+    /// The row of `key`, strongly consistent.
+    async fn row(&self, key: String, operation: &'static str) -> Result<Option<Item>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(catalog_key(namespace_key(namespace))))
+            .set_key(Some(catalog_key(key)))
             .consistent_read(true)
             .send()
             .await
-            .map_err(|err| StoreError::aws("GetItem (namespace rules)", err))?;
-        match output.item {
-            Some(item) => Ok(rows::from_item::<NamespaceRow>(item)?.rules()),
-            None => Ok(NamespaceRules::default()),
-        }
+            .map_err(|err| StoreError::aws(operation, err))?;
+        Ok(output.item)
+    }
+
+    /// The rules in force for `namespace`, strongly consistent; the defaults when never set.
+    pub async fn rules(&self, namespace: &Namespace) -> Result<NamespaceRules, StoreError> {
+        let row = self
+            .row(namespace_key(namespace), "GetItem (namespace rules)")
+            .await?;
+        rules_of(row)
     }
 
     /// Makes `change` to `namespace`'s rules and answers them as stored. Each field given is
@@ -154,18 +159,8 @@ fn snake(rule: &impl serde::Serialize) -> String {
 impl CatalogStore {
     /// `item`'s owner, strongly consistent; `None` when nobody registered one.
     pub async fn owner(&self, item: &ItemId) -> Result<Option<ItemOwner>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(catalog_key(item_key(item))))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|err| StoreError::aws("GetItem (item owner)", err))?;
-        output
-            .item
-            .map(|item| rows::from_item::<ItemOwnerRow>(item).map(owner_of))
+        let row = self.row(item_key(item), "GetItem (item owner)").await?;
+        row.map(|row| rows::from_item::<ItemOwnerRow>(row).map(owner_of))
             .transpose()
     }
 

@@ -48,6 +48,32 @@ async fn read_until(stack: &TestStack, path: &str, done: impl Fn(&Value) -> bool
     }
 }
 
+/// An admin sets `rules` on `namespace` (200).
+async fn set_rules(stack: &TestStack, namespace: &str, rules: Value) {
+    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
+    let path = format!("/v1/namespaces/{namespace}");
+    send(stack, "PUT", &path, Some(&admin), Some(rules))
+        .await
+        .assert_status(200);
+}
+
+/// A platform service registers `owner` as `item`'s owner (200).
+async fn set_owner(stack: &TestStack, item: &str, owner: &str) {
+    let service = stack.scoped_token("platform-svc", ITEMS_SCOPE);
+    let path = format!("/v1/items/{item}/owner");
+    let body = json!({ "owner_id": owner });
+    send(stack, "PUT", &path, Some(&service), Some(body))
+        .await
+        .assert_status(200);
+}
+
+/// `caller` sets `item`'s `hide_like_count`; the answer as it came.
+async fn hide_like_count(stack: &TestStack, item: &str, caller: &str, hide: bool) -> TestResponse {
+    let path = format!("/v1/items/{item}/settings");
+    let body = json!({ "hide_like_count": hide });
+    send(stack, "PUT", &path, Some(&stack.token(caller)), Some(body)).await
+}
+
 async fn counts_of(stack: &TestStack, items: &[&str]) -> Value {
     let answer = send(
         stack,
@@ -155,16 +181,7 @@ async fn a_namespace_without_dislikes_refuses_new_ones_and_keeps_the_old() {
         }
     };
     dislike("early".into(), "k1").await.assert_status(200);
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/clip",
-        Some(&admin),
-        Some(json!({"dislikes": "disabled"})),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "clip", json!({"dislikes": "disabled"})).await;
     // Until the rule reaches the write function, dislikes are still taken: each try is a
     // new user's, and the one refused has nothing written.
     let started = std::time::Instant::now();
@@ -221,17 +238,7 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     .await;
 
     // The namespace hides like counts: every public read says so, the same to everyone.
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
-    let rules = |like_count: &str| json!({ "like_count": like_count });
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/post",
-        Some(&admin),
-        Some(rules("owner_only")),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
     let hidden = read_until(&stack, "/v1/items/post:1/like-count", |c| {
         c["like_count"].is_null()
     })
@@ -255,15 +262,7 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     assert_eq!(browse["items"]["post:1"]["like_count_hidden"], true);
 
     // Shown again: the same counts, nothing recounted.
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/post",
-        Some(&admin),
-        Some(rules("public")),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "post", json!({"like_count": "public"})).await;
     let shown = read_until(&stack, "/v1/items/post:1/like-count", |c| {
         c["like_count"] == 3
     })
@@ -285,18 +284,11 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
         owner.json(),
         json!({"item_id": "post:1", "owner_id": "author"})
     );
-    let settings = |hide: bool| json!({ "hide_like_count": hide });
     let author = stack.token("author");
     let intruder = stack.token("b");
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/post:1/settings",
-        Some(&intruder),
-        Some(settings(true)),
-    )
-    .await
-    .problem(403);
+    hide_like_count(&stack, "post:1", "b", true)
+        .await
+        .problem(403);
     send(
         &stack,
         "GET",
@@ -306,14 +298,7 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     )
     .await
     .problem(403);
-    let hid = send(
-        &stack,
-        "PUT",
-        "/v1/items/post:1/settings",
-        Some(&author),
-        Some(settings(true)),
-    )
-    .await;
+    let hid = hide_like_count(&stack, "post:1", "author", true).await;
     hid.assert_status(200);
     assert_eq!(
         hid.json(),
@@ -347,15 +332,7 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     assert_eq!(read.json()["hide_like_count"], true);
 
     // A transfer: the new owner decides, the old one no longer can.
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/post:1/owner",
-        Some(&service),
-        Some(json!({"owner_id": "editor"})),
-    )
-    .await
-    .assert_status(200);
+    set_owner(&stack, "post:1", "editor").await;
     let owner = send(
         &stack,
         "GET",
@@ -365,25 +342,12 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     )
     .await;
     assert_eq!(owner.json()["owner_id"], "editor");
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/post:1/settings",
-        Some(&author),
-        Some(settings(false)),
-    )
-    .await
-    .problem(403);
-    let editor = stack.token("editor");
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/post:1/settings",
-        Some(&editor),
-        Some(settings(false)),
-    )
-    .await
-    .assert_status(200);
+    hide_like_count(&stack, "post:1", "author", false)
+        .await
+        .problem(403);
+    hide_like_count(&stack, "post:1", "editor", false)
+        .await
+        .assert_status(200);
     read_until(&stack, "/v1/items/post:1/like-count", |c| {
         c["like_count"] == 3
     })
@@ -435,15 +399,9 @@ async fn owners_are_registered_by_a_platform_service_only() {
         .problem(400);
     }
     // Nobody owns it: nobody may change its settings.
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/post:9/settings",
-        Some(&stack.token("author")),
-        Some(json!({"hide_like_count": true})),
-    )
-    .await
-    .problem(403);
+    hide_like_count(&stack, "post:9", "author", true)
+        .await
+        .problem(403);
 }
 
 /// A rule reaches the live counts too: once the namespace hides its like counts, a push
@@ -459,16 +417,7 @@ async fn live_counts_follow_the_rules() {
         .until(FOLLOWS_WITHIN, |m| m["type"] == "counts")
         .await;
     assert_eq!(first.last().unwrap().message["like_count"], 0);
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/post",
-        Some(&admin),
-        Some(json!({"like_count": "owner_only"})),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
     read_until(&stack, &format!("/v1/items/{item}/like-count"), |c| {
         c["like_count"].is_null()
     })
@@ -507,54 +456,21 @@ async fn the_public_board_leaves_off_the_items_whose_like_counts_are_hidden() {
     ]);
     stack.leaderboard_until("window=all", &everything).await;
 
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
-    let like_count = |rule: &str| json!({ "like_count": rule });
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/post",
-        Some(&admin),
-        Some(like_count("owner_only")),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
     stack
         .leaderboard_until(
             "window=all&limit=2",
             &json!([entry("clip:mid", 2), entry("game:low", 1)]),
         )
         .await;
-    let service = stack.scoped_token("platform-svc", ITEMS_SCOPE);
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/clip:mid/owner",
-        Some(&service),
-        Some(json!({"owner_id": "maker"})),
-    )
-    .await
-    .assert_status(200);
-    send(
-        &stack,
-        "PUT",
-        "/v1/items/clip:mid/settings",
-        Some(&stack.token("maker")),
-        Some(json!({"hide_like_count": true})),
-    )
-    .await
-    .assert_status(200);
+    set_owner(&stack, "clip:mid", "maker").await;
+    hide_like_count(&stack, "clip:mid", "maker", true)
+        .await
+        .assert_status(200);
     stack
         .leaderboard_until("window=all", &json!([entry("game:low", 1)]))
         .await;
-    send(
-        &stack,
-        "PUT",
-        "/v1/namespaces/post",
-        Some(&admin),
-        Some(like_count("public")),
-    )
-    .await
-    .assert_status(200);
+    set_rules(&stack, "post", json!({"like_count": "public"})).await;
     stack
         .leaderboard_until(
             "window=all",
