@@ -175,16 +175,6 @@ pub fn json_body<T: DeserializeOwned>(request: &Request, max_bytes: usize) -> Re
     serde_json::from_slice(bytes).map_err(|err| ValidationError::Body(err.to_string()).into())
 }
 
-/// An optional body field that may be left out but not sent as `null`: with
-/// `#[serde(default, deserialize_with = "present")]`.
-pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
-}
-
 /// A JSON response; `builder` carries the status and any other headers.
 pub fn respond_json<T: Serialize>(builder: Builder, body: &T) -> Response<Body> {
     let text = serde_json::to_string(body).expect("response bodies serialize");

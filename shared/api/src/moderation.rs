@@ -31,7 +31,7 @@ struct RetractionRequestBody {
     #[serde(default)]
     suspend: bool,
     /// Absent or an item id; `null` is no id (the document allows none).
-    #[serde(default, deserialize_with = "edge::present")]
+    #[serde(default, deserialize_with = "likes_core::present")]
     item_id: Option<String>,
 }
 

@@ -36,6 +36,16 @@ pub use write::{
     Clause, CountStatus, IdempotencyRecord, ReactionChange, ReactionRow, WriteOutcome, WriteRequest,
 };
 
+/// An optional body field that may be left out but not sent as `null`: with
+/// `#[serde(default, deserialize_with = "present")]`.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// Input a client can correct. Every variant is a 4xx at the edge, and nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {

@@ -98,8 +98,11 @@ impl Default for NamespaceRules {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RulesChange {
+    #[serde(default, deserialize_with = "crate::present")]
     pub dislikes: Option<DislikeRule>,
+    #[serde(default, deserialize_with = "crate::present")]
     pub like_count: Option<LikeCountRule>,
+    #[serde(default, deserialize_with = "crate::present")]
     pub leaderboard_windows: Option<Vec<Window>>,
 }
 
@@ -240,7 +243,8 @@ mod tests {
             br#"{"dislikes": "hidden"}"#,
             br#"{"leaderboard_windows": ["month"]}"#,
             br#"{"like_count": "disabled"}"#,
-            br#"[]"#,
+            br#"{"leaderboard_windows": null}"#,
+            br#"{"dislikes": null}"#,
             b"nope",
         ] {
             assert!(parse(bad).is_err());
