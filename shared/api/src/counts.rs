@@ -68,8 +68,7 @@ async fn shown_counts(
         .iter()
         .map(|item| {
             let count = read.counts.get(item).copied().unwrap_or_default();
-            let rules = rules.remove(item).unwrap_or_default();
-            let shown = rules.rules.shown(count, rules.owner_hides);
+            let shown = rules.remove(item).unwrap_or_default().shown(count);
             (item.clone(), shown)
         })
         .collect();

@@ -46,7 +46,7 @@ pub async fn get_leaderboard(app: &App, request: Request) -> Result<Response<Bod
         ItemId::parse(item_id)
             .ok()
             .and_then(|item| rules.get(&item))
-            .is_none_or(|rules| rules.rules.shows_likes(rules.owner_hides))
+            .is_none_or(|rules| rules.shows_likes())
     };
     Ok(respond_json(
         Response::builder()

@@ -254,13 +254,13 @@ impl Broadcaster {
                     .map(|(bucket, _)| *bucket)
                     .collect();
                 if !to.is_empty() {
-                    let rules = self
+                    let shown = self
                         .catalog
                         .item_rules(std::slice::from_ref(item), now_ms())
                         .await?
                         .remove(item)
-                        .unwrap_or_default();
-                    let shown = rules.rules.shown(counts, rules.owner_hides);
+                        .unwrap_or_default()
+                        .shown(counts);
                     let message = ServerMessage::counts(item, shown, as_of);
                     self.fan_out(item, &to, message, tally, posts).await?;
                     Tally::add(&tally.pushes, 1);

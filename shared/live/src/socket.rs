@@ -178,8 +178,7 @@ impl Message {
                 );
                 let (read, mut rules) = (read?, rules?);
                 for (item, counts) in &read.counts {
-                    let rules = rules.remove(item).unwrap_or_default();
-                    let shown = rules.rules.shown(*counts, rules.owner_hides);
+                    let shown = rules.remove(item).unwrap_or_default().shown(*counts);
                     let message = ServerMessage::counts(item, shown, read.as_of);
                     if self
                         .connections

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
-use likes_core::namespace::{Namespace, NamespaceRules, RulesChange};
+use likes_core::namespace::{Namespace, NamespaceRules, RulesChange, ShownCounts};
+use likes_core::pipeline::Counts;
 use likes_core::{ItemId, UserId};
 
 use crate::rows::{self, attr, Item, ItemOwnerRow, NamespaceRow, ITEM_PREFIX, NAMESPACE_PREFIX};
@@ -34,6 +35,18 @@ pub struct ItemOwner {
 pub struct ItemRules {
     pub rules: NamespaceRules,
     pub owner_hides: bool,
+}
+
+impl ItemRules {
+    /// `counts` as the public sees them.
+    pub fn shown(&self, counts: Counts) -> ShownCounts {
+        self.rules.shown(counts, self.owner_hides)
+    }
+
+    /// Whether the public sees the like count.
+    pub fn shows_likes(&self) -> bool {
+        self.rules.shows_likes(self.owner_hides)
+    }
 }
 
 fn catalog_key(key: String) -> Item {
