@@ -612,14 +612,32 @@ mod tests {
 
     #[test]
     fn the_public_count_reads_and_a_reaction_write_read_the_catalog_and_its_routes_only_it() {
+        // Every other variable these read, so only the catalog's can be missing.
+        let others = [
+            ("MODERATION_TABLE", "m"),
+            ("REACTIONS_TABLE", "r"),
+            ("RATE_LIMITS_TABLE", "l"),
+            ("WRITE_RATE_PER_SECOND", "5"),
+            ("WRITE_BURST", "30"),
+            ("COUNTS_TABLE", "c"),
+            ("LEADERBOARD_TABLE", "b"),
+        ];
         for endpoint in [
             Endpoint::PutReaction,
             Endpoint::GetLikeCount,
             Endpoint::BatchGetLikeCounts,
             Endpoint::BatchGetItems,
+            Endpoint::GetLeaderboard,
         ] {
-            let missing = config(endpoint, &[]).unwrap_err().to_string();
-            assert!(!missing.is_empty(), "{endpoint:?}");
+            let missing = config(endpoint, &others).unwrap_err().to_string();
+            assert_eq!(
+                missing, "environment variable CATALOG_TABLE is required",
+                "{endpoint:?}"
+            );
+            let mut all = others.to_vec();
+            all.push(("CATALOG_TABLE", "n"));
+            let config = config(endpoint, &all).unwrap();
+            assert_eq!(config.catalog_table.as_deref(), Some("n"), "{endpoint:?}");
         }
         for endpoint in [
             Endpoint::GetNamespace,

@@ -266,42 +266,42 @@ fn every_parameter_is_typed_described_and_bounded() {
                 && parameter["MaxValue"].is_number());
         assert!(bounded, "{name} is bounded");
     }
-    for origin in [
-        "*",
-        "https://*.example.com",
-        "http://127.0.0.1:8080/app",
-        "null",
-    ] {
-        assert!(!allowed(&template, "AllowedOrigins", origin), "{origin}");
+    // (parameter, values refused, a value taken)
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "AllowedOrigins",
+            &[
+                "*",
+                "https://*.example.com",
+                "http://127.0.0.1:8080/app",
+                "null",
+            ],
+            "https://app.example.com,http://127.0.0.1:8080",
+        ),
+        (
+            "JwtIssuer",
+            &[
+                "http://issuer.example.com",
+                "issuer.example.com",
+                "https://",
+            ],
+            "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123",
+        ),
+        (
+            "JwtJwksUri",
+            &[
+                "http://issuer.example.com/keys",
+                "https://issuer.example.com",
+            ],
+            "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123/.well-known/jwks.json",
+        ),
+    ];
+    for (name, refused, taken) in cases {
+        for value in refused {
+            assert!(!allowed(&template, name, value), "{name} = {value}");
+        }
+        assert!(allowed(&template, name, taken), "{name} = {taken}");
     }
-    assert!(allowed(
-        &template,
-        "AllowedOrigins",
-        "https://app.example.com,http://127.0.0.1:8080"
-    ));
-    for issuer in [
-        "http://issuer.example.com",
-        "issuer.example.com",
-        "https://",
-    ] {
-        assert!(!allowed(&template, "JwtIssuer", issuer), "{issuer}");
-    }
-    assert!(allowed(
-        &template,
-        "JwtIssuer",
-        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123"
-    ));
-    for jwks in [
-        "http://issuer.example.com/keys",
-        "https://issuer.example.com",
-    ] {
-        assert!(!allowed(&template, "JwtJwksUri", jwks), "{jwks}");
-    }
-    assert!(allowed(
-        &template,
-        "JwtJwksUri",
-        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbC123/.well-known/jwks.json"
-    ));
     let local = crate::stack::local_parameters(BTreeMap::new(), "http://127.0.0.1:8080", true);
     for (name, value) in &local {
         if template.root["Parameters"][name.as_str()]["AllowedPattern"].is_string() {
