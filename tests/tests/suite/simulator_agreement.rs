@@ -316,12 +316,13 @@ const PHASES: [&str; 5] = [
 
 /// What the clock decides in the HTTP front's handlers, not the history: a container's
 /// lease on a user's writes lasts `LEASE_MS`, so a slower run takes more of them, and a
-/// container keeps a count, the counts' `as_of` and whether an item was removed for a
-/// second before it reads them again.
-const CLOCKED: [(&str, Unit); 3] = [
+/// container keeps a count, the counts' `as_of`, whether an item was removed and the
+/// catalog's rules and owners for a second before it reads them again.
+const CLOCKED: [(&str, Unit); 4] = [
     ("RateLimitsTable", Unit::Writes),
     ("CountsTable", Unit::Reads),
     ("ModerationTable", Unit::Reads),
+    ("CatalogTable", Unit::Reads),
 ];
 
 /// What each phase billed on one stack, by part of the service, template resource and
