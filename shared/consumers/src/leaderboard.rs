@@ -7,19 +7,20 @@
 //! as the shard's next intent, apply it (one conditional ADD per score row however many
 //! events it holds) and move the progress.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_lambda_events::event::kinesis::{KinesisEvent, KinesisEventRecord};
 use aws_lambda_events::event::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::score_deltas;
+use likes_core::leaderboard::{score_deltas, KeptWindows};
 use likes_core::likers::{liker_updates, unplaced};
+use likes_core::namespace::Namespace;
 use likes_core::pipeline::{sequence_after, LogRecord, ReactionEvent};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{run_length, Owned, IN_FLIGHT};
 use likes_store::metrics::Report;
-use likes_store::{LeaderboardStore, LikersStore, StoreError};
+use likes_store::{CatalogCache, CatalogStore, LeaderboardStore, LikersStore, StoreError};
 use tracing::Instrument;
 
 use crate::ConfigError;
@@ -28,6 +29,8 @@ use crate::ConfigError;
 pub struct LeaderboardConfig {
     pub leaderboard_table: String,
     pub likers_table: String,
+    /// Where each namespace's rules name the leaderboard windows it keeps.
+    pub catalog_table: String,
     /// The shards each board's score rows spread over.
     pub board_shards: u32,
     /// Reconciliation's epochs, which all-time score rows keep subtotals by.
@@ -44,6 +47,7 @@ impl LeaderboardConfig {
         Ok(Self {
             leaderboard_table: ConfigError::var(&lookup, "LEADERBOARD_TABLE")?,
             likers_table: ConfigError::var(&lookup, "LIKERS_TABLE")?,
+            catalog_table: ConfigError::var(&lookup, "CATALOG_TABLE")?,
             board_shards: ConfigError::whole(&lookup, "LEADERBOARD_SHARDS")? as u32,
             period: Period {
                 length_ms: seconds("RECONCILE_EPOCH_SECONDS")?,
@@ -57,6 +61,7 @@ impl LeaderboardConfig {
 pub struct Leaderboard {
     store: LeaderboardStore,
     likers: LikersStore,
+    catalog: CatalogCache,
     period: Period,
 }
 
@@ -80,7 +85,8 @@ impl Leaderboard {
         Self {
             store: LeaderboardStore::new(dynamodb.clone(), config.leaderboard_table)
                 .with_board_shards(config.board_shards),
-            likers: LikersStore::new(dynamodb, config.likers_table),
+            likers: LikersStore::new(dynamodb.clone(), config.likers_table),
+            catalog: CatalogCache::new(CatalogStore::new(dynamodb, config.catalog_table)),
             period: config.period,
         }
     }
@@ -138,9 +144,10 @@ impl Leaderboard {
         let state = self.store.shard_state(shard).await?;
         let mut through = state.through_seq;
         let mut intents = state.intents;
+        let mut scored = state.scored;
         if let Some(intent) = state.pending {
             self.store
-                .complete(shard, &intent, through.as_deref())
+                .complete(shard, &intent, through.as_deref(), &mut scored)
                 .await?;
             through = Some(intent.last_seq);
             intents = intent.n;
@@ -171,7 +178,8 @@ impl Leaderboard {
             failed_at,
             ..Applied::default()
         };
-        for run in runs(&events, self.period) {
+        let kept = self.kept_windows(&events).await?;
+        for run in runs(&events, self.period, &kept) {
             let (last, _) = run.last().expect("runs are never empty");
             let last_seq = last.kinesis.sequence_number.clone();
             let arrival = last
@@ -189,7 +197,7 @@ impl Leaderboard {
                 .collect();
             let scoring = self.take(&owned, &mut applied).await?;
             applied.scored += scoring.len();
-            let deltas = score_deltas(scoring, self.period);
+            let deltas = score_deltas(scoring, self.period, &kept);
             if deltas.is_empty() {
                 self.store
                     .advance(shard, through.as_deref(), &last_seq, arrival, intents)
@@ -200,7 +208,7 @@ impl Leaderboard {
                     .begin(shard, intents + 1, &deltas, &last_seq, arrival)
                     .await?;
                 self.store
-                    .complete(shard, &intent, through.as_deref())
+                    .complete(shard, &intent, through.as_deref(), &mut scored)
                     .await?;
                 intents = intent.n;
             }
@@ -223,6 +231,28 @@ impl Leaderboard {
             }
         }
         Ok(applied)
+    }
+
+    /// The windows the events' namespaces keep, as their rules name them now (through the
+    /// container's catalog cache). A run's intent freezes its deltas, so a retry after a rule
+    /// changed finishes what was begun.
+    async fn kept_windows<R>(
+        &self,
+        events: &[(R, ReactionEvent)],
+    ) -> Result<KeptWindows, StoreError> {
+        let namespaces: Vec<Namespace> = events
+            .iter()
+            .map(|(_, event)| Namespace::of_prefix(&event.item_id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let rules = self
+            .catalog
+            .namespace_rules(&namespaces, likes_core::clock::now_ms())
+            .await?;
+        Ok(KeptWindows::new(rules.into_iter().map(
+            |(namespace, rules)| (namespace, rules.leaderboard_windows),
+        )))
     }
 
     /// Writes the likers entries of a run's events, each like's and each like's end's as
@@ -308,11 +338,15 @@ impl Leaderboard {
 }
 
 /// `events` cut into runs, each as [`run_length`] takes it: its intent fits one item.
-fn runs<R>(events: &[(R, ReactionEvent)], period: Period) -> Vec<&[(R, ReactionEvent)]> {
+fn runs<'e, R>(
+    events: &'e [(R, ReactionEvent)],
+    period: Period,
+    kept: &KeptWindows,
+) -> Vec<&'e [(R, ReactionEvent)]> {
     let mut runs = Vec::new();
     let mut rest = events;
     while !rest.is_empty() {
-        let (run, after) = rest.split_at(run_length(rest.iter().map(|(_, e)| e), period));
+        let (run, after) = rest.split_at(run_length(rest.iter().map(|(_, e)| e), period, kept));
         runs.push(run);
         rest = after;
     }
@@ -362,7 +396,11 @@ mod tests {
 
     /// What the intent of `run` holds.
     fn intent_bytes(run: &[((), ReactionEvent)]) -> usize {
-        intent_row_bytes(&score_deltas(run.iter().map(|(_, e)| e), PERIOD))
+        intent_row_bytes(&score_deltas(
+            run.iter().map(|(_, e)| e),
+            PERIOD,
+            &KeptWindows::default(),
+        ))
     }
 
     #[test]
@@ -371,7 +409,7 @@ mod tests {
         let events: Vec<((), ReactionEvent)> = (0..5_000)
             .map(|u| ((), event(u, &format!("{u:i>128}"))))
             .collect();
-        let cut = runs(&events, PERIOD);
+        let cut = runs(&events, PERIOD, &KeptWindows::default());
         assert!(cut.len() > 1);
         let mut start = 0;
         for run in &cut {
@@ -389,9 +427,12 @@ mod tests {
             .collect();
         let all: Vec<&str> = events.iter().map(|(_, e)| e.user_id.as_str()).collect();
         assert_eq!(rejoined, all);
-        assert!(runs::<()>(&[], PERIOD).is_empty());
+        assert!(runs::<()>(&[], PERIOD, &KeptWindows::default()).is_empty());
         // A short batch is one run.
-        assert_eq!(runs(&events[..10], PERIOD).len(), 1);
+        assert_eq!(
+            runs(&events[..10], PERIOD, &KeptWindows::default()).len(),
+            1
+        );
     }
 
     #[test]
@@ -419,8 +460,8 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        let plain = lengths(runs(&distinct, PERIOD));
-        let among_viral = lengths(runs(&with_viral, PERIOD));
+        let plain = lengths(runs(&distinct, PERIOD, &KeptWindows::default()));
+        let among_viral = lengths(runs(&with_viral, PERIOD, &KeptWindows::default()));
         // As many runs, each full one holding as many other items, less the room the viral
         // item's own rows take.
         assert_eq!(plain.len(), among_viral.len());
@@ -441,7 +482,7 @@ mod tests {
                 ((), event)
             })
             .collect();
-        let cut = runs(&events, PERIOD);
+        let cut = runs(&events, PERIOD, &KeptWindows::default());
         assert_eq!(
             cut.iter().map(|run| run.len()).collect::<Vec<_>>(),
             [MAX_RUN_EPOCHS, MAX_RUN_EPOCHS, 40 - 2 * MAX_RUN_EPOCHS]

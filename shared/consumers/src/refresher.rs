@@ -1,13 +1,17 @@
 //! The scheduled refresher of the leaderboard's materialized boards. It ticks once a
-//! second: when some shard's progress moved, it re-ranks the boards those shards scored on
-//! from their board shards and stores each top, with the `as_of` it read before the scores.
+//! second: when some shard's progress moved, it re-ranks the namespace boards those shards
+//! scored on from their board shards, then the global boards of the same windows from the
+//! namespaces' tops, and stores each top with the `as_of` it read before the scores.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
-use likes_core::leaderboard::{board_as_of, expired_log_shards, LogProgress, Window};
+use likes_core::leaderboard::{board_as_of, expired_log_shards, Board, LogProgress, Window};
+use likes_core::namespace::Namespace;
+use likes_store::leaderboard::ShardProgress;
+use likes_store::leaderboard::SCORED_KEPT_MS;
 use likes_store::metrics::Report;
 use likes_store::{LeaderboardStore, StoreError};
 use serde_json::Value;
@@ -70,8 +74,13 @@ pub struct RefreshReport {
     pub intents_abandoned: usize,
 }
 
-/// A log shard's progress as the last tick read it: its last record and intents applied.
-type Seen = BTreeMap<String, (Option<String>, u64)>;
+/// The shards' progress as a tick read it (each shard's last record and intents applied),
+/// and when.
+#[derive(Debug)]
+struct Seen {
+    at_ms: i64,
+    shards: BTreeMap<String, (Option<String>, u64)>,
+}
 
 /// The scheduled refresher of the materialized boards.
 #[derive(Debug)]
@@ -81,6 +90,8 @@ pub struct BoardRefresher {
     log_shards: LogShards,
     /// Each shard's progress at the last tick; `None` before this invocation's first.
     seen: Mutex<Option<Seen>>,
+    /// The namespaces known to have boards, read once per container and added to.
+    namespaces: tokio::sync::Mutex<Option<BTreeSet<Namespace>>>,
     /// When this invocation last put a heartbeat on each shard.
     heartbeats: Mutex<BTreeMap<String, i64>>,
     /// When the log was created, read once per container: the start of a shard nobody has
@@ -100,6 +111,7 @@ impl BoardRefresher {
             log_shards: LogShards::new(kinesis, config.events_stream_arn.clone()),
             config,
             seen: Mutex::new(None),
+            namespaces: tokio::sync::Mutex::new(None),
             heartbeats: Mutex::new(BTreeMap::new()),
             log_created_ms: tokio::sync::OnceCell::new(),
         }
@@ -122,15 +134,74 @@ impl BoardRefresher {
         .await
     }
 
-    /// Reads every shard's progress; when some shard applied an intent since the last tick
-    /// (or this is the invocation's first), re-ranks `all`, today's board and the days the
-    /// shards scored on; when shards only moved over records that score nothing, moves the
-    /// `as_of` of `all` and today's board without ranking again (no score changed). `as_of`
+    /// Reads every shard's progress; when some shard applied an intent since the last tick,
+    /// re-ranks the namespace boards its intents scored on since, then the global boards of
+    /// their all-time and day windows. On the invocation's first tick, or when the last
+    /// was too long ago (or a shard dropped boards it scored on) for the progress to name
+    /// every board scored since, it re-ranks every known namespace's current boards too.
+    /// When shards only moved over records that score nothing, it moves the `as_of` of the
+    /// global `all` and today's board without ranking again (no score changed). `as_of`
     /// is the lowest progress of the shards not done with, or the start of one not read yet
     /// ([`board_as_of`]), read before any score. Then puts a heartbeat on each open shard
     /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards
     /// that have expired from the log ([`expired_log_shards`]), giving up an intent one left
     /// pending.
+    /// The namespace boards shards scored on since the last tick (by the intents each
+    /// applied since), whether any shard moved without scoring, and whether the progress
+    /// cannot name every board scored since: no tick yet, one too long ago for the progress
+    /// rows to still name what was scored before it, or a shard that dropped some.
+    fn scored_since_last_tick(
+        &self,
+        progress: &[ShardProgress],
+        started_ms: i64,
+    ) -> (BTreeSet<Board>, bool, bool) {
+        let seen = self.seen.lock().expect("seen progress");
+        let seen = seen
+            .as_ref()
+            .filter(|seen| started_ms - seen.at_ms < SCORED_KEPT_MS / 2);
+        let mut boards = BTreeSet::new();
+        let mut moved = false;
+        let mut everything = seen.is_none();
+        for shard in progress {
+            let before = seen.and_then(|seen| seen.shards.get(&shard.shard));
+            match before {
+                Some((through, intents)) if *intents == shard.intents => {
+                    moved |= *through != shard.through_seq;
+                }
+                _ => {
+                    let since = before.map_or(0, |(_, intents)| *intents);
+                    everything |= shard.scored_dropped > since;
+                    boards.extend(
+                        shard
+                            .scored
+                            .iter()
+                            .filter(|(_, n)| *n > since)
+                            .map(|(board, _)| board.clone()),
+                    );
+                }
+            }
+        }
+        (boards, moved, everything)
+    }
+
+    /// Notes the namespaces of `boards` not yet known to have boards, so the global boards
+    /// rank from their tops.
+    async fn register(&self, boards: &BTreeSet<Board>) -> Result<(), RefreshError> {
+        let mut known = self.namespaces.lock().await;
+        let known = match &mut *known {
+            Some(known) => known,
+            None => known.insert(self.store.namespaces().await?),
+        };
+        let new: BTreeSet<Namespace> = boards
+            .iter()
+            .filter_map(|board| board.namespace.clone())
+            .filter(|namespace| !known.contains(namespace))
+            .collect();
+        self.store.register_namespaces(&new).await?;
+        known.extend(new);
+        Ok(())
+    }
+
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
@@ -149,22 +220,34 @@ impl BoardRefresher {
             .await?;
         let as_of_ms = board_as_of(&shards, &logged, log_created_ms);
         let today = Window::day_of(started_ms);
-        let mut boards = BTreeSet::new();
-        let mut moved = false;
-        {
-            let seen = self.seen.lock().expect("seen progress");
-            for shard in &progress {
-                match seen.as_ref().map(|seen| seen.get(&shard.shard)) {
-                    Some(Some((through, intents))) if *intents == shard.intents => {
-                        moved |= *through != shard.through_seq;
-                    }
-                    _ => {
-                        boards.insert(Window::All);
-                        boards.insert(today.clone());
-                        boards.extend(shard.windows.iter().cloned());
-                    }
+        let (mut boards, moved, everything) = self.scored_since_last_tick(&progress, started_ms);
+        if everything {
+            let namespaces = self.store.namespaces().await?;
+            for namespace in &namespaces {
+                for window in [
+                    Window::All,
+                    today.clone(),
+                    Window::hour_of(started_ms),
+                    Window::week_of(started_ms),
+                ] {
+                    boards.insert(Board {
+                        namespace: Some(namespace.clone()),
+                        window,
+                    });
                 }
             }
+            *self.namespaces.lock().await = Some(namespaces);
+        }
+        self.register(&boards).await?;
+        let global: Vec<Board> = boards
+            .iter()
+            .filter(|board| matches!(board.window, Window::All | Window::Day(_)))
+            .map(|board| Board::global(board.window.clone()))
+            .collect();
+        boards.extend(global);
+        if everything {
+            boards.insert(Board::global(Window::All));
+            boards.insert(Board::global(today.clone()));
         }
         self.store.refresh(&boards, as_of_ms, started_ms).await?;
         if let (true, true, Some(as_of_ms)) = (boards.is_empty(), moved, as_of_ms) {
@@ -172,12 +255,13 @@ impl BoardRefresher {
                 .touch(&[Window::All, today], as_of_ms, started_ms)
                 .await?;
         }
-        *self.seen.lock().expect("seen progress") = Some(
-            progress
+        *self.seen.lock().expect("seen progress") = Some(Seen {
+            at_ms: started_ms,
+            shards: progress
                 .iter()
                 .map(|p| (p.shard.clone(), (p.through_seq.clone(), p.intents)))
                 .collect(),
-        );
+        });
         let quiet_since = started_ms - self.config.heartbeat_after.as_millis() as i64;
         let quiet: Vec<_> = {
             let put = self.heartbeats.lock().expect("heartbeats");

@@ -79,8 +79,15 @@ pub enum ValidationError {
     Cursor,
     #[error("limit {0:?} is not a whole number from 1 to 100")]
     Limit(String),
-    #[error("window {0:?} is not one of day, all")]
+    #[error("window {0:?} is not one of hour, day, week, all")]
     Window(String),
+    #[error("the board over every namespace has no {0} window (day or all); name a namespace")]
+    GlobalWindow(&'static str),
+    #[error("the namespace {namespace} keeps no {window} board (see its leaderboard_windows)")]
+    WindowNotKept {
+        namespace: String,
+        window: &'static str,
+    },
     #[error("the request body is not valid: {0}")]
     Body(String),
     #[error("the request body is larger than {0} bytes")]

@@ -34,7 +34,13 @@ impl Namespace {
     /// The namespace `item` is in. A prefix no rule can be set for (empty, as in `:x`, or
     /// longer than a name's 64 characters) names a namespace that keeps the defaults.
     pub fn of(item: &ItemId) -> Self {
-        match item.as_str().split_once(':') {
+        Self::of_prefix(item.as_str())
+    }
+
+    /// The namespace the prefix of `item_id` names, as [`Self::of`] reads it, for an id
+    /// read back from storage.
+    pub fn of_prefix(item_id: &str) -> Self {
+        match item_id.split_once(':') {
             Some((prefix, _)) => Self(prefix.to_owned()),
             None => Self(DEFAULT_NAMESPACE.to_owned()),
         }

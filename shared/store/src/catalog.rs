@@ -299,9 +299,28 @@ impl CatalogCache {
         namespace: &Namespace,
         now_ms: i64,
     ) -> Result<NamespaceRules, StoreError> {
-        let key = namespace_key(namespace);
-        let mut rows = self.rows(vec![key.clone()], now_ms).await?;
-        rules_of(rows.remove(&key).flatten())
+        let mut rules = self
+            .namespace_rules(std::slice::from_ref(namespace), now_ms)
+            .await?;
+        Ok(rules.remove(namespace).unwrap_or_default())
+    }
+
+    /// The rules of each of `namespaces`, as read at most [`CATALOG_CACHE_MS`] before
+    /// `now_ms`: what is not fresh is read in one batch.
+    pub async fn namespace_rules(
+        &self,
+        namespaces: &[Namespace],
+        now_ms: i64,
+    ) -> Result<HashMap<Namespace, NamespaceRules>, StoreError> {
+        let keys = namespaces.iter().map(namespace_key).collect();
+        let mut rows = self.rows(keys, now_ms).await?;
+        namespaces
+            .iter()
+            .map(|namespace| {
+                let row = rows.remove(&namespace_key(namespace)).flatten();
+                Ok((namespace.clone(), rules_of(row)?))
+            })
+            .collect()
     }
 
     /// What decides how each of `items`' counts is shown, as read at most

@@ -30,7 +30,7 @@ pub use erasures::ErasuresStore;
 pub use error::StoreError;
 pub use freshness::{FreshnessStore, Watermark};
 pub use jobs::JobStart;
-pub use leaderboard::{Board, LeaderboardStore};
+pub use leaderboard::{BoardTop, LeaderboardStore};
 pub use likers::{LikersPage, LikersStore};
 pub use live::{LiveStore, PushClaim, PushClaims, Watch, WatcherPage, Watching};
 pub use moderation::{ModerationStore, RemovedItems};

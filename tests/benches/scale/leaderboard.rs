@@ -85,7 +85,7 @@ use std::hash::{Hash, Hasher};
 
 use std::collections::BTreeMap;
 
-use likes_core::leaderboard::{days, item_shard, score_deltas, Window};
+use likes_core::leaderboard::{item_shard, score_deltas, KeptWindows, Window};
 use likes_core::likers::{liker_updates, LikerChange, LikerUpdate};
 use likes_core::reconcile::Period;
 use likes_store::leaderboard::{run_length, IN_FLIGHT, RANKED_FROM};
@@ -574,6 +574,7 @@ impl Leaderboard {
             + run_length(
                 inv.batch[inv.run_start..].iter().map(|r| &*r.event),
                 self.period,
+                &KeptWindows::default(),
             );
         let now_ms = EPOCH_MS + (now / MS) as i64;
         inv.entries = inv.batch[inv.run_start..inv.run_end]
@@ -610,8 +611,17 @@ impl Leaderboard {
         }
         let run = &inv.batch[inv.run_start..inv.run_end];
         let scoring = run.iter().filter(|r| r.event.like_delta != 0);
-        let deltas = score_deltas(scoring.map(|r| &*r.event), self.period);
-        inv.days = days(deltas.keys().map(|(window, _)| window));
+        let deltas = score_deltas(
+            scoring.map(|r| &*r.event),
+            self.period,
+            &KeptWindows::default(),
+        );
+        inv.days = deltas
+            .keys()
+            .filter_map(|(window, _)| window.start_ms())
+            .collect::<BTreeSet<i64>>()
+            .into_iter()
+            .collect();
         let board_key = |window: &Window, item: &str| {
             let board = window.board_key(item_shard(item, self.board_shards));
             let key = format!("{board}/{item}");
@@ -654,7 +664,7 @@ impl Leaderboard {
             return self.wait(shard, inv, Step::Advancing, end);
         }
         let rows: Vec<ScoreDeltaRow> = inv.rows.iter().map(|r| r.row.clone()).collect();
-        inv.head_units = table::intent_head_units(shard, &rows, &inv.days);
+        inv.head_units = table::intent_head_units(shard, &rows);
         // The all-time rows this shard has not written are read (a BatchGetItem) after the
         // head is put, before the score rows are written.
         let unknown = inv.rows.iter().any(|r| {

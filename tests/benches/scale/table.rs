@@ -277,15 +277,14 @@ pub fn intent_key(shard: usize) -> String {
 }
 
 /// Write units of the intent head holding a run's `rows` (their ids as the traffic makes
-/// them) and `days`, a PutItem (over the shard's last head, billed at the larger).
-pub fn intent_head_units(shard: usize, rows: &[ScoreDeltaRow], days: &[i64]) -> u64 {
+/// them), a PutItem (over the shard's last head, billed at the larger).
+pub fn intent_head_units(shard: usize, rows: &[ScoreDeltaRow]) -> u64 {
     let head = IntentHeadRow {
         board: intent_key(shard),
         item_id: "head".into(),
         n: u64::MAX,
         last_seq: SEQUENCE_NUMBER.into(),
         applied_through: i64::MAX,
-        days: days.to_vec(),
         rows: rows.to_vec(),
     };
     put_units(to_item(&head))

@@ -166,7 +166,10 @@ async fn an_all_time_score_row_keeps_no_subtotal_for_its_first_epoch_and_sums_wh
         async move {
             let deltas = [((Window::All, "game:ranked".to_owned()), score(&by_epoch))].into();
             let intent = board.begin(shard, 1, &deltas, "1", 0).await.unwrap();
-            board.complete(shard, &intent, None).await.unwrap();
+            board
+                .complete(shard, &intent, None, &mut Default::default())
+                .await
+                .unwrap();
         }
     };
     apply("shard-a", vec![(10, 2)]).await;

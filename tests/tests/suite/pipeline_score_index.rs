@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use likes_core::leaderboard::{item_shard, Entry, ScoreDelta, Window};
+use likes_core::leaderboard::{item_shard, Board, Entry, ScoreDelta, Window};
 use likes_core::reconcile::Period;
-use likes_store::leaderboard::SCORE_INDEX;
-use likes_store::rows::attr::{BOARD, ITEM_ID, RANKED, SCORE};
+use likes_store::leaderboard::{Scored, SCORE_INDEX};
+use likes_store::rows::attr::{BOARD, ITEM_ID, RANKED, RANKED_BOARD, SCORE};
 use likes_store::LeaderboardStore;
 use likes_tests::{eventually, TestStack};
 
@@ -38,7 +38,7 @@ async fn apply_on(
         .await
         .unwrap_or_else(|err| panic!("{err}"));
     board
-        .complete(shard, &intent, None)
+        .complete(shard, &intent, None, &mut Scored::default())
         .await
         .unwrap_or_else(|err| panic!("{err}"));
 }
@@ -79,7 +79,8 @@ fn deltas_of(
     deltas
 }
 
-/// What the score index holds for `items` on `window`: item, and its key there.
+/// What the score index holds for `items` on the `game` namespace's `window`: item, and
+/// its key there.
 async fn indexed(stack: &TestStack, window: &Window, items: &[&str]) -> BTreeMap<String, i64> {
     let shards = stack.leaderboard_store().board_shards();
     let mut found = BTreeMap::new();
@@ -94,8 +95,8 @@ async fn indexed(stack: &TestStack, window: &Window, items: &[&str]) -> BTreeMap
             .table_name(stack.name("LeaderboardTable"))
             .index_name(SCORE_INDEX)
             .key_condition_expression("#board = :board")
-            .expression_attribute_names("#board", BOARD)
-            .expression_attribute_values(":board", AttributeValue::S(window.board_key(shard)))
+            .expression_attribute_names("#board", RANKED_BOARD)
+            .expression_attribute_values(":board", AttributeValue::S(game(window).shard_key(shard)))
             .send()
             .await
             .unwrap_or_else(|err| panic!("{err:?}"));
@@ -108,6 +109,11 @@ async fn indexed(stack: &TestStack, window: &Window, items: &[&str]) -> BTreeMap
         }
     }
     found
+}
+
+/// The `game` namespace's board of `window`, where these tests' items are.
+fn game(window: &Window) -> Board {
+    Board::of_item("game:", window.clone())
 }
 
 /// An item's score on `window`, read from its row.
@@ -205,11 +211,11 @@ async fn a_once_liked_items_rows_stay_out_of_the_index_and_any_later_write_ranks
         }
         // The board's top reaches down to one like, so the refresh reads the rows the
         // index leaves out: the once-liked item is listed, ties by item id.
-        a.refresh([&window], Some(now), now)
+        a.refresh([&game(&window)], Some(now), now)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         let board = a
-            .board(&window, 100)
+            .board(&game(&window), 100)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         let listed: Vec<(&str, i64)> = board
@@ -271,11 +277,11 @@ async fn a_top_with_few_places_left_for_once_liked_items_fills_them_by_item_id()
     expected.extend(once.iter().take(5).map(|item| (item.clone(), 1)));
     for window in [Window::All, Window::day_of(now)] {
         board
-            .refresh([&window], Some(now), now)
+            .refresh([&game(&window)], Some(now), now)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         let listed: Vec<(String, i64)> = board
-            .board(&window, 100)
+            .board(&game(&window), 100)
             .await
             .unwrap_or_else(|err| panic!("{err}"))
             .entries
@@ -313,7 +319,10 @@ async fn a_done_intent_head_is_pending_no_more_until_the_next_intent_replaces_it
         board.shard_state(shard).await.unwrap().pending.map(|i| i.n),
         Some(1)
     );
-    board.complete(shard, &first, None).await.unwrap();
+    board
+        .complete(shard, &first, None, &mut Scored::default())
+        .await
+        .unwrap();
     // Records after it that score nothing move the progress past the intent.
     board
         .advance(shard, Some("10"), "20", at_ms, 1)
@@ -344,7 +353,10 @@ async fn a_done_intent_head_is_pending_no_more_until_the_next_intent_replaces_it
         !board.abandon(shard, Some("20"), 3).await.unwrap(),
         "only the intent pending is given up"
     );
-    board.complete(shard, &second, Some("20")).await.unwrap();
+    board
+        .complete(shard, &second, Some("20"), &mut Scored::default())
+        .await
+        .unwrap();
     assert_eq!(score(&stack, &Window::All, "game:head").await, 3);
 
     assert!(board.retire(shard, Some("30"), 2).await.unwrap());

@@ -236,7 +236,10 @@ async fn move_the_board_past(stack: &TestStack, all_time: &LeaderboardStore, cut
     stack.settle_leaderboard().await;
     eventually(Duration::from_secs(30), async || {
         let as_of = all_time
-            .board(&likes_core::leaderboard::Window::All, 10)
+            .board(
+                &likes_core::leaderboard::Board::global(likes_core::leaderboard::Window::All),
+                10,
+            )
             .await
             .unwrap()
             .as_of_ms;
@@ -410,7 +413,10 @@ async fn assert_read_models_equal_the_reactions_table(
     );
     eventually(Duration::from_secs(30), async || {
         let board = all_time
-            .board(&likes_core::leaderboard::Window::All, 10)
+            .board(
+                &likes_core::leaderboard::Board::global(likes_core::leaderboard::Window::All),
+                10,
+            )
             .await
             .unwrap();
         if board.entries == expected {

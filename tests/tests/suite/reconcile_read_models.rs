@@ -1,6 +1,7 @@
 //! Read models repaired from a run's export: the likers lists and the all-time leaderboard
 //! brought back to the export's flips, without undoing a like given after the cut.
 
+use likes_core::leaderboard::{Board, Window};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -182,13 +183,11 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
     // if never added; the counts took them all.
     stack.edit_all_time_score(lost, -2).await;
     stack.edit_all_time_score(steady, 1).await;
-    let board = || async {
-        likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"))
-            .board(&likes_core::leaderboard::Window::All, 10)
-            .await
-            .unwrap()
-    };
-    let scores = |board: &likes_store::leaderboard::Board| -> Vec<(String, i64)> {
+    let store =
+        likes_store::LeaderboardStore::new(stack.dynamodb(), stack.name("LeaderboardTable"));
+    let read = async |board: &Board| store.board(board, 10).await.unwrap();
+    let board = async || read(&Board::global(Window::All)).await;
+    let scores = |board: &likes_store::BoardTop| -> Vec<(String, i64)> {
         board
             .entries
             .iter()
@@ -240,6 +239,11 @@ async fn the_all_time_leaderboard_is_repaired_from_the_export_without_undoing_la
             ("game:steady".to_owned(), 2)
         ],
         "the board equals the recount, with the like after the cut"
+    );
+    assert_eq!(
+        scores(&read(&Board::of_item(lost, Window::All)).await),
+        scores(&board().await),
+        "the namespace's board, which the global one ranks from, is repaired too"
     );
 
     let rerun = reconcile(&stack, cut).await;

@@ -3,7 +3,7 @@
 
 use likes_aws::AwsError;
 use likes_core::clock::{now_ms, rfc3339};
-use likes_core::leaderboard::Window;
+use likes_core::leaderboard::{Board, Window};
 use likes_core::ItemId;
 use likes_store::reconciliation::{DerivedExports, RunState};
 
@@ -27,7 +27,11 @@ impl Reconciler {
     ) -> Result<Ready<(i64, Vec<(String, Export)>)>, ReconcileError> {
         let Some(derived) = derived else {
             let needed = state.cut_ms + self.config.period.uncertainty_ms;
-            let board_as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+            let board_as_of = self
+                .leaderboard
+                .board(&Board::global(Window::All), 0)
+                .await?
+                .as_of_ms;
             let board_passed = board_as_of.is_some_and(|a| a >= needed);
             // The board passes a cut a refresh or so after the counts: it is waited for up
             // to an epoch, then left out (`leaderboard_behind`) so it never holds counts up.

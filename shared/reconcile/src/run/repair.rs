@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use likes_core::clock::now_ms;
-use likes_core::leaderboard::Window;
+use likes_core::leaderboard::{Board, Window};
 use likes_core::likers::{repair, LikerChange, LikerUpdate};
 use likes_core::moderation::Cause;
 use likes_core::moderation::RetractionJob;
@@ -59,7 +59,11 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         progress(Progress::RepairingLeaderboard);
         let started_ms = now_ms();
-        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        let as_of = self
+            .leaderboard
+            .board(&Board::global(Window::All), 0)
+            .await?
+            .as_of_ms;
         if as_of.is_none_or(|a| a < state.cut_ms + self.config.period.uncertainty_ms) {
             report.leaderboard_behind = true;
             return Ok(());
@@ -110,7 +114,11 @@ impl Reconciler {
         report: &mut DriftReport,
     ) -> Result<(), ReconcileError> {
         let started_ms = now_ms();
-        let as_of = self.leaderboard.board(&Window::All, 0).await?.as_of_ms;
+        let as_of = self
+            .leaderboard
+            .board(&Board::global(Window::All), 0)
+            .await?
+            .as_of_ms;
         let cut = self.config.period.epoch(state.cut_ms);
         while let Some(line) = lines.next().await? {
             match line {
@@ -184,9 +192,7 @@ impl Reconciler {
         report: &DriftReport,
     ) -> Result<(), ReconcileError> {
         if report.leaderboard_corrected > 0 {
-            self.leaderboard
-                .refresh(&[Window::All], as_of, started_ms)
-                .await?;
+            self.leaderboard.refresh_all_time(as_of, started_ms).await?;
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use likes_core::leaderboard::{days, item_shard, ScoreDelta, Window};
+use likes_core::leaderboard::{item_shard, Board, ScoreDelta, Window};
 use likes_core::pipeline::REPLAY_HORIZON_MS;
 use likes_core::reconcile::{
     near_cut_attribute_of, subtotal_attributes, BEFORE_FIRST_LIKES, FIRST_EPOCH,
@@ -19,8 +19,8 @@ use crate::error::{cancelled, condition_held, progress_moved};
 use crate::first_epochs::{number_of, RowKey, Start, Subtotals, Written};
 use crate::pages::query_all;
 use crate::rows::attr::{
-    APPLIED_THROUGH, BOARD, BY, DAYS, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, RANKED, SCORE,
-    THROUGH_SEQ,
+    APPLIED_THROUGH, BOARD, BY, EXPIRES_AT, INTENTS, INTENT_N, ITEM_ID, RANKED, RANKED_BOARD,
+    SCORE, SCORED, SCORED_DROPPED, THROUGH_SEQ,
 };
 use crate::rows::{
     self, number, BoardProgressRow, EventClaimRow, IntentHeadRow, ScoreDeltaRow, ScoreRowKey,
@@ -28,7 +28,7 @@ use crate::rows::{
 use crate::StoreError;
 
 use super::{
-    intent_board, marker_attribute, shard_marker, windows_of, Intent, LeaderboardStore, Owned,
+    intent_board, marker_attribute, shard_marker, Intent, LeaderboardStore, Owned, Scored,
     ShardProgress, ShardState, EVENT_CLAIM_PREFIX, INTENT_HEAD, IN_FLIGHT, PROGRESS_BOARD,
     RANKED_FROM, RETIRED_BOARD, RETIRED_MARKERS, RETIRED_ROW,
 };
@@ -41,12 +41,16 @@ impl LeaderboardStore {
             self.get(PROGRESS_BOARD, shard),
             self.get(&intents, INTENT_HEAD)
         )?;
-        let (through_seq, applied) = match progress {
+        let (through_seq, applied, scored) = match progress {
             Some(item) => {
                 let row: BoardProgressRow = rows::from_item(item)?;
-                (row.through_seq, row.intents)
+                let scored = Scored {
+                    boards: row.scored,
+                    dropped: row.scored_dropped,
+                };
+                (row.through_seq, row.intents, scored)
             }
-            None => (None, 0),
+            None => (None, 0, Scored::default()),
         };
         // A head stays after its intent completes, until the next intent's put replaces it:
         // pending only while the progress has not reached its number.
@@ -59,12 +63,12 @@ impl LeaderboardStore {
                 last_seq: head.last_seq,
                 applied_through: head.applied_through,
                 rows: head.rows,
-                windows: windows_of(&head.days),
             });
         Ok(ShardState {
             through_seq,
             intents: applied,
             pending,
+            scored,
         })
     }
 
@@ -132,14 +136,12 @@ impl LeaderboardStore {
                 near_cuts: delta.near_cuts.iter().map(|(k, n)| (*k, *n)).collect(),
             })
             .collect();
-        let days = days(deltas.keys().map(|(window, _)| window));
         let head = IntentHeadRow {
             board: intent_board(shard),
             item_id: INTENT_HEAD.into(),
             n,
             last_seq: last_seq.to_owned(),
             applied_through,
-            days: days.clone(),
             rows,
         };
         let result = self
@@ -163,12 +165,12 @@ impl LeaderboardStore {
             last_seq: head.last_seq,
             applied_through,
             rows: head.rows,
-            windows: windows_of(&days),
         })
     }
 
     /// Applies each score row of `intent` that has not taken it yet, then moves the shard's
-    /// progress to its last record and to the intent's number, which ends it: the head
+    /// progress to its last record and to the intent's number, which ends it, noting the
+    /// boards it scored on in `scored` (the shard's, as read with its state): the head
     /// stays, no longer pending, until the next intent's put replaces it (a write of the
     /// progress alone, where deleting the head with it took a transaction, twice the units
     /// of both). `through_seq` is the progress as read before (`None`: the shard's first).
@@ -182,6 +184,7 @@ impl LeaderboardStore {
         shard: &str,
         intent: &Intent,
         through_seq: Option<&str>,
+        scored: &mut Scored,
     ) -> Result<(), StoreError> {
         let marker = marker_attribute(shard_marker(shard));
         let all_time = all_time_prefix();
@@ -191,7 +194,7 @@ impl LeaderboardStore {
             if row.board.starts_with(&all_time) {
                 rows.all_time = Some(row);
             } else {
-                rows.days.push(row);
+                rows.windowed.push(row);
             }
         }
         self.read_first_epochs(items.values().filter_map(|rows| rows.all_time))
@@ -205,13 +208,13 @@ impl LeaderboardStore {
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await?;
-        let days = days(&intent.windows);
+        scored.note(intent.boards(), intent.n, likes_core::clock::now_ms());
         let progress = self.progress_update(
             shard,
             through_seq,
             &intent.last_seq,
             intent.applied_through,
-            (intent.n, Some(days)),
+            (intent.n, Some(scored)),
         )?;
         self.move_progress(shard, progress).await
     }
@@ -252,7 +255,7 @@ impl LeaderboardStore {
     }
 
     /// The progress write: the last record, its arrival, the intents applied and, after an
-    /// intent, the day windows it scored on; on condition the progress is still
+    /// intent, the boards scored on lately; on condition the progress is still
     /// `through_seq`, since a shard has one consumer at a time and a retry reads the
     /// progress afresh.
     pub(super) fn progress_update(
@@ -261,7 +264,7 @@ impl LeaderboardStore {
         through_seq: Option<&str>,
         last_seq: &str,
         applied_through: i64,
-        (intents, days): (u64, Option<Vec<i64>>),
+        (intents, scored): (u64, Option<&Scored>),
     ) -> Result<Update, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
@@ -274,15 +277,14 @@ impl LeaderboardStore {
             .expression_attribute_values(":through", number(applied_through))
             .expression_attribute_values(":intents", number(intents));
         let set = "SET #seq = :seq, #through = :through, #intents = :intents";
-        let update = match days {
+        let update = match scored {
             None => update.update_expression(set),
-            Some(days) => update
-                .update_expression(format!("{set}, #days = :days"))
-                .expression_attribute_names("#days", DAYS)
-                .expression_attribute_values(
-                    ":days",
-                    AttributeValue::L(days.into_iter().map(number).collect()),
-                ),
+            Some(scored) => update
+                .update_expression(format!("{set}, #scored = :scored, #dropped = :dropped"))
+                .expression_attribute_names("#scored", SCORED)
+                .expression_attribute_names("#dropped", SCORED_DROPPED)
+                .expression_attribute_values(":scored", scored_value(&scored.boards))
+                .expression_attribute_values(":dropped", number(scored.dropped)),
         };
         let update = match through_seq {
             None => update.condition_expression("attribute_not_exists(#seq)"),
@@ -335,15 +337,15 @@ impl LeaderboardStore {
         Ok(())
     }
 
-    /// An item's score rows' ADDs of intent `n`: its all-time row, then its day rows. A day
-    /// row begins out of the score index only where the all-time row just did (the item's
+    /// An item's score rows' ADDs of intent `n`: its all-time row, then its windows' rows.
+    /// A window's row begins out of the score index only where the all-time row just did (the item's
     /// first like: no day row of it was written before); any other is written into it.
     async fn add_item(&self, rows: ItemRows<'_>, marker: &str, n: u64) -> Result<(), StoreError> {
         let first_like = match rows.all_time {
             Some(row) => self.add_all_time(row, marker, n).await?,
             None => false,
         };
-        for row in rows.days {
+        for row in rows.windowed {
             if first_like {
                 match self.write(row, Meets::New(None), marker, n).await? {
                     Written::Took | Written::Refused { noted: true, .. } => continue,
@@ -425,9 +427,15 @@ impl LeaderboardStore {
         if ranks {
             sets.push("#score = if_not_exists(#score, :zero) + :delta");
             sets.push("#ranked = if_not_exists(#score, :zero) + :delta");
+            sets.push("#ranked_board = :ranked_board");
             update = update
                 .expression_attribute_names("#ranked", RANKED)
-                .expression_attribute_values(":zero", number(0));
+                .expression_attribute_names("#ranked_board", RANKED_BOARD)
+                .expression_attribute_values(":zero", number(0))
+                .expression_attribute_values(
+                    ":ranked_board",
+                    AttributeValue::S(Board::ranked_key(&row.item_id, &row.board)),
+                );
         } else {
             adds.push("#score :delta".to_owned());
         }
@@ -514,7 +522,12 @@ impl LeaderboardStore {
                     through_seq: row.through_seq,
                     applied_through_ms: row.applied_through,
                     intents: row.intents,
-                    windows: windows_of(&row.days),
+                    scored: row
+                        .scored
+                        .iter()
+                        .filter_map(|(key, (n, _))| Some((Board::parse_key(key)?, *n)))
+                        .collect(),
+                    scored_dropped: row.scored_dropped,
                 })
             })
             .collect()
@@ -658,7 +671,7 @@ enum Head {
 #[derive(Debug, Default)]
 struct ItemRows<'r> {
     all_time: Option<&'r ScoreDeltaRow>,
-    days: Vec<&'r ScoreDeltaRow>,
+    windowed: Vec<&'r ScoreDeltaRow>,
 }
 
 /// The partition keys of the all-time board's rows begin with this.
@@ -675,4 +688,19 @@ enum Meets {
     /// A row that exists, keeping these subtotals: the write adds to it, on condition it
     /// holds a lower intent of the shard.
     Existing(Subtotals),
+}
+
+/// A progress row's `scored` map: board key → `[intent, at]`.
+fn scored_value(boards: &BTreeMap<String, (u64, i64)>) -> AttributeValue {
+    AttributeValue::M(
+        boards
+            .iter()
+            .map(|(key, (n, at))| {
+                (
+                    key.clone(),
+                    AttributeValue::L(vec![number(*n), number(*at)]),
+                )
+            })
+            .collect(),
+    )
 }

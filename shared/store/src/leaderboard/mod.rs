@@ -1,23 +1,29 @@
 //! The Leaderboard table (PK `board`, SK `item_id`):
 //!
-//! - **score rows**, an item's net likes on a board, on one of the board's shards
-//!   (`all#<s>`, `day#2026-12-01#<s>`, `s` by item hash), read top-down per shard through the
-//!   `by_score` index; each also keeps, per log shard, the last intent it took (`n#<shard>`);
+//! - **score rows**, an item's net likes in a window, on one of the window's shards
+//!   (`all#<s>`, `day#2026-12-01#<s>`, `hour#2026-12-01T13#<s>`, `week#2026-W49#<s>`, `s` by
+//!   item hash), read top-down per namespace board shard (`ranked_board`: `post:all#<s>`)
+//!   through the `by_score` index; each also keeps, per log shard, the last intent it took
+//!   (`n#<shard>`);
 //! - **event claims** `#event#<flip key>`: the log record that owns an event (`by`), so an
 //!   event on the log twice scores once, for the events that end a like without saying
 //!   when it was liked (every other event is claimed on its like's likers entry:
 //!   [`crate::LikersStore::claim`]);
 //! - per Kinesis shard, its **progress** (`#progress` / shard: the last record applied, its
-//!   arrival, which `as_of` is read from, and the intents applied), dropped once the shard
-//!   has expired from the log, and its last **intent** (`#intent#<shard>` / `head`: the
+//!   arrival, which `as_of` is read from, the intents applied, and the namespace boards its
+//!   intents scored on lately), dropped once the shard has expired from the log, and its
+//!   last **intent** (`#intent#<shard>` / `head`: the
 //!   deltas of a run of records, frozen before any is applied, so a retry cut longer or
 //!   shorter than the crashed invocation finishes exactly what it began; pending while its
 //!   number is above the progress's, then left until the next intent is put over it);
 //! - the **retired** log shards (`#retired` / `log_shards`: `markers`, the names of expired
 //!   shards whose intent numbers may still be on all-time score rows), which reconciliation's
 //!   cleaning pass drops from the rows it goes over and then from the set;
-//! - per board, the **materialized top** (`#top` / window key) a read is one GetItem of,
-//!   refreshed by a scheduled function from the board's shards.
+//! - per board, the **materialized top** (`#top` / board key: `post:all`, or `all` over every
+//!   namespace) a read is one GetItem of, refreshed by a scheduled function: a namespace's
+//!   from its board shards, a global one from the namespaces' tops;
+//! - the **namespaces** whose boards were ever refreshed (`#namespace` / name), whose tops
+//!   the global boards rank from.
 //!
 //! Each score row takes one ADD per intent, however many of the run's events it holds.
 
@@ -29,7 +35,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use likes_core::leaderboard::{item_shard, Entry, ScoreDelta, Window, MAX_RUN_EPOCHS};
+use likes_core::leaderboard::{
+    item_shard, Board, Entry, KeptWindows, ScoreDelta, Window, MAX_RUN_EPOCHS,
+};
 use likes_core::pipeline::ReactionEvent;
 use likes_core::reconcile::{CountRowState, Period};
 
@@ -54,14 +62,21 @@ pub const IN_FLIGHT: usize = 32;
 const PROGRESS_BOARD: &str = "#progress";
 const EVENT_CLAIM_PREFIX: &str = "#event#";
 const TOP_BOARD: &str = "#top";
+const NAMESPACE_BOARD: &str = "#namespace";
+/// How long a progress row keeps a board its intents scored on: long past the refresher's
+/// tick, which refreshes the boards scored since it last looked.
+pub const SCORED_KEPT_MS: i64 = 60_000;
+/// The most boards a progress row keeps; the oldest go past it, and the refresher, told
+/// which intent they went with, refreshes every namespace's current boards.
+pub const SCORED_MAX: usize = 128;
 const RETIRED_BOARD: &str = "#retired";
 const RETIRED_ROW: &str = "log_shards";
 const RETIRED_MARKERS: &str = "markers";
 const INTENT_HEAD: &str = "head";
 
-/// A board as the route reads it.
+/// A board's top as the route reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Board {
+pub struct BoardTop {
     pub entries: Vec<Entry>,
     /// Every event that reached the log before this time (epoch ms), on any of its shards,
     /// is on the board; `None` before the first refresh
@@ -76,6 +91,7 @@ pub struct ShardState {
     pub through_seq: Option<String>,
     pub intents: u64,
     pub pending: Option<Intent>,
+    pub scored: Scored,
 }
 
 /// A run of a shard's records whose score deltas are frozen, as the shard's `n`-th intent.
@@ -85,8 +101,49 @@ pub struct Intent {
     pub last_seq: String,
     pub applied_through: i64,
     pub rows: Vec<ScoreDeltaRow>,
-    /// The boards the deltas score on.
-    pub windows: Vec<Window>,
+}
+
+impl Intent {
+    /// The namespace boards its rows score on.
+    pub fn boards(&self) -> BTreeSet<Board> {
+        self.rows
+            .iter()
+            .filter_map(|row| {
+                let (window, _) = row.board.rsplit_once('#')?;
+                Some(Board::of_item(&row.item_id, Window::parse_key(window)?))
+            })
+            .collect()
+    }
+}
+
+/// The namespace boards a shard's intents scored on lately (by key: the intent that last
+/// did, and when), and the last intent whose boards were dropped to keep it bounded.
+#[derive(Debug, Clone, Default)]
+pub struct Scored {
+    pub boards: BTreeMap<String, (u64, i64)>,
+    pub dropped: u64,
+}
+
+impl Scored {
+    /// Notes that intent `n` scored on `boards` at `now_ms`, forgets what was scored more
+    /// than [`SCORED_KEPT_MS`] ago, and keeps the [`SCORED_MAX`] latest.
+    pub fn note(&mut self, boards: impl IntoIterator<Item = Board>, n: u64, now_ms: i64) {
+        self.boards
+            .retain(|_, (_, at)| *at >= now_ms - SCORED_KEPT_MS);
+        for board in boards {
+            self.boards.insert(board.key(), (n, now_ms));
+        }
+        while self.boards.len() > SCORED_MAX {
+            let oldest = self
+                .boards
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(key, (n, _))| (key.clone(), *n));
+            let Some((key, n)) = oldest else { break };
+            self.boards.remove(&key);
+            self.dropped = self.dropped.max(n);
+        }
+    }
 }
 
 /// One log shard's progress as a refresh reads it.
@@ -98,8 +155,10 @@ pub struct ShardProgress {
     pub applied_through_ms: i64,
     /// The intents it applied: unchanged while its records score nothing.
     pub intents: u64,
-    /// The boards its last intent scored on.
-    pub windows: Vec<Window>,
+    /// The namespace boards its intents scored on lately, each with the last intent that did.
+    pub scored: Vec<(Board, u64)>,
+    /// The last intent whose boards it no longer names.
+    pub scored_dropped: u64,
 }
 
 /// An all-time score row as a cleaning pass reads it.
@@ -186,6 +245,7 @@ impl LeaderboardStore {
 pub fn run_length<'e>(
     events: impl IntoIterator<Item = &'e ReactionEvent>,
     period: Period,
+    kept: &KeptWindows,
 ) -> usize {
     let mut bytes = 0;
     let mut rows: HashSet<(Window, &str)> = HashSet::new();
@@ -202,7 +262,7 @@ pub fn run_length<'e>(
         let mut new_rows = Vec::new();
         let mut new_pairs = Vec::new();
         if event.like_delta != 0 {
-            for window in [Window::All, Window::day_of(event.event_time_ms)] {
+            for window in kept.at(item, event.event_time_ms) {
                 let row = (window, item);
                 if !rows.contains(&row) {
                     more += item.len() + ROW_BYTES_BESIDES_ITEM;
@@ -243,10 +303,10 @@ pub fn intent_row_bytes(deltas: &BTreeMap<(Window, String), ScoreDelta>) -> usiz
         .sum()
 }
 
-/// A row of an intent: 3 (the map) + 6 × (1 name byte + 1 element byte) + 19 (board key,
+/// A row of an intent: 3 (the map) + 6 × (1 name byte + 1 element byte) + 23 (board key,
 /// at most) + 2 × 21 (the delta and a TTL, numbers of at most 21 bytes) + 2 × 3 (the lists
 /// of pairs), and the item id.
-const ROW_BYTES_BESIDES_ITEM: usize = 3 + 6 * 2 + 19 + 2 * 21 + 2 * 3;
+const ROW_BYTES_BESIDES_ITEM: usize = 3 + 6 * 2 + 23 + 2 * 21 + 2 * 3;
 /// A list of two numbers in a list: 3 + 2 × (1 + 21) + 1.
 const PAIR_BYTES: usize = 3 + 2 * (1 + 21) + 1;
 
@@ -281,13 +341,6 @@ fn shard_marker(shard: &str) -> &str {
     }
 }
 
-/// `all`, and the day windows starting at `days`.
-fn windows_of(days: &[i64]) -> Vec<Window> {
-    std::iter::once(Window::All)
-        .chain(days.iter().map(|d| Window::Day(*d)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +358,7 @@ mod tests {
     #[test]
     fn an_intent_row_counts_the_longest_board_shard_key() {
         // `LeaderboardShards` is at most 4096.
-        assert_eq!(Window::day_of(0).board_key(4095).len(), 19);
+        assert_eq!(Window::hour_of(0).board_key(4095).len(), 23);
+        assert!(Window::week_of(0).board_key(4095).len() <= 23);
     }
 }

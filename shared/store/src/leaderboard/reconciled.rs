@@ -2,14 +2,14 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use likes_core::leaderboard::{item_shard, Window};
+use likes_core::leaderboard::{item_shard, Board, Window};
 use likes_core::reconcile::{subtotal_attributes, CountRowState, BEFORE_FIRST_LIKES, FIRST_EPOCH};
 use likes_core::Delta;
 
 use crate::error::condition_held;
 use crate::first_epochs::Written;
 use crate::reconciliation::{remove_attributes, row_state};
-use crate::rows::attr::{BOARD, ITEM_ID, LAST_CUT, RANKED, SCORE};
+use crate::rows::attr::{BOARD, ITEM_ID, LAST_CUT, RANKED, RANKED_BOARD, SCORE};
 use crate::rows::{self, number, ReconciledScoreRow};
 use crate::StoreError;
 
@@ -119,6 +119,7 @@ impl LeaderboardStore {
         cut_epoch: i64,
     ) -> Result<bool, StoreError> {
         let epoch = cut_epoch - 1;
+        let shard = item_shard(item_id, self.shards);
         // The corrected row is in the score index, whatever its score.
         let score = "if_not_exists(#score, :zero) + :delta";
         let correct = |before_first: bool| {
@@ -131,10 +132,10 @@ impl LeaderboardStore {
                 .client
                 .update_item()
                 .table_name(&self.table)
-                .key(BOARD, self.all_time_board(item_id))
+                .key(BOARD, AttributeValue::S(Window::All.board_key(shard)))
                 .key(ITEM_ID, AttributeValue::S(item_id.into()))
                 .update_expression(format!(
-                    "SET #last = :cut, #score = {score}, #ranked = {score} ADD #epoch :delta{before}"
+                    "SET #last = :cut, #score = {score}, #ranked = {score}, #ranked_board = :ranked_board ADD #epoch :delta{before}"
                 ))
                 .condition_expression(format!(
                     "(attribute_not_exists(#last) OR #last < :cut) AND {first}"
@@ -142,6 +143,11 @@ impl LeaderboardStore {
                 .expression_attribute_names("#last", LAST_CUT)
                 .expression_attribute_names("#score", SCORE)
                 .expression_attribute_names("#ranked", RANKED)
+                .expression_attribute_names("#ranked_board", RANKED_BOARD)
+                .expression_attribute_values(
+                    ":ranked_board",
+                    AttributeValue::S(Board::ranked_key(item_id, &Window::All.board_key(shard))),
+                )
                 .expression_attribute_names("#first", FIRST_EPOCH)
                 .expression_attribute_names("#epoch", subtotal_attributes(epoch).0)
                 .expression_attribute_values(":cut", number(cut_epoch))

@@ -105,8 +105,11 @@ pub const INTENT_N: &str = "n";
 pub const REFRESHED_AT: &str = "refreshed_at";
 /// A materialized top's ranked entries.
 pub const ENTRIES: &str = "entries";
-/// On a progress row, the day windows its last intent scored on.
-pub const DAYS: &str = "days";
+/// On a progress row, the namespace boards its intents scored on lately.
+pub const SCORED: &str = "scored";
+pub const SCORED_DROPPED: &str = "scored_dropped";
+/// On a score row in the score index, its namespace board's shard (`post:all#7`).
+pub const RANKED_BOARD: &str = "ranked_board";
 // Likers (PK bucket `item_id#<n>`, SK entry: a like's position or a user's dislike entry):
 // `user_id`, `row_created`, `op_id`, and while liked `liked_at`; tombstones `expires_at`.
 pub const BUCKET: &str = "bucket";

@@ -49,8 +49,13 @@ pub struct BoardProgressRow {
     pub through_seq: Option<String>,
     #[serde(default)]
     pub intents: u64,
+    /// The namespace boards its intents scored on lately, by key: the intent that last
+    /// did, and when (epoch ms).
     #[serde(default)]
-    pub days: Vec<i64>,
+    pub scored: BTreeMap<String, (u64, i64)>,
+    /// The last intent whose boards were dropped from `scored` to keep it bounded.
+    #[serde(default)]
+    pub scored_dropped: u64,
 }
 
 /// A shard's pending intent, `#intent#<shard>` / `head`: the score deltas of its records up
@@ -62,8 +67,6 @@ pub struct IntentHeadRow {
     pub n: u64,
     pub last_seq: String,
     pub applied_through: i64,
-    /// The day windows (their first millisecond) the deltas score in, besides `all`.
-    pub days: Vec<i64>,
     pub rows: Vec<ScoreDeltaRow>,
 }
 

@@ -93,7 +93,6 @@ fn rows_use_the_named_attributes() {
         n: 1,
         last_seq: "1".into(),
         applied_through: 7,
-        days: vec![],
         rows: vec![],
     };
     let item = to_item(&head).unwrap();
@@ -118,15 +117,27 @@ fn rows_use_the_named_attributes() {
         (attr::ITEM_ID.into(), AttributeValue::S("shard".into())),
         (attr::APPLIED_THROUGH.into(), AttributeValue::N("9".into())),
         (
-            attr::DAYS.into(),
-            AttributeValue::L(vec![AttributeValue::N("5".into())]),
+            attr::SCORED.into(),
+            AttributeValue::M(
+                [(
+                    "post:all".to_owned(),
+                    AttributeValue::L(vec![
+                        AttributeValue::N("2".into()),
+                        AttributeValue::N("5".into()),
+                    ]),
+                )]
+                .into(),
+            ),
         ),
         (attr::THROUGH_SEQ.into(), AttributeValue::S("12".into())),
         (attr::INTENTS.into(), AttributeValue::N("3".into())),
     ]))
     .unwrap();
     assert_eq!(progress.through_seq.as_deref(), Some("12"));
-    assert_eq!((progress.intents, progress.days), (3, vec![5]));
+    assert_eq!(
+        (progress.intents, progress.scored),
+        (3, [("post:all".to_owned(), (2, 5))].into())
+    );
     let guard = ErasureGuardRow {
         user_id: "u".into(),
         erasure_id: "#active".into(),
