@@ -273,15 +273,21 @@ pub fn now_seconds() -> i64 {
 /// Waits, when UTC midnight is less than `within` away, until it has passed: a test that reads
 /// today's board (the events of the current UTC day) must make and read its events on one day.
 pub async fn clear_of_utc_midnight(within: std::time::Duration) {
-    use likes_core::leaderboard::Window;
+    clear_of_window_end(likes_core::leaderboard::Window::day_of, within).await
+}
+
+/// Waits, when the end of the window `window_of` puts now in is less than `within` away,
+/// until it has passed: the current hour's or day's board holds a test's events only if it
+/// makes and reads them in one window.
+pub async fn clear_of_window_end(
+    window_of: fn(i64) -> likes_core::leaderboard::Window,
+    within: std::time::Duration,
+) {
     let now = likes_core::clock::now_ms();
-    let later = Window::day_of(now + within.as_millis() as i64);
-    if Window::day_of(now) != later {
-        let midnight = later.start_ms().expect("a day has a start");
-        tokio::time::sleep(std::time::Duration::from_millis(
-            (midnight - now) as u64 + 1_000,
-        ))
-        .await;
+    let later = window_of(now + within.as_millis() as i64);
+    if window_of(now) != later {
+        let end = later.start_ms().expect("a window that ends has a start");
+        tokio::time::sleep(std::time::Duration::from_millis((end - now) as u64 + 1_000)).await;
     }
 }
 

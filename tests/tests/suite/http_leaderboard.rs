@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use likes_local::faults::Recut;
-use likes_tests::{clear_of_utc_midnight, eventually, TestStack};
+use likes_tests::{clear_of_utc_midnight, clear_of_window_end, eventually, TestStack};
 use serde_json::{json, Value};
 
 async fn board(stack: &TestStack, query: &str) -> Value {
@@ -429,4 +429,126 @@ async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_scor
     // The log holds heartbeats now, and still exactly the six events.
     assert_eq!(stack.events().await.len(), 6);
     stack.assert_counts_match_recount(&["game:quiet"]).await;
+}
+
+/// Each namespace ranks its own items, in the windows its rules keep (`hour` and `week`
+/// where they name them, each a UTC window whose rows expire two days after it ends), and
+/// the board over every namespace ranks them all; a window a namespace does not keep, or
+/// one no board over every namespace has, is a 400, and a namespace whose like counts only
+/// owners see has no public board (404).
+#[tokio::test]
+async fn each_namespace_ranks_its_own_items_in_the_windows_its_rules_keep() {
+    use likes_core::leaderboard::{item_shard, Window};
+    use likes_core::namespace::ADMIN_SCOPE;
+    clear_of_window_end(Window::hour_of, Duration::from_secs(120)).await;
+    let stack = TestStack::builder().refreshing_boards().start().await;
+    let admin = format!("Bearer {}", stack.scoped_token("platform", ADMIN_SCOPE));
+    for (namespace, rules) in [
+        (
+            "clip",
+            json!({"leaderboard_windows": ["hour", "week", "all"]}),
+        ),
+        ("secret", json!({"like_count": "owner_only"})),
+    ] {
+        stack
+            .request("PUT", &format!("/v1/namespaces/{namespace}"), None)
+            .header("authorization", &admin)
+            .json(&rules)
+            .send()
+            .await
+            .assert_status(200);
+    }
+    // Past the consumer's catalog cache, so it reads the windows the rules now keep.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let likes = [
+        ("clip:a", 3),
+        ("post:a", 2),
+        ("clip:b", 1),
+        ("solo", 1),
+        ("secret:a", 2),
+    ];
+    for (item, likers) in likes {
+        for n in 0..likers {
+            stack.like(&format!("fan{n}"), item).await;
+        }
+    }
+    let entry = |item: &str, likes: u64| json!({"item_id": item, "like_count": likes});
+    let clip = json!([entry("clip:a", 3), entry("clip:b", 1)]);
+    for window in ["hour", "week", "all"] {
+        let answer = stack
+            .leaderboard_until(&format!("namespace=clip&window={window}"), &clip)
+            .await;
+        assert_eq!(
+            (&answer["namespace"], &answer["window"]),
+            (&json!("clip"), &json!(window))
+        );
+        assert!(answer["as_of"].is_string(), "{answer}");
+    }
+    stack
+        .leaderboard_until("namespace=post&window=day", &json!([entry("post:a", 2)]))
+        .await;
+    stack
+        .leaderboard_until("namespace=default&window=all", &json!([entry("solo", 1)]))
+        .await;
+    // Every namespace's, the hidden one's item left off.
+    let every = json!([
+        entry("clip:a", 3),
+        entry("post:a", 2),
+        entry("clip:b", 1),
+        entry("solo", 1)
+    ]);
+    for window in ["day", "all"] {
+        let answer = stack
+            .leaderboard_until(&format!("window={window}"), &every)
+            .await;
+        assert!(answer.get("namespace").is_none(), "{answer}");
+    }
+    for query in [
+        "namespace=clip&window=day",
+        "namespace=post&window=hour",
+        "namespace=post&window=week",
+        "window=hour",
+        "namespace=a%21b&window=all",
+        "namespace=&window=all",
+    ] {
+        stack
+            .request("GET", &format!("/v1/leaderboard?{query}"), None)
+            .send()
+            .await
+            .problem(400);
+    }
+    stack
+        .request("GET", "/v1/leaderboard?namespace=secret&window=all", None)
+        .send()
+        .await
+        .problem(404);
+
+    // The hour's score rows expire two days after the hour ends.
+    let now = likes_core::clock::now_ms();
+    let hour = Window::hour_of(now);
+    let shards = stack.leaderboard_store().board_shards();
+    let row = stack
+        .dynamodb()
+        .get_item()
+        .table_name(stack.name("LeaderboardTable"))
+        .key(
+            "board",
+            aws_sdk_dynamodb::types::AttributeValue::S(
+                hour.board_key(item_shard("clip:a", shards)),
+            ),
+        )
+        .key(
+            "item_id",
+            aws_sdk_dynamodb::types::AttributeValue::S("clip:a".into()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item
+        .expect("clip:a has an hour row");
+    let expires_at: i64 = row["expires_at"].as_n().expect("a TTL").parse().unwrap();
+    let hour_ends = hour.start_ms().unwrap() / 1000 + 3_600;
+    assert_eq!(expires_at, hour_ends + 2 * 86_400);
+    assert_eq!(row["score"].as_n().map(String::as_str), Ok("3"));
 }
