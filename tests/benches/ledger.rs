@@ -29,8 +29,12 @@
 //! more, so what a batch writes once (an intent, the progress, the viral item's rows) is a
 //! smaller share of a like there than here.
 //!
+//! The likes are in a namespace that keeps the default boards (`day` and `all`); then the
+//! same again in one whose rules keep all four windows, priced beside a naive build that
+//! writes each further board as it writes one of those.
+//!
 //! `LIKES_LEDGER_COLD` (400 cold likes, each a new user and item) and `LIKES_LEDGER_VIRAL`
-//! (4,000 likes of one item by new users) size the run; `LIKES_LEDGER_CLIENTS` (16) writes
+//! (4,000 likes of one item by new users) size each namespace's run; `LIKES_LEDGER_CLIENTS` (16) writes
 //! at once. The table is written into docs/performance.md between its markers.
 
 use std::collections::BTreeMap;
@@ -66,48 +70,20 @@ async fn main() {
         .start()
         .await;
     let names = Resources::of(&stack);
-
-    let before = stack.usage();
-    let cold_likes = (0..cold).map(|i| (format!("cold-user{i}"), format!("ledger:cold{i}")));
-    stack.like_all(clients, cold_likes).await;
-    stack.settle_consumers().await;
-    let after_cold = (stack.usage(), Batches::read(&stack));
-    clean(&stack, 1).await;
-    let cleaned_cold = stack.usage();
-
-    let viral_likes = (0..viral).map(|i| (format!("viral-user{i}"), "ledger:viral".to_owned()));
-    stack.like_all(clients, viral_likes).await;
-    stack.settle_consumers().await;
-    let after_viral = (stack.usage(), Batches::read(&stack));
-    clean(&stack, 2).await;
-    let cleaned_viral = stack.usage();
-
-    let mut cold_units = names.per(&before, &after_cold.0, cold);
-    cold_units.extend(cleaning(names.per(&after_cold.0, &cleaned_cold, cold)));
-    let mut viral_units = names.per(&cleaned_cold, &after_viral.0, viral);
-    viral_units.extend(cleaning(names.per(&after_viral.0, &cleaned_viral, viral)));
-    // Cold: every like is its own item, in one batch of each consumer. Viral: one item, in
-    // every batch.
-    let cold_batches = Batches {
-        counts: cold as u64,
-        leaderboard: cold as u64,
-    };
-    let viral_batches = after_viral.1.since(&after_cold.1);
-    let peaks = cleaned_viral
-        .peaks
-        .iter()
-        .map(|((resource, unit), peak)| ((names.label(resource).1, *unit), peak.clone()))
-        .collect();
-    let ledger = Ledger {
-        cold: Side::of(&cold_units, &cold_batches, cold),
-        viral: Side::of(&viral_units, &viral_batches, viral),
-        cold_units,
-        viral_units,
-        likes: (cold, viral),
-        viral_batches,
-        throttled: cleaned_viral.throttled.values().sum(),
-        peaks,
-    };
+    let likes = (cold, viral, clients);
+    let defaults = Run::of(&stack, &names, DEFAULT_WINDOWS, likes, 0).await;
+    let admin = stack.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
+    stack
+        .request("PUT", &format!("/v1/namespaces/{EVERY_WINDOW}"), None)
+        .header("authorization", &format!("Bearer {admin}"))
+        .json(&serde_json::json!({"leaderboard_windows": ["hour", "day", "week", "all"]}))
+        .send()
+        .await
+        .assert_status(200);
+    // Past the consumer's catalog cache, so its next batch keeps the four windows.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let every_window = Run::of(&stack, &names, EVERY_WINDOW, likes, 2).await;
+    let ledger = Ledger::of(&names, &defaults, &every_window, (cold, viral));
     let table = ledger.table();
     println!("{table}");
     likes_tests::docs::write_section("ledger", &table);
@@ -118,6 +94,73 @@ async fn main() {
         &format!("```text\n{headline}\n```\n"),
     );
     println!("{headline}");
+}
+
+/// The namespace of the headline's likes: it keeps the default windows (`day`, `all`).
+const DEFAULT_WINDOWS: &str = "ledger";
+/// A namespace whose rules keep all four windows (`hour` and `week` besides).
+const EVERY_WINDOW: &str = "ranked";
+/// The windows `EVERY_WINDOW` keeps beyond the default two.
+const EXTRA_WINDOWS: f64 = 2.0;
+
+/// A cold phase and a viral phase of likes in one namespace, each followed by
+/// reconciliation's cleaning pass, and what each billed per like.
+struct Run {
+    cold_units: PerLike,
+    viral_units: PerLike,
+    /// The consumers' invocations for the viral likes.
+    viral_batches: Batches,
+    /// The usage at the end of the run.
+    usage: likes_simulator::Usage,
+}
+
+impl Run {
+    /// Plays `cold` likes (each a new user and item) and `viral` likes of one item by new
+    /// users in `namespace`, `clients` at once; the cleaning passes go through cuts
+    /// `cleaned + 1` and `cleaned + 2` epochs on.
+    async fn of(
+        stack: &TestStack,
+        names: &Resources,
+        namespace: &str,
+        (cold, viral, clients): (usize, usize, usize),
+        cleaned: i64,
+    ) -> Self {
+        let before = stack.usage();
+        let cold_likes = (0..cold).map(|i| {
+            (
+                format!("{namespace}-cold-user{i}"),
+                format!("{namespace}:cold{i}"),
+            )
+        });
+        stack.like_all(clients, cold_likes).await;
+        stack.settle_consumers().await;
+        let after_cold = (stack.usage(), Batches::read(stack));
+        clean(stack, cleaned + 1).await;
+        let cleaned_cold = stack.usage();
+
+        let viral_likes = (0..viral).map(|i| {
+            (
+                format!("{namespace}-viral-user{i}"),
+                format!("{namespace}:viral"),
+            )
+        });
+        stack.like_all(clients, viral_likes).await;
+        stack.settle_consumers().await;
+        let after_viral = (stack.usage(), Batches::read(stack));
+        clean(stack, cleaned + 2).await;
+        let usage = stack.usage();
+
+        let mut cold_units = names.per(&before, &after_cold.0, cold);
+        cold_units.extend(cleaning(names.per(&after_cold.0, &cleaned_cold, cold)));
+        let mut viral_units = names.per(&cleaned_cold, &after_viral.0, viral);
+        viral_units.extend(cleaning(names.per(&after_viral.0, &usage, viral)));
+        Self {
+            cold_units,
+            viral_units,
+            viral_batches: after_viral.1.since(&after_cold.1),
+            usage,
+        }
+    }
 }
 
 /// Runs reconciliation's cleaning pass through the cut `epochs_on` epochs after the current
@@ -178,7 +221,9 @@ struct Side {
 }
 
 impl Side {
-    fn of(units: &PerLike, batches: &Batches, likes: usize) -> Self {
+    /// `extra_windows`: the windows the likes' namespace keeps beyond `day` and `all`, each
+    /// of which adds a board the naive build writes as it writes one of those.
+    fn of(units: &PerLike, batches: &Batches, likes: usize, extra_windows: f64) -> Self {
         let sum = |unit: Unit, part: Option<&str>| -> f64 {
             units
                 .iter()
@@ -193,7 +238,7 @@ impl Side {
             + sum(Unit::Writes, Some("live counts"))
             + per_like(batches.counts)
             + 1.0
-            + 3.0 * per_like(batches.leaderboard);
+            + 3.0 * (1.0 + extra_windows / 2.0) * per_like(batches.leaderboard);
         Self {
             design_writes: sum(Unit::Writes, None),
             design_reads: sum(Unit::Reads, None),
@@ -205,6 +250,8 @@ impl Side {
 struct Ledger {
     cold: Side,
     viral: Side,
+    /// The same in a namespace that keeps every window.
+    every_window: (Side, Side),
     cold_units: PerLike,
     viral_units: PerLike,
     /// Cold and viral likes played.
@@ -216,6 +263,43 @@ struct Ledger {
 }
 
 impl Ledger {
+    fn of(
+        names: &Resources,
+        defaults: &Run,
+        every_window: &Run,
+        (cold, viral): (usize, usize),
+    ) -> Self {
+        // Cold: every like is its own item, in one batch of each consumer. Viral: one item,
+        // in every batch.
+        let cold_batches = Batches {
+            counts: cold as u64,
+            leaderboard: cold as u64,
+        };
+        let sides = |run: &Run, extra| {
+            (
+                Side::of(&run.cold_units, &cold_batches, cold, extra),
+                Side::of(&run.viral_units, &run.viral_batches, viral, extra),
+            )
+        };
+        let (cold_side, viral_side) = sides(defaults, 0.0);
+        let usage = &every_window.usage;
+        Self {
+            cold: cold_side,
+            viral: viral_side,
+            every_window: sides(every_window, EXTRA_WINDOWS),
+            cold_units: defaults.cold_units.clone(),
+            viral_units: defaults.viral_units.clone(),
+            likes: (cold, viral),
+            viral_batches: defaults.viral_batches,
+            throttled: usage.throttled.values().sum(),
+            peaks: usage
+                .peaks
+                .iter()
+                .map(|((resource, unit), peak)| ((names.label(resource).1, *unit), peak.clone()))
+                .collect(),
+        }
+    }
+
     /// The ledger as markdown: units per like by part and resource, the totals beside the
     /// naive build's, and what both cost an hour at the simulated load.
     fn table(&self) -> String {
@@ -270,6 +354,18 @@ impl Ledger {
             hourly(self.cold.design_writes, self.viral.design_writes, WRITE_UNIT_PRICE),
             hourly(self.cold.design_reads, self.viral.design_reads, READ_UNIT_PRICE),
             hourly(self.naive_cold(), self.naive_viral(), WRITE_UNIT_PRICE),
+        );
+        let (cold, viral) = &self.every_window;
+        out += &format!(
+            "In a namespace whose rules keep every window (`hour` and `week` besides), the \
+             same likes: cold {} WCU per like (naive {}, {:.2}×), viral {} (naive {}, {:.2}×); \
+             the naive build writes each further board as it writes one of the two.\n\n",
+            units(cold.design_writes),
+            units(cold.naive_writes),
+            cold.design_writes / cold.naive_writes,
+            units(viral.design_writes),
+            units(viral.naive_writes),
+            viral.design_writes / viral.naive_writes,
         );
         out += &format!(
             "Requests throttled in the run: {}. The busiest key of each resource in any \

@@ -10,9 +10,10 @@ use likes_simulator::{Unit, Usage};
 use crate::TestStack;
 
 /// The parts of the service, by the template resources they write.
-pub const PARTS: [(&str, &[&str]); 7] = [
+pub const PARTS: [(&str, &[&str]); 8] = [
     ("write path", &["ReactionsTable", "RateLimitsTable"]),
     ("moderation", &["ModerationTable"]),
+    ("catalog", &["CatalogTable"]),
     ("counts", &["CountsTable"]),
     ("leaderboard", &["LeaderboardTable"]),
     ("likers", &["LikersTable"]),

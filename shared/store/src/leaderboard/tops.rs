@@ -22,6 +22,9 @@ use super::{
     BoardTop, LeaderboardStore, IN_FLIGHT, NAMESPACE_BOARD, RANKED_FROM, SCORE_INDEX, TOP_BOARD,
 };
 
+/// Namespace boards a refresh ranks at once.
+const BOARDS_IN_FLIGHT: usize = 4;
+
 impl LeaderboardStore {
     /// Refreshes each of `boards`, namespaces' boards of a window before the global board
     /// of the same window, which is ranked from their tops.
@@ -34,12 +37,16 @@ impl LeaderboardStore {
         let (global, namespaced): (Vec<&Board>, Vec<&Board>) = boards
             .into_iter()
             .partition(|board| board.namespace.is_none());
-        futures_util::future::try_join_all(
-            namespaced
-                .into_iter()
-                .map(|board| self.refresh_namespace_board(board, as_of_ms, started_ms)),
-        )
-        .await?;
+        // A few boards at once, each reading its shards `IN_FLIGHT` at a time. Collected
+        // before they are streamed, so the future stays `Send`.
+        let refreshes: Vec<_> = namespaced
+            .into_iter()
+            .map(|board| self.refresh_namespace_board(board, as_of_ms, started_ms))
+            .collect();
+        stream::iter(refreshes)
+            .buffer_unordered(BOARDS_IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
         futures_util::future::try_join_all(
             global
                 .into_iter()
@@ -69,12 +76,14 @@ impl LeaderboardStore {
         self.refresh(&boards, as_of_ms, started_ms).await
     }
 
-    /// Every namespace a board was refreshed for (a Query of `#namespace`).
+    /// Every namespace a board was refreshed for (a Query of `#namespace`, strongly
+    /// consistent: a global board ranked right after a namespace was noted ranks its top).
     pub async fn namespaces(&self) -> Result<BTreeSet<Namespace>, StoreError> {
         let query = self
             .client
             .query()
             .table_name(&self.table)
+            .consistent_read(true)
             .key_condition_expression("#board = :board")
             .projection_expression("#board, #item_id")
             .expression_attribute_names("#board", BOARD)
