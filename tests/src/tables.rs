@@ -249,10 +249,35 @@ impl TestStack {
 
     /// The partition of `item`'s all-time score row.
     pub fn all_time_board(&self, item: &str) -> String {
-        likes_core::leaderboard::Window::All.board_key(likes_core::leaderboard::item_shard(
+        self.score_board(&likes_core::leaderboard::Window::All, item)
+    }
+
+    /// The partition of `item`'s score row in `window`.
+    pub fn score_board(&self, window: &likes_core::leaderboard::Window, item: &str) -> String {
+        window.board_key(likes_core::leaderboard::item_shard(
             item,
             self.leaderboard_shards(),
         ))
+    }
+
+    /// `item`'s score row in `window`, read strongly consistent; panics when it has none.
+    pub async fn score_row(
+        &self,
+        window: &likes_core::leaderboard::Window,
+        item: &str,
+    ) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        self.dynamodb()
+            .get_item()
+            .table_name(self.name("LeaderboardTable"))
+            .key("board", AttributeValue::S(self.score_board(window, item)))
+            .key("item_id", AttributeValue::S(item.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GetItem of a score row: {err:?}"))
+            .item
+            .unwrap_or_else(|| panic!("{item} has a score row in {window:?}"))
     }
 
     /// The leaderboard's store, with the stack's board shards.

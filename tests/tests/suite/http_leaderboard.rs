@@ -438,7 +438,7 @@ async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_scor
 /// owners see has no public board (404).
 #[tokio::test]
 async fn each_namespace_ranks_its_own_items_in_the_windows_its_rules_keep() {
-    use likes_core::leaderboard::{item_shard, Window};
+    use likes_core::leaderboard::Window;
     use likes_core::namespace::ADMIN_SCOPE;
     clear_of_window_end(Window::hour_of, Duration::from_secs(120)).await;
     let stack = TestStack::builder().refreshing_boards().start().await;
@@ -526,27 +526,7 @@ async fn each_namespace_ranks_its_own_items_in_the_windows_its_rules_keep() {
     // The hour's score rows expire two days after the hour ends.
     let now = likes_core::clock::now_ms();
     let hour = Window::hour_of(now);
-    let shards = stack.leaderboard_store().board_shards();
-    let row = stack
-        .dynamodb()
-        .get_item()
-        .table_name(stack.name("LeaderboardTable"))
-        .key(
-            "board",
-            aws_sdk_dynamodb::types::AttributeValue::S(
-                hour.board_key(item_shard("clip:a", shards)),
-            ),
-        )
-        .key(
-            "item_id",
-            aws_sdk_dynamodb::types::AttributeValue::S("clip:a".into()),
-        )
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("GetItem")
-        .item
-        .expect("clip:a has an hour row");
+    let row = stack.score_row(&hour, "clip:a").await;
     let expires_at: i64 = row["expires_at"].as_n().expect("a TTL").parse().unwrap();
     let hour_ends = hour.start_ms().unwrap() / 1000 + 3_600;
     assert_eq!(expires_at, hour_ends + 2 * 86_400);

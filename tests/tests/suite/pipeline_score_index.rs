@@ -118,22 +118,7 @@ fn game(window: &Window) -> Board {
 
 /// An item's score on `window`, read from its row.
 async fn score(stack: &TestStack, window: &Window, item: &str) -> i64 {
-    let shards = stack.leaderboard_store().board_shards();
-    let row = stack
-        .dynamodb()
-        .get_item()
-        .table_name(stack.name("LeaderboardTable"))
-        .key(
-            BOARD,
-            AttributeValue::S(window.board_key(item_shard(item, shards))),
-        )
-        .key(ITEM_ID, AttributeValue::S(item.into()))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap_or_else(|err| panic!("{err:?}"))
-        .item
-        .unwrap_or_else(|| panic!("{item} has a score row"));
+    let row = stack.score_row(window, item).await;
     row[SCORE].as_n().expect("score").parse().expect("n")
 }
 
