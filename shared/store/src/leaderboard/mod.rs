@@ -356,6 +356,33 @@ mod tests {
     }
 
     #[test]
+    fn a_progress_row_keeps_a_minute_of_boards_and_says_which_intent_it_dropped_past_its_bound() {
+        let board = |n: usize| Board::of_item(&format!("ns{n}:x"), Window::All);
+        let mut scored = Scored::default();
+        scored.note([board(0), board(1)], 1, 0);
+        scored.note([board(1)], 2, SCORED_KEPT_MS);
+        assert_eq!(
+            scored.boards,
+            [
+                (board(0).key(), (1, 0)),
+                (board(1).key(), (2, SCORED_KEPT_MS))
+            ]
+            .into()
+        );
+        // A minute on, the board scored at 0 goes; nothing was dropped to bound it.
+        scored.note([], 2, SCORED_KEPT_MS + 1);
+        assert_eq!(scored.boards.len(), 1);
+        assert_eq!(scored.dropped, 0);
+        for n in 0..SCORED_MAX as u64 {
+            scored.note([board(10 + n as usize)], 3 + n, SCORED_KEPT_MS + 1);
+        }
+        assert_eq!(scored.boards.len(), SCORED_MAX);
+        // The oldest intent's board went to make room: intent 2's.
+        assert_eq!(scored.dropped, 2);
+        assert!(!scored.boards.contains_key(&board(1).key()));
+    }
+
+    #[test]
     fn an_intent_row_counts_the_longest_board_shard_key() {
         // `LeaderboardShards` is at most 4096.
         assert_eq!(Window::hour_of(0).board_key(4095).len(), 23);
