@@ -29,8 +29,18 @@ fn items(board: &Value) -> Value {
 
 #[tokio::test]
 async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_item_id() {
-    clear_of_utc_midnight(Duration::from_secs(120)).await;
+    // The hour's end is a day's at midnight.
+    clear_of_window_end(likes_core::leaderboard::Window::hour_of, Duration::from_secs(120)).await;
     let stack = TestStack::builder().refreshing_boards().start().await;
+    // The items' namespace keeps every window, so each of its boards takes the faults too.
+    let admin = stack.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
+    stack
+        .request("PUT", "/v1/namespaces/game", None)
+        .header("authorization", &format!("Bearer {admin}"))
+        .json(&json!({"leaderboard_windows": ["hour", "day", "week", "all"]}))
+        .send()
+        .await
+        .assert_status(200);
     // The event log holds some events twice (the publisher's batch delivered again), the
     // leaderboard gets batches twice, one invocation dies after its third UpdateItem of the
     // Leaderboard table (a score row of its intent, or the refresh lease it took, left held;
@@ -120,6 +130,11 @@ async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_i
         items(&board(&stack, "limit=3").await),
         json!(expected.as_array().unwrap()[..3])
     );
+    for window in ["hour", "day", "week", "all"] {
+        stack
+            .leaderboard_until(&format!("namespace=game&window={window}"), &expected)
+            .await;
+    }
 }
 
 #[tokio::test]
