@@ -30,7 +30,11 @@ fn items(board: &Value) -> Value {
 #[tokio::test]
 async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_item_id() {
     // The hour's end is a day's at midnight.
-    clear_of_window_end(likes_core::leaderboard::Window::hour_of, Duration::from_secs(120)).await;
+    clear_of_window_end(
+        likes_core::leaderboard::Window::hour_of,
+        Duration::from_secs(120),
+    )
+    .await;
     let stack = TestStack::builder().refreshing_boards().start().await;
     // The items' namespace keeps every window, so each of its boards takes the faults too.
     let admin = stack.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
