@@ -6,8 +6,15 @@
 //! One container (one `App`, one request at a time, as Lambda runs it) reads one viral item
 //! at 1, 100 and 10,000 reads/s in real time, then a 40-item browse page. Requests are counted
 //! on the wire by an interceptor on the DynamoDB client; read units come from AWS's size rules
-//! over the rows each request reads. The page is also read as a materialized per-item total
-//! would be read (one BatchGetItem of 40 one-row keys), to show what that design would save.
+//! over what each read request read, priced by another as it is answered. The page is also
+//! read as a materialized per-item total would be read (one BatchGetItem of 40 one-row keys),
+//! to show what that design would save.
+//!
+//! Every design read also reads its items' namespace rules and owners from the Catalog table
+//! (one BatchGetItem of what the container's catalog cache does not hold fresh), so both are
+//! read twice: without rules (no catalog rows: each key read finds nothing) and then with
+//! rules set through the HTTP API (the namespace disables dislikes, every item's owner hides
+//! its like count).
 //!
 //! The viral item is laid out as the aggregator leaves a hot item: K = 64 count rows in its
 //! own partition and in each of H = 8 overflow partitions, with a marker; the page's items are
@@ -31,6 +38,8 @@ mod container;
 mod likers;
 #[path = "reads/priced.rs"]
 mod priced;
+#[path = "reads/rules.rs"]
+mod rules;
 #[path = "reads/seed.rs"]
 mod seed;
 #[allow(dead_code)]
@@ -39,10 +48,12 @@ mod sent;
 
 use std::time::{Duration, Instant};
 
+use likes_core::namespace::Namespace;
 use likes_core::ItemId;
+use likes_store::catalog::CATALOG_CACHE_MS;
 use likes_tests::{say, TestStack};
 
-use container::Container;
+use container::{Container, Cost};
 use seed::{partition_half_units, seed};
 
 const VIRAL: &str = "game:viral";
@@ -69,12 +80,6 @@ async fn main() {
         + partition_half_units(&raw, &table, &format!("{VIRAL}#1")).await
             * u64::from(OVERFLOW_PARTITIONS);
     let viral_queries = 1 + OVERFLOW_PARTITIONS;
-    let viral_per_query = viral_half_units as f64 / f64::from(viral_queries);
-    let mut page_half_units = 0;
-    for item in &page {
-        page_half_units += partition_half_units(&raw, &table, item.as_str()).await;
-    }
-    let page_per_query = page_half_units as f64 / PAGE as f64;
     let as_of_half_units = partition_half_units(&raw, &table, "#asof#0").await as f64;
     let unit = |half: f64| half / 2.0;
 
@@ -92,81 +97,207 @@ async fn main() {
         unit(viral_half_units as f64),
         unit(as_of_half_units)
     );
-    say!();
-    say!("One viral item, DynamoDB requests and RCU per count read ({seconds} s per rate):");
     say!(
-        "  {:>10} | {:>11} | {:>26} | {:>14} | {:>27}",
+        "  the design's reads include the Catalog table's BatchGetItem of the namespace's rules and the items' owners (each row, or its absence, cached {} ms); the naive read reads the counts only",
+        CATALOG_CACHE_MS
+    );
+    let without = without_rules(&stack, &table, &page, seconds).await;
+    with_rules(&stack, &page, seconds, &without).await;
+    likes_tests::docs::write_said("count-reads", "make bench-reads");
+    likers::likers_pages(&stack).await;
+}
+
+/// The viral item at each rate and the page, read with no catalog row for their namespace
+/// or for them (each key the catalog reads finds nothing), beside the naive reads and the
+/// materialized total; what the design's reads cost, for the reads with rules to be put
+/// beside.
+async fn without_rules(stack: &TestStack, table: &str, page: &[ItemId], seconds: u64) -> Baseline {
+    say!();
+    say!(
+        "One viral item without rules (no catalog row for its namespace or for it), DynamoDB requests and RCU per count read ({seconds} s per rate):"
+    );
+    say!(
+        "  {:>10} | {:>11} | {:>26} | {:>14} | {:>21} | {:>27}",
         "offered /s",
         "achieved /s",
         "design (cache): req / RCU",
         "design: req /s",
+        "catalog: req / RCU /s",
         "naive (no cache): req / RCU"
     );
+    let item = ItemId::parse(VIRAL).expect("a valid id");
+    let mut viral = Vec::new();
     for rate in RATES {
-        let design = Container::new(&stack);
-        let naive = Container::new(&stack);
-        let item = ItemId::parse(VIRAL).expect("a valid id");
-        let (reads, achieved) =
-            paced(rate, seconds, u64::MAX, || design.get_like_count(VIRAL)).await;
-        let design_cost = design.cost(reads, viral_per_query, as_of_half_units);
+        let design = ViralReads::measure(stack, rate, seconds).await;
         // Without a cache every read costs the same at any rate; the emulator could not
         // serve 10,000 of them a second, so a bounded sample is read at the rate it can.
+        let naive = Container::new(stack);
         let (naive_reads, _) = paced(rate, seconds, NAIVE_SAMPLE, || naive.naive_read(&item)).await;
-        let naive_cost = naive.cost(naive_reads, viral_per_query, as_of_half_units);
-        let per_second = (design_cost.queries + design_cost.gets + design_cost.others) as f64
-            / (reads as f64 / achieved);
         say!(
-            "  {rate:>10} | {achieved:>11.0} | {:>26} | {per_second:>14.1} | {:>27}",
-            design_cost.line(),
-            naive_cost.line()
+            "  {} | {:>27}",
+            design.columns(),
+            naive.cost(naive_reads).line()
         );
+        viral.push(design);
     }
 
     say!();
-    say!("A {PAGE}-item page (cold items, 2 count rows each), DynamoDB requests and RCU per page:");
-    let design = Container::new(&stack);
+    say!("A {PAGE}-item page (cold items, 2 count rows each) without rules, DynamoDB requests and RCU per page:");
+    let design = PageReads::measure(stack, page, seconds).await;
+    let naive = Container::new(stack);
     let started = Instant::now();
-    design.batch_get_like_counts(&page).await;
-    let cold_wall = started.elapsed();
-    let cold = design.cost(1, page_per_query, as_of_half_units);
-    let (pages, _) = paced(100, seconds, u64::MAX, || {
-        design.batch_get_like_counts(&page)
-    })
-    .await;
-    let warm = design.cost(pages, page_per_query, as_of_half_units);
-    let naive = Container::new(&stack);
-    let started = Instant::now();
-    naive.naive_page(&page).await;
+    naive.naive_page(page).await;
     let naive_wall = started.elapsed();
-    let naive_cost = naive.cost(1, page_per_query, as_of_half_units);
+    let naive_cost = naive.cost(1);
     let started = Instant::now();
-    let totals = naive.batch_get_rows(&table, &page).await;
+    let totals = naive.batch_get_rows(table, page).await;
     let total_wall = started.elapsed();
-    let total_sent = naive.sent.take();
+    let total_cost = naive.cost(1);
     say!(
-        "  design, cache cold:                 {} ({} ms on the emulator)",
-        cold.line(),
-        cold_wall.as_millis()
+        "  design, cache cold:                 {}",
+        design.cold_line()
     );
-    say!("  design, the same page at 100 /s:    {}", warm.line());
+    say!(
+        "  design, the same page at 100 /s:    {}",
+        design.warm_line()
+    );
     say!(
         "  naive, a Query per item:            {} ({} ms on the emulator)",
         naive_cost.line(),
         naive_wall.as_millis()
     );
     say!(
-        "  materialized total, BatchGetItem:   {} req / {} RCU ({} ms on the emulator; {totals} rows)",
-        total_sent.len(),
-        // BatchGetItem rounds every item up to 4 KB on its own.
-        unit(PAGE as f64),
+        "  materialized total, BatchGetItem:   {} ({} ms on the emulator; {totals} rows)",
+        total_cost.line(),
         total_wall.as_millis()
     );
-    likes_tests::docs::write_said("count-reads", "make bench-reads");
-    likers::likers_pages(&stack).await;
+    Baseline {
+        viral,
+        page: design,
+    }
+}
+
+/// What the design's reads cost without rules.
+struct Baseline {
+    viral: Vec<ViralReads>,
+    page: PageReads,
+}
+
+/// The reads of [`without_rules`] again, once the viral item's namespace has rules and every
+/// item an owner who hid its like count: the catalog's rows are found, and cost what the
+/// missing keys did.
+async fn with_rules(stack: &TestStack, page: &[ItemId], seconds: u64, without: &Baseline) {
+    let item = ItemId::parse(VIRAL).expect("a valid id");
+    let namespace = Namespace::of(&item);
+    let items: Vec<ItemId> = std::iter::once(item).chain(page.iter().cloned()).collect();
+    rules::set_rules(stack, &namespace, &items).await;
+    say!();
+    say!(
+        "With rules: namespace `{}` disables dislikes and every item's owner hides its like count (set through the HTTP API; the reads answer both counts hidden).",
+        namespace.as_str()
+    );
+    say!("One viral item with rules, per count read, beside the design without:");
+    say!(
+        "  {:>10} | {:>11} | {:>26} | {:>14} | {:>21} | {:>26}",
+        "offered /s",
+        "achieved /s",
+        "design (cache): req / RCU",
+        "design: req /s",
+        "catalog: req / RCU /s",
+        "without rules: req / RCU"
+    );
+    for (rate, without) in RATES.into_iter().zip(&without.viral) {
+        let with = ViralReads::measure(stack, rate, seconds).await;
+        say!("  {} | {:>26}", with.columns(), without.cost.line());
+    }
+    say!("The {PAGE}-item page with rules, per page, beside the design without:");
+    let with = PageReads::measure(stack, page, seconds).await;
+    say!(
+        "  design, cache cold:                 {}; without rules {}",
+        with.cold_line(),
+        without.page.cold.line()
+    );
+    say!(
+        "  design, the same page at 100 /s:    {}; without rules {}",
+        with.warm_line(),
+        without.page.warm.line()
+    );
+}
+
+/// One container reading the viral item at one rate through the count handler.
+struct ViralReads {
+    rate: u32,
+    achieved: f64,
+    cost: Cost,
+}
+
+impl ViralReads {
+    async fn measure(stack: &TestStack, rate: u32, seconds: u64) -> Self {
+        let design = Container::new(stack);
+        let (reads, achieved) =
+            paced(rate, seconds, u64::MAX, || design.get_like_count(VIRAL)).await;
+        Self {
+            rate,
+            achieved,
+            cost: design.cost(reads),
+        }
+    }
+
+    /// The columns both viral tables share: offered and achieved rates, the requests and
+    /// RCU per read, and a second's requests, all and the catalog's.
+    fn columns(&self) -> String {
+        format!(
+            "{:>10} | {:>11.0} | {:>26} | {:>14.1} | {:>21}",
+            self.rate,
+            self.achieved,
+            self.cost.line(),
+            self.cost.requests_per_second(self.achieved),
+            self.cost.catalog_per_second(self.achieved)
+        )
+    }
+}
+
+/// One container reading the page through the batch handler: once cold, then at 100 /s.
+struct PageReads {
+    cold: Cost,
+    cold_wall: Duration,
+    warm: Cost,
+}
+
+impl PageReads {
+    async fn measure(stack: &TestStack, page: &[ItemId], seconds: u64) -> Self {
+        let design = Container::new(stack);
+        let started = Instant::now();
+        design.batch_get_like_counts(page).await;
+        let cold_wall = started.elapsed();
+        let cold = design.cost(1);
+        let (pages, _) = paced(100, seconds, u64::MAX, || {
+            design.batch_get_like_counts(page)
+        })
+        .await;
+        Self {
+            cold,
+            cold_wall,
+            warm: design.cost(pages),
+        }
+    }
+
+    fn cold_line(&self) -> String {
+        format!(
+            "{}, catalog {} ({} ms on the emulator)",
+            self.cold.line(),
+            self.cold.catalog_line(),
+            self.cold_wall.as_millis()
+        )
+    }
+
+    fn warm_line(&self) -> String {
+        format!("{}, catalog {}", self.warm.line(), self.warm.catalog_line())
+    }
 }
 
 /// Calls `read` `rate` times a second for `seconds`, or `max` times at most, one at a time (a
-/// late call goes at once); returns the calls made and the rate achieved.
+/// late call goes at once); returns the calls made and the rate achieved over their intervals.
 async fn paced<F, Fut>(rate: u32, seconds: u64, max: u64, mut read: F) -> (u64, f64)
 where
     F: FnMut() -> Fut,
@@ -179,5 +310,8 @@ where
         tokio::time::sleep_until(started + interval * n as u32).await;
         read().await;
     }
+    // The last call stands for the interval it opens: a run that keeps up achieves the rate
+    // offered (its calls span `total` intervals, not `total - 1`).
+    tokio::time::sleep_until(started + interval * total as u32).await;
     (total, total as f64 / started.elapsed().as_secs_f64())
 }

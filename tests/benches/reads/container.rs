@@ -1,5 +1,6 @@
 //! One warm Lambda container reading counts: the public count handlers over a client whose
-//! requests are counted, the naive reads beside them, and what the requests cost.
+//! requests are counted and whose reads are priced, the naive reads beside them, and what
+//! the requests cost.
 
 use std::collections::HashMap;
 
@@ -16,43 +17,84 @@ use likes_tests::TestStack;
 use serde_json::json;
 
 use crate::capacity::Item;
-use crate::sent::{Sent, SentRequests};
+use crate::priced::PricedReads;
+use crate::sent::SentRequests;
 
-/// One warm Lambda container: an `App` over a client whose requests are counted.
+/// One warm Lambda container: an `App` over a client whose requests are counted and priced.
 pub struct Container {
     app: App,
     store: CountsStore,
     client: Client,
-    pub sent: SentRequests,
+    /// The table the handlers read namespace rules and item owners from.
+    catalog_table: String,
+    sent: SentRequests,
+    priced: PricedReads,
 }
 
-/// What the reads cost since the last one.
+/// What the reads cost since the last one: the requests on the wire, the read units of each
+/// read by AWS's size rules, and the Catalog table's share of both.
 pub struct Cost {
-    pub queries: u64,
-    pub gets: u64,
-    pub others: u64,
-    pub reads: u64,
-    pub half_units: f64,
+    reads: u64,
+    requests: u64,
+    /// Requests on the wire that are not a priced read: a write, or an attempt that failed.
+    others: u64,
+    half_units: u64,
+    catalog_requests: u64,
+    catalog_half_units: u64,
 }
 
 impl Cost {
+    fn per_read(&self, n: u64) -> f64 {
+        n as f64 / self.reads as f64
+    }
+
+    /// Requests and RCU per read.
     pub fn line(&self) -> String {
-        let per = |n: u64| n as f64 / self.reads as f64;
         let mut line = format!(
             "{:.4} / {:.4}",
-            per(self.queries + self.gets + self.others),
-            self.half_units / 2.0 / self.reads as f64
+            self.per_read(self.requests),
+            self.per_read(self.half_units) / 2.0
         );
         if self.others > 0 {
             line.push_str(&format!(" ({} other)", self.others));
         }
         line
     }
+
+    /// The catalog's requests and RCU per read.
+    pub fn catalog_line(&self) -> String {
+        format!(
+            "{:.4} / {:.4}",
+            self.per_read(self.catalog_requests),
+            self.per_read(self.catalog_half_units) / 2.0
+        )
+    }
+
+    /// Requests a second, the reads coming `rate` a second.
+    pub fn requests_per_second(&self, rate: f64) -> f64 {
+        self.per_read(self.requests) * rate
+    }
+
+    /// The catalog's requests and RCU a second, the reads coming `rate` a second.
+    pub fn catalog_per_second(&self, rate: f64) -> String {
+        format!(
+            "{:.2} / {:.2}",
+            self.per_read(self.catalog_requests) * rate,
+            self.per_read(self.catalog_half_units) / 2.0 * rate
+        )
+    }
 }
 
 impl Container {
     pub fn new(stack: &TestStack) -> Self {
-        let (client, sent) = SentRequests::client(&stack.stack.aws.sdk);
+        let sent = SentRequests::default();
+        let priced = PricedReads::default();
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&stack.stack.aws.sdk)
+                .interceptor(sent.clone())
+                .interceptor(priced.clone())
+                .build(),
+        );
         let table = stack.name("CountsTable");
         // As the template configures the count read (the batch read shares it).
         let environment = stack
@@ -71,26 +113,28 @@ impl Container {
             ),
             store: CountsStore::new(client.clone(), table),
             client,
+            catalog_table: environment["CATALOG_TABLE"].clone(),
             sent,
+            priced,
         }
     }
 
-    /// The requests sent since the last call, priced: each Query at `query_half_units` (the
-    /// mean over the partitions of the items read), each GetItem one `as_of` replica.
-    pub fn cost(&self, reads: u64, query_half_units: f64, as_of_half_units: f64) -> Cost {
-        let sent = self.sent.take();
-        let count = |name: &str| {
-            sent.iter()
-                .filter(|s| matches!(s, Sent::Other(op) if op == name))
-                .count() as u64
-        };
-        let (queries, gets) = (count("Query"), count("GetItem"));
+    /// The requests sent since the last call over `reads` reads, each read priced as it was
+    /// answered.
+    pub fn cost(&self, reads: u64) -> Cost {
+        let sent = self.sent.take().len() as u64;
+        let priced = self.priced.take();
+        let catalog: Vec<_> = priced
+            .iter()
+            .filter(|read| read.table == self.catalog_table)
+            .collect();
         Cost {
-            queries,
-            gets,
-            others: sent.len() as u64 - queries - gets,
             reads,
-            half_units: queries as f64 * query_half_units + gets as f64 * as_of_half_units,
+            requests: sent,
+            others: sent - priced.len() as u64,
+            half_units: priced.iter().map(|read| read.half_units).sum(),
+            catalog_requests: catalog.len() as u64,
+            catalog_half_units: catalog.iter().map(|read| read.half_units).sum(),
         }
     }
 
