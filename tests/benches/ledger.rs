@@ -72,14 +72,8 @@ async fn main() {
     let names = Resources::of(&stack);
     let likes = (cold, viral, clients);
     let defaults = Run::of(&stack, &names, DEFAULT_WINDOWS, likes, 0).await;
-    let admin = stack.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
-    stack
-        .request("PUT", &format!("/v1/namespaces/{EVERY_WINDOW}"), None)
-        .header("authorization", &format!("Bearer {admin}"))
-        .json(&serde_json::json!({"leaderboard_windows": ["hour", "day", "week", "all"]}))
-        .send()
-        .await
-        .assert_status(200);
+    let every = serde_json::json!({"leaderboard_windows": ["hour", "day", "week", "all"]});
+    stack.set_namespace_rules(EVERY_WINDOW, &every).await;
     // Past the consumer's catalog cache, so its next batch keeps the four windows.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let every_window = Run::of(&stack, &names, EVERY_WINDOW, likes, 2).await;

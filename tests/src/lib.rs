@@ -117,6 +117,31 @@ impl TestStack {
             .mint_scoped(sub, Some(scopes), now_seconds(), 3600)
     }
 
+    /// `PUT path` with `body`, as the holder of `token`, answered 200.
+    pub async fn put_as(&self, token: &str, path: &str, body: &Value) {
+        self.request("PUT", path, None)
+            .header("authorization", &format!("Bearer {token}"))
+            .json(body)
+            .send()
+            .await
+            .assert_status(200);
+    }
+
+    /// A platform's admin sets `rules` on `namespace` (`PUT /v1/namespaces/{namespace}`).
+    pub async fn set_namespace_rules(&self, namespace: &str, rules: &Value) {
+        let admin = self.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
+        let path = format!("/v1/namespaces/{namespace}");
+        self.put_as(&admin, &path, rules).await;
+    }
+
+    /// A platform service registers `owner` as `item`'s owner (`PUT /v1/items/{item}/owner`).
+    pub async fn set_item_owner(&self, item: &str, owner: &str) {
+        let service = self.scoped_token("platform-svc", likes_core::namespace::ITEMS_SCOPE);
+        let body = serde_json::json!({ "owner_id": owner });
+        self.put_as(&service, &format!("/v1/items/{item}/owner"), &body)
+            .await;
+    }
+
     /// `GET /v1/items/{item}/like-count`, as a reader.
     pub async fn like_count(&self, item: &str) -> TestResponse {
         self.request(

@@ -3,10 +3,10 @@
 //! service registers the owner, the owner hides the like count). The count reads read both
 //! rows of every item; each hides one count, so an answer hiding both shows both were read.
 
-use likes_core::namespace::{Namespace, ADMIN_SCOPE, ITEMS_SCOPE};
+use likes_core::namespace::Namespace;
 use likes_core::ItemId;
 use likes_tests::TestStack;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Owns every item the reads read once the rules are set.
 const OWNER: &str = "owner";
@@ -14,17 +14,14 @@ const OWNER: &str = "owner";
 /// Disables dislikes in `namespace` (their count is hidden from the public) and has an owner
 /// hide each of `items`' like count; panics unless a public read of `items` then hides both.
 pub async fn set_rules(stack: &TestStack, namespace: &Namespace, items: &[ItemId]) {
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
     let rules = json!({ "dislikes": "disabled" });
-    let path = format!("/v1/namespaces/{}", namespace.as_str());
-    put(stack, &path, &admin, rules).await;
-    let service = stack.scoped_token("platform-svc", ITEMS_SCOPE);
+    stack.set_namespace_rules(namespace.as_str(), &rules).await;
     let owner = stack.token(OWNER);
     for item in items {
-        let path = format!("/v1/items/{item}/owner");
-        put(stack, &path, &service, json!({ "owner_id": OWNER })).await;
+        stack.set_item_owner(item.as_str(), OWNER).await;
         let path = format!("/v1/items/{item}/settings");
-        put(stack, &path, &owner, json!({ "hide_like_count": true })).await;
+        let hide = json!({ "hide_like_count": true });
+        stack.put_as(&owner, &path, &hide).await;
     }
     let read = stack
         .request("POST", "/v1/items/like-counts:batchGet", None)
@@ -41,15 +38,4 @@ pub async fn set_rules(stack: &TestStack, namespace: &Namespace, items: &[ItemId
             "{item} is read with its rules: {shown}"
         );
     }
-}
-
-/// `PUT path` with `body` as the bearer of `token`, which must answer 200.
-async fn put(stack: &TestStack, path: &str, token: &str, body: Value) {
-    stack
-        .request("PUT", path, None)
-        .header("authorization", &format!("Bearer {token}"))
-        .json(&body)
-        .send()
-        .await
-        .assert_status(200);
 }

@@ -48,25 +48,6 @@ async fn read_until(stack: &TestStack, path: &str, done: impl Fn(&Value) -> bool
     }
 }
 
-/// An admin sets `rules` on `namespace` (200).
-async fn set_rules(stack: &TestStack, namespace: &str, rules: Value) {
-    let admin = stack.scoped_token("platform", ADMIN_SCOPE);
-    let path = format!("/v1/namespaces/{namespace}");
-    send(stack, "PUT", &path, Some(&admin), Some(rules))
-        .await
-        .assert_status(200);
-}
-
-/// A platform service registers `owner` as `item`'s owner (200).
-async fn set_owner(stack: &TestStack, item: &str, owner: &str) {
-    let service = stack.scoped_token("platform-svc", ITEMS_SCOPE);
-    let path = format!("/v1/items/{item}/owner");
-    let body = json!({ "owner_id": owner });
-    send(stack, "PUT", &path, Some(&service), Some(body))
-        .await
-        .assert_status(200);
-}
-
 /// `caller` sets `item`'s `hide_like_count`; the answer as it came.
 async fn hide_like_count(stack: &TestStack, item: &str, caller: &str, hide: bool) -> TestResponse {
     let path = format!("/v1/items/{item}/settings");
@@ -181,7 +162,9 @@ async fn a_namespace_without_dislikes_refuses_new_ones_and_keeps_the_old() {
         }
     };
     dislike("early".into(), "k1").await.assert_status(200);
-    set_rules(&stack, "clip", json!({"dislikes": "disabled"})).await;
+    stack
+        .set_namespace_rules("clip", &json!({"dislikes": "disabled"}))
+        .await;
     // Until the rule reaches the write function, dislikes are still taken: each try is a
     // new user's, and the one refused has nothing written.
     let started = std::time::Instant::now();
@@ -238,7 +221,9 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     .await;
 
     // The namespace hides like counts: every public read says so, the same to everyone.
-    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
+    stack
+        .set_namespace_rules("post", &json!({"like_count": "owner_only"}))
+        .await;
     let hidden = read_until(&stack, "/v1/items/post:1/like-count", |c| {
         c["like_count"].is_null()
     })
@@ -262,7 +247,9 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     assert_eq!(browse["items"]["post:1"]["like_count_hidden"], true);
 
     // Shown again: the same counts, nothing recounted.
-    set_rules(&stack, "post", json!({"like_count": "public"})).await;
+    stack
+        .set_namespace_rules("post", &json!({"like_count": "public"}))
+        .await;
     let shown = read_until(&stack, "/v1/items/post:1/like-count", |c| {
         c["like_count"] == 3
     })
@@ -332,7 +319,7 @@ async fn hidden_counts_are_null_to_the_public_and_exact_to_the_owner_and_show_ag
     assert_eq!(read.json()["hide_like_count"], true);
 
     // A transfer: the new owner decides, the old one no longer can.
-    set_owner(&stack, "post:1", "editor").await;
+    stack.set_item_owner("post:1", "editor").await;
     let owner = send(
         &stack,
         "GET",
@@ -417,7 +404,9 @@ async fn live_counts_follow_the_rules() {
         .until(FOLLOWS_WITHIN, |m| m["type"] == "counts")
         .await;
     assert_eq!(first.last().unwrap().message["like_count"], 0);
-    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
+    stack
+        .set_namespace_rules("post", &json!({"like_count": "owner_only"}))
+        .await;
     read_until(&stack, &format!("/v1/items/{item}/like-count"), |c| {
         c["like_count"].is_null()
     })
@@ -456,21 +445,25 @@ async fn the_public_board_leaves_off_the_items_whose_like_counts_are_hidden() {
     ]);
     stack.leaderboard_until("window=all", &everything).await;
 
-    set_rules(&stack, "post", json!({"like_count": "owner_only"})).await;
+    stack
+        .set_namespace_rules("post", &json!({"like_count": "owner_only"}))
+        .await;
     stack
         .leaderboard_until(
             "window=all&limit=2",
             &json!([entry("clip:mid", 2), entry("game:low", 1)]),
         )
         .await;
-    set_owner(&stack, "clip:mid", "maker").await;
+    stack.set_item_owner("clip:mid", "maker").await;
     hide_like_count(&stack, "clip:mid", "maker", true)
         .await
         .assert_status(200);
     stack
         .leaderboard_until("window=all", &json!([entry("game:low", 1)]))
         .await;
-    set_rules(&stack, "post", json!({"like_count": "public"})).await;
+    stack
+        .set_namespace_rules("post", &json!({"like_count": "public"}))
+        .await;
     stack
         .leaderboard_until(
             "window=all",

@@ -37,14 +37,12 @@ async fn duplicated_and_crashed_deliveries_keep_the_ranking_exact_with_ties_by_i
     .await;
     let stack = TestStack::builder().refreshing_boards().start().await;
     // The items' namespace keeps every window, so each of its boards takes the faults too.
-    let admin = stack.scoped_token("platform", likes_core::namespace::ADMIN_SCOPE);
     stack
-        .request("PUT", "/v1/namespaces/game", None)
-        .header("authorization", &format!("Bearer {admin}"))
-        .json(&json!({"leaderboard_windows": ["hour", "day", "week", "all"]}))
-        .send()
-        .await
-        .assert_status(200);
+        .set_namespace_rules(
+            "game",
+            &json!({"leaderboard_windows": ["hour", "day", "week", "all"]}),
+        )
+        .await;
     // The event log holds some events twice (the publisher's batch delivered again), the
     // leaderboard gets batches twice, one invocation dies after its third UpdateItem of the
     // Leaderboard table (a score row of its intent, or the refresh lease it took, left held;
@@ -458,10 +456,8 @@ async fn a_quiet_event_log_keeps_the_boards_as_of_moving_and_its_heartbeats_scor
 #[tokio::test]
 async fn each_namespace_ranks_its_own_items_in_the_windows_its_rules_keep() {
     use likes_core::leaderboard::Window;
-    use likes_core::namespace::ADMIN_SCOPE;
     clear_of_window_end(Window::hour_of, Duration::from_secs(120)).await;
     let stack = TestStack::builder().refreshing_boards().start().await;
-    let admin = format!("Bearer {}", stack.scoped_token("platform", ADMIN_SCOPE));
     for (namespace, rules) in [
         (
             "clip",
@@ -469,13 +465,7 @@ async fn each_namespace_ranks_its_own_items_in_the_windows_its_rules_keep() {
         ),
         ("secret", json!({"like_count": "owner_only"})),
     ] {
-        stack
-            .request("PUT", &format!("/v1/namespaces/{namespace}"), None)
-            .header("authorization", &admin)
-            .json(&rules)
-            .send()
-            .await
-            .assert_status(200);
+        stack.set_namespace_rules(namespace, &rules).await;
     }
     // Past the consumer's catalog cache, so it reads the windows the rules now keep.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
