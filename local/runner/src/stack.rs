@@ -273,6 +273,30 @@ impl Stack {
             })
     }
 
+    /// The template's function `logical_id` as the bootstrap builds it (its `Handler`, its
+    /// environment resolved against the local resources), for a caller that hands it an
+    /// event of its own.
+    pub fn function(
+        &self,
+        logical_id: &str,
+    ) -> Result<Box<dyn likes_functions::Invoke>, StackError> {
+        let handler = self
+            .template
+            .handler(logical_id)
+            .map_err(|err| StackError::Function {
+                function: logical_id.to_owned(),
+                message: err.to_string(),
+            })?;
+        build_function(
+            &self.template,
+            &self.resources,
+            &self.aws.sdk,
+            logical_id,
+            &handler,
+            &self.environment_overrides,
+        )
+    }
+
     /// The first mapping that invokes `function` (a logical id), if the template has one.
     pub fn pipeline(&self, function: &str) -> Option<&Pipeline> {
         self.pipelines

@@ -24,6 +24,7 @@ mod table;
 #[path = "../../benches/scale/traffic.rs"]
 mod traffic;
 
+mod aws_events;
 mod contract;
 mod http_bad_requests;
 mod http_catalog;
