@@ -312,7 +312,8 @@ impl LeaderboardStore {
     /// like, and cannot rank. The window shard's partition is read in item id order from the
     /// namespace's prefix, filtered, a page of `wanted` rows at a time, until it has them.
     /// The `default` namespace's items (no prefix, or `default:`) are spread through the
-    /// partition: its read filters out the other namespaces' rows too.
+    /// partition, and a Query may not filter on its key: its read keeps them from every
+    /// namespace's rows as they come.
     async fn unranked(
         &self,
         board: &Board,
@@ -325,6 +326,7 @@ impl LeaderboardStore {
             .client
             .query()
             .table_name(&self.table)
+            .filter_expression("attribute_not_exists(#ranked) AND #score > :zero")
             .projection_expression("#item_id, #score")
             .expression_attribute_names("#board", BOARD)
             .expression_attribute_names("#ranked", RANKED)
@@ -332,29 +334,33 @@ impl LeaderboardStore {
             .expression_attribute_names("#item_id", ITEM_ID)
             .expression_attribute_values(":board", AttributeValue::S(board.window.board_key(shard)))
             .expression_attribute_values(":zero", number(0))
-            .expression_attribute_values(":prefix", AttributeValue::S(prefix))
             .limit(wanted as i32);
-        let unranked = "attribute_not_exists(#ranked) AND #score > :zero";
-        let query = if namespace == DEFAULT_NAMESPACE {
-            query
-                .key_condition_expression("#board = :board")
-                .filter_expression(format!(
-                    "{unranked} AND (NOT contains(#item_id, :colon) OR begins_with(#item_id, :prefix))"
-                ))
-                .expression_attribute_values(":colon", AttributeValue::S(":".into()))
+        let (query, in_namespace): (_, fn(&str, &str) -> bool) = if namespace == DEFAULT_NAMESPACE {
+            let in_default =
+                |item: &str, prefix: &str| !item.contains(':') || item.starts_with(prefix);
+            (
+                query.key_condition_expression("#board = :board"),
+                in_default,
+            )
         } else {
-            query
+            let query = query
                 .key_condition_expression("#board = :board AND begins_with(#item_id, :prefix)")
-                .filter_expression(unranked)
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.clone()));
+            (query, |_, _| true)
         };
         let entry = |item| {
             let row: ScoreRow = rows::from_item(item)?;
-            Ok(Entry {
+            Ok(in_namespace(&row.item_id, &prefix).then_some(Entry {
                 item_id: row.item_id,
                 like_count: row.score,
-            })
+            }))
         };
-        let mut entries = query_while(query, entry, |entries| entries.len() < wanted).await?;
+        let short = |entries: &[Option<Entry>]| entries.iter().flatten().count() < wanted;
+        let mut entries: Vec<Entry> = query_while(query, entry, short)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         entries.truncate(wanted);
         Ok(entries)
     }
