@@ -10,8 +10,7 @@ use std::time::Duration;
 use lambda_runtime::LambdaEvent;
 use likes_core::leaderboard::{board_as_of, expired_log_shards, Board, LogProgress, Window};
 use likes_core::namespace::Namespace;
-use likes_store::leaderboard::ShardProgress;
-use likes_store::leaderboard::SCORED_KEPT_MS;
+use likes_store::leaderboard::{ShardProgress, SCORED_KEPT_MS};
 use likes_store::metrics::Report;
 use likes_store::{LeaderboardStore, StoreError};
 use serde_json::Value;
@@ -134,18 +133,6 @@ impl BoardRefresher {
         .await
     }
 
-    /// Reads every shard's progress; when some shard applied an intent since the last tick,
-    /// re-ranks the namespace boards its intents scored on since, then the global boards of
-    /// their all-time and day windows. On the invocation's first tick, or when the last
-    /// was too long ago (or a shard dropped boards it scored on) for the progress to name
-    /// every board scored since, it re-ranks every known namespace's current boards too.
-    /// When shards only moved over records that score nothing, it moves the `as_of` of the
-    /// global `all` and today's board without ranking again (no score changed). `as_of`
-    /// is the lowest progress of the shards not done with, or the start of one not read yet
-    /// ([`board_as_of`]), read before any score. Then puts a heartbeat on each open shard
-    /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards
-    /// that have expired from the log ([`expired_log_shards`]), giving up an intent one left
-    /// pending.
     /// The namespace boards shards scored on since the last tick (by the intents each
     /// applied since), whether any shard moved without scoring, and whether the progress
     /// cannot name every board scored since: no tick yet, one too long ago for the progress
@@ -202,6 +189,18 @@ impl BoardRefresher {
         Ok(())
     }
 
+    /// Reads every shard's progress; when some shard applied an intent since the last tick,
+    /// re-ranks the namespace boards its intents scored on since, then the global boards of
+    /// their all-time and day windows. On the invocation's first tick, or when the last
+    /// was too long ago (or a shard dropped boards it scored on) for the progress to name
+    /// every board scored since, it re-ranks every known namespace's current boards too.
+    /// When shards only moved over records that score nothing, it moves the `as_of` of the
+    /// global `all` and today's board without ranking again (no score changed). `as_of`
+    /// is the lowest progress of the shards not done with, or the start of one not read yet
+    /// ([`board_as_of`]), read before any score. Then puts a heartbeat on each open shard
+    /// that applied nothing for `heartbeat_after` (or nothing at all), and retires the shards
+    /// that have expired from the log ([`expired_log_shards`]), giving up an intent one left
+    /// pending.
     pub async fn tick(&self) -> Result<RefreshReport, RefreshError> {
         let started_ms = likes_core::clock::now_ms();
         let progress = self.store.progress().await?;
