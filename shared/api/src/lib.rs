@@ -316,9 +316,14 @@ pub struct App {
     moderation: Option<ModerationStore>,
     removed: Option<RemovedItems>,
     privacy: Option<PrivacyStore>,
-    catalog: Option<CatalogStore>,
-    /// Count reads and dislikes read the catalog through the container's cache.
-    catalog_cache: Option<CatalogCache>,
+    /// Its own endpoints write and read the catalog's rows directly; count reads, dislikes
+    /// and the board read them through the container's cache.
+    catalog: Option<CatalogCache>,
+}
+
+/// A store of `App`, or the 500 that says which variable its function was deployed without.
+fn configured<'a, T>(store: &'a Option<T>, variable: &'static str) -> Result<&'a T, ApiError> {
+    store.as_ref().ok_or(ApiError::Config(variable))
 }
 
 impl App {
@@ -369,10 +374,6 @@ impl App {
                 .map(|table| PrivacyStore::new(dynamodb.clone(), table)),
             catalog: config
                 .catalog_table
-                .as_ref()
-                .map(|table| CatalogStore::new(dynamodb.clone(), table)),
-            catalog_cache: config
-                .catalog_table
                 .map(|table| CatalogCache::new(CatalogStore::new(dynamodb.clone(), table))),
             counts: config
                 .counts_table
@@ -384,44 +385,33 @@ impl App {
     }
 
     fn reactions(&self) -> Result<&ReactionsStore, ApiError> {
-        self.reactions
-            .as_ref()
-            .ok_or(ApiError::Config("REACTIONS_TABLE"))
+        configured(&self.reactions, "REACTIONS_TABLE")
     }
 
     fn counts(&self) -> Result<&CachedCounts, ApiError> {
-        self.counts.as_ref().ok_or(ApiError::Config("COUNTS_TABLE"))
+        configured(&self.counts, "COUNTS_TABLE")
     }
 
     fn erasures(&self) -> Result<&ErasuresStore, ApiError> {
-        self.erasures
-            .as_ref()
-            .ok_or(ApiError::Config("ERASURES_TABLE"))
+        configured(&self.erasures, "ERASURES_TABLE")
     }
 
     fn rate_limits(&self) -> Result<&RateLimitsStore, ApiError> {
-        self.rate_limits
-            .as_ref()
-            .ok_or(ApiError::Config("RATE_LIMITS_TABLE"))
+        configured(&self.rate_limits, "RATE_LIMITS_TABLE")
     }
 
     fn leaderboard(&self) -> Result<&LeaderboardStore, ApiError> {
-        self.leaderboard
-            .as_ref()
-            .ok_or(ApiError::Config("LEADERBOARD_TABLE"))
+        configured(&self.leaderboard, "LEADERBOARD_TABLE")
     }
 
     fn likers(&self) -> Result<&LikersStore, ApiError> {
-        self.likers.as_ref().ok_or(ApiError::Config("LIKERS_TABLE"))
+        configured(&self.likers, "LIKERS_TABLE")
     }
 
     /// 410 when a moderator removed `item` (as this container read it at most a second
     /// ago; a removal is answered only after that).
     async fn refuse_removed(&self, item: &ItemId) -> Result<(), ApiError> {
-        let removed = self
-            .removed
-            .as_ref()
-            .ok_or(ApiError::Config("MODERATION_TABLE"))?;
+        let removed = configured(&self.removed, "MODERATION_TABLE")?;
         if removed
             .is_removed(item, likes_core::clock::now_ms())
             .await?
@@ -432,33 +422,23 @@ impl App {
     }
 
     fn moderation(&self) -> Result<&ModerationStore, ApiError> {
-        self.moderation
-            .as_ref()
-            .ok_or(ApiError::Config("MODERATION_TABLE"))
+        configured(&self.moderation, "MODERATION_TABLE")
     }
 
     fn privacy(&self) -> Result<&PrivacyStore, ApiError> {
-        self.privacy
-            .as_ref()
-            .ok_or(ApiError::Config("PRIVACY_TABLE"))
+        configured(&self.privacy, "PRIVACY_TABLE")
     }
 
     fn catalog(&self) -> Result<&CatalogStore, ApiError> {
-        self.catalog
-            .as_ref()
-            .ok_or(ApiError::Config("CATALOG_TABLE"))
+        self.catalog_cache().map(CatalogCache::store)
     }
 
     fn catalog_cache(&self) -> Result<&CatalogCache, ApiError> {
-        self.catalog_cache
-            .as_ref()
-            .ok_or(ApiError::Config("CATALOG_TABLE"))
+        configured(&self.catalog, "CATALOG_TABLE")
     }
 
     fn cursor_secret(&self) -> Result<&CursorSecret, ApiError> {
-        self.cursor_secret
-            .as_ref()
-            .ok_or(ApiError::Config("CURSOR_SECRET_ARN"))
+        configured(&self.cursor_secret, "CURSOR_SECRET_ARN")
     }
 
     /// Serves one request of `endpoint`; every error becomes its problem+json response here.

@@ -293,6 +293,11 @@ impl CatalogCache {
         }
     }
 
+    /// The store it reads through, for the reads and writes that must not be cached.
+    pub fn store(&self) -> &CatalogStore {
+        &self.store
+    }
+
     /// The rules of `namespace`, as read at most [`CATALOG_CACHE_MS`] before `now_ms`.
     pub async fn rules(
         &self,
