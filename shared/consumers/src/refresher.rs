@@ -172,8 +172,13 @@ impl BoardRefresher {
     }
 
     /// Notes the namespaces of `boards` not yet known to have boards, so the global boards
-    /// rank from their tops.
-    async fn register(&self, boards: &BTreeSet<Board>) -> Result<(), RefreshError> {
+    /// rank from their tops; every namespace known to have boards. One noted by another
+    /// container (two invocations overlapping) joins this one's at its next invocation's
+    /// first tick, a minute at most, which re-ranks every namespace's boards.
+    async fn register(
+        &self,
+        boards: &BTreeSet<Board>,
+    ) -> Result<BTreeSet<Namespace>, RefreshError> {
         let mut known = self.namespaces.lock().await;
         let known = match &mut *known {
             Some(known) => known,
@@ -186,7 +191,7 @@ impl BoardRefresher {
             .collect();
         self.store.register_namespaces(&new).await?;
         known.extend(new);
-        Ok(())
+        Ok(known.clone())
     }
 
     /// Reads every shard's progress; when some shard applied an intent since the last tick,
@@ -237,7 +242,7 @@ impl BoardRefresher {
             }
             *self.namespaces.lock().await = Some(namespaces);
         }
-        self.register(&boards).await?;
+        let namespaces = self.register(&boards).await?;
         let global: Vec<Board> = boards
             .iter()
             .filter(|board| matches!(board.window, Window::All | Window::Day(_)))
@@ -248,7 +253,9 @@ impl BoardRefresher {
             boards.insert(Board::global(Window::All));
             boards.insert(Board::global(today.clone()));
         }
-        self.store.refresh(&boards, as_of_ms, started_ms).await?;
+        self.store
+            .refresh(&boards, &namespaces, as_of_ms, started_ms)
+            .await?;
         if let (true, true, Some(as_of_ms)) = (boards.is_empty(), moved, as_of_ms) {
             self.store
                 .touch(&[Window::All, today], as_of_ms, started_ms)

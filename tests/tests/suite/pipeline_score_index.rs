@@ -196,7 +196,7 @@ async fn a_once_liked_items_rows_stay_out_of_the_index_and_any_later_write_ranks
         }
         // The board's top reaches down to one like, so the refresh reads the rows the
         // index leaves out: the once-liked item is listed, ties by item id.
-        a.refresh([&game(&window)], Some(now), now)
+        a.refresh([&game(&window)], &BTreeSet::new(), Some(now), now)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         let board = a
@@ -262,7 +262,7 @@ async fn a_top_with_few_places_left_for_once_liked_items_fills_them_by_item_id()
     expected.extend(once.iter().take(5).map(|item| (item.clone(), 1)));
     for window in [Window::All, Window::day_of(now)] {
         board
-            .refresh([&game(&window)], Some(now), now)
+            .refresh([&game(&window)], &BTreeSet::new(), Some(now), now)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         let listed: Vec<(String, i64)> = board

@@ -27,10 +27,12 @@ const BOARDS_IN_FLIGHT: usize = 4;
 
 impl LeaderboardStore {
     /// Refreshes each of `boards`, namespaces' boards of a window before the global board
-    /// of the same window, which is ranked from their tops.
+    /// of the same window, which is ranked from the tops of `namespaces` (every namespace
+    /// with boards, as [`Self::namespaces`] reads them).
     pub async fn refresh(
         &self,
         boards: impl IntoIterator<Item = &Board>,
+        namespaces: &BTreeSet<Namespace>,
         as_of_ms: Option<i64>,
         started_ms: i64,
     ) -> Result<(), StoreError> {
@@ -47,11 +49,9 @@ impl LeaderboardStore {
             .buffer_unordered(BOARDS_IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await?;
-        futures_util::future::try_join_all(
-            global
-                .into_iter()
-                .map(|board| self.refresh_global_board(&board.window, as_of_ms, started_ms)),
-        )
+        futures_util::future::try_join_all(global.into_iter().map(|board| {
+            self.refresh_global_board(&board.window, namespaces, as_of_ms, started_ms)
+        }))
         .await
         .map(drop)
     }
@@ -63,17 +63,17 @@ impl LeaderboardStore {
         as_of_ms: Option<i64>,
         started_ms: i64,
     ) -> Result<(), StoreError> {
-        let boards: Vec<Board> = self
-            .namespaces()
-            .await?
-            .into_iter()
+        let namespaces = self.namespaces().await?;
+        let boards: Vec<Board> = namespaces
+            .iter()
             .map(|namespace| Board {
-                namespace: Some(namespace),
+                namespace: Some(namespace.clone()),
                 window: Window::All,
             })
             .chain([Board::global(Window::All)])
             .collect();
-        self.refresh(&boards, as_of_ms, started_ms).await
+        self.refresh(&boards, &namespaces, as_of_ms, started_ms)
+            .await
     }
 
     /// Every namespace a board was refreshed for (a Query of `#namespace`, strongly
@@ -152,22 +152,21 @@ impl LeaderboardStore {
             .await
     }
 
-    /// Ranks a global board from every known namespace's top of `window` (strongly
-    /// consistent reads, after the caller refreshed those that changed): the top of the
-    /// union of the namespaces' tops is the top of every item.
+    /// Ranks a global board from `namespaces`' tops of `window` (strongly consistent
+    /// reads, after the caller refreshed those that changed): the top of the union of the
+    /// namespaces' tops is the top of every item.
     async fn refresh_global_board(
         &self,
         window: &Window,
+        namespaces: &BTreeSet<Namespace>,
         as_of_ms: Option<i64>,
         started_ms: i64,
     ) -> Result<(), StoreError> {
-        let keys = self
-            .namespaces()
-            .await?
-            .into_iter()
+        let keys = namespaces
+            .iter()
             .map(|namespace| {
                 let board = Board {
-                    namespace: Some(namespace),
+                    namespace: Some(namespace.clone()),
                     window: window.clone(),
                 };
                 [
