@@ -119,42 +119,52 @@ impl Run {
         (cold, viral, clients): (usize, usize, usize),
         cleaned: i64,
     ) -> Self {
-        let before = stack.usage();
         let cold_likes = (0..cold).map(|i| {
             (
                 format!("{namespace}-cold-user{i}"),
                 format!("{namespace}:cold{i}"),
             )
         });
-        stack.like_all(clients, cold_likes).await;
-        stack.settle_consumers().await;
-        let after_cold = (stack.usage(), Batches::read(stack));
-        clean(stack, cleaned + 1).await;
-        let cleaned_cold = stack.usage();
-
+        let (cold_units, after_cold, _) =
+            phase(stack, names, cold_likes, (cold, clients), cleaned + 1).await;
         let viral_likes = (0..viral).map(|i| {
             (
                 format!("{namespace}-viral-user{i}"),
                 format!("{namespace}:viral"),
             )
         });
-        stack.like_all(clients, viral_likes).await;
-        stack.settle_consumers().await;
-        let after_viral = (stack.usage(), Batches::read(stack));
-        clean(stack, cleaned + 2).await;
-        let usage = stack.usage();
-
-        let mut cold_units = names.per(&before, &after_cold.0, cold);
-        cold_units.extend(cleaning(names.per(&after_cold.0, &cleaned_cold, cold)));
-        let mut viral_units = names.per(&cleaned_cold, &after_viral.0, viral);
-        viral_units.extend(cleaning(names.per(&after_viral.0, &usage, viral)));
+        let (viral_units, after_viral, usage) =
+            phase(stack, names, viral_likes, (viral, clients), cleaned + 2).await;
         Self {
             cold_units,
             viral_units,
-            viral_batches: after_viral.1.since(&after_cold.1),
+            viral_batches: after_viral.since(&after_cold),
             usage,
         }
     }
+}
+
+/// Plays `likes` (`n` of them, `clients` at once), waits for the consumers, then runs the
+/// cleaning pass through the cut `epochs_on` epochs on: the units per like (the pass's
+/// billed to its own part), the consumers' invocations once the likes were applied, and the
+/// usage after the pass.
+async fn phase(
+    stack: &TestStack,
+    names: &Resources,
+    likes: impl Iterator<Item = (String, String)>,
+    (n, clients): (usize, usize),
+    epochs_on: i64,
+) -> (PerLike, Batches, likes_simulator::Usage) {
+    let before = stack.usage();
+    stack.like_all(clients, likes).await;
+    stack.settle_consumers().await;
+    let applied = stack.usage();
+    let batches = Batches::read(stack);
+    clean(stack, epochs_on).await;
+    let cleaned = stack.usage();
+    let mut units = names.per(&before, &applied, n);
+    units.extend(cleaning(names.per(&applied, &cleaned, n)));
+    (units, batches, cleaned)
 }
 
 /// Runs reconciliation's cleaning pass through the cut `epochs_on` epochs after the current
